@@ -1,0 +1,178 @@
+"""Structured configs (OmegaConf), `key=value` overrides, config groups, and sweep expansion.
+
+Hydra is not used (hydra-core 1.3 pins omegaconf < 2.4), so this module does the little of it we
+need: `group=name` picks conf/<group>/<name>.yaml, other `a.b=v` items override keys, and every
+mistake becomes one `ConfigError` line that names the key and the fix.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from kbx_ray.evaluate.evaluator import EvalConfig
+from kbx_ray.sinks.wandb import WandbConfig
+from kbx_ray.types import stable_hash
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+GROUPS = ("suite", "model", "method", "sweep")
+
+
+class ConfigError(ValueError):
+    """A config problem the user can fix; the message is one line."""
+
+
+@dataclass
+class SuiteConfig:
+    name: str = "kbx"                    # kbx (tasks/), later: kernelbench, kernelbenchx
+    path: str | None = None              # suite root; default: the repo's tasks/
+    include: list[str] = field(default_factory=list)  # ids, category folders or globs
+
+
+@dataclass
+class ModelConfig:
+    name: str = "reference"              # label recorded in every row
+    backend: str = "reference"           # reference | (vllm, openai, replay: see llm/)
+    suite_path: str | None = None
+    temperature: float = 0.0
+    max_tokens: int = 4096
+    options: dict[str, Any] = field(default_factory=dict)  # backend-specific
+
+
+@dataclass
+class MethodConfig:
+    name: str = "one_shot"
+    rounds: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SweepConfig:
+    name: str = "default"
+    methods: list[str] = field(default_factory=list)   # conf/method names; empty: the `method`
+    models: list[str] = field(default_factory=list)    # conf/model names; empty: the `model`
+    samples: int = 1
+
+
+@dataclass
+class EngineConfig:
+    max_concurrency: int = 64            # cells in flight in the driver
+    evaluators: int = 0                  # evaluator actors per pool; 0: one per GPU (CPU: 1)
+    flush_every: int = 32                # cells per Parquet part
+    flush_s: float = 10.0                # ... or seconds, whichever comes first
+    ray_address: str | None = None       # None: start or join a local Ray
+
+
+@dataclass
+class Config:
+    suite: SuiteConfig = field(default_factory=SuiteConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    method: MethodConfig = field(default_factory=MethodConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+    hardware: list[str] = field(default_factory=lambda: ["auto"])  # pool names; auto: local
+    evaluation: EvalConfig = field(default_factory=EvalConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    output_dir: str = "results"
+    sweep_id: str | None = None
+
+
+def _group_file(group: str, name: str) -> Path:
+    path = CONF_DIR / group / f"{name}.yaml"
+    if not path.exists():
+        choices = sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+        raise ConfigError(f"unknown {group} {name!r}: choose one of {', '.join(choices)} "
+                          f"or add conf/{group}/{name}.yaml")
+    return path
+
+
+def _merge(base: DictConfig, other: Any, where: str) -> DictConfig:
+    try:
+        return OmegaConf.merge(base, other)
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", "") or ""
+        raise ConfigError(f"bad config in {where}: {key + ': ' if key else ''}"
+                          f"{str(e).splitlines()[0]}") from None
+
+
+def load_config(overrides: list[str] | None = None) -> Config:
+    """conf/config.yaml, then group picks, then key=value overrides; validated against `Config`."""
+    cfg = OmegaConf.structured(Config)
+    cfg = _merge(cfg, OmegaConf.load(CONF_DIR / "config.yaml"), "conf/config.yaml")
+    groups, dotlist = {}, []
+    for item in overrides or []:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not key=value (e.g. model=reference)")
+        key, value = item.split("=", 1)
+        if key in GROUPS:
+            groups[key] = value
+        elif key == "hardware" and not value.startswith("["):
+            dotlist.append(f"hardware=[{value}]")
+        else:
+            dotlist.append(item)
+    for group in GROUPS:
+        name = groups.get(group)
+        if name is not None:
+            node = OmegaConf.create({group: OmegaConf.load(_group_file(group, name))})
+            cfg = _merge(cfg, node, f"conf/{group}/{name}.yaml")
+    try:
+        cli = OmegaConf.from_dotlist(dotlist)
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"cannot parse overrides: {str(e).splitlines()[0]}") from None
+    cfg = _merge(cfg, cli, "the command line")
+    return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+
+
+def to_dict(cfg: Config) -> dict[str, Any]:
+    return OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)  # type: ignore
+
+
+def sweep_id(cfg: Config) -> str:
+    """Stable across re-runs of the same sweep; `suite.include` is left out so that adding tasks
+    resumes into the same results folder."""
+    if cfg.sweep_id:
+        return cfg.sweep_id
+    d = to_dict(cfg)
+    key = {k: d[k] for k in ("model", "method", "sweep", "hardware")}
+    key["suite"] = {k: v for k, v in d["suite"].items() if k != "include"}
+    return f"{cfg.sweep.name}-{stable_hash(key, n=8)}"
+
+
+@dataclass(frozen=True)
+class Cell:
+    cell_id: str
+    task_id: str
+    method: MethodConfig
+    model: ModelConfig
+    sample: int
+    hardware: str
+
+
+def _variants(group: str, names: list[str], default: Any) -> list[Any]:
+    if not names:
+        return [default]
+    schema = {"method": MethodConfig, "model": ModelConfig}[group]
+    out = []
+    for n in names:
+        node = _merge(OmegaConf.structured(schema), OmegaConf.load(_group_file(group, n)),
+                      f"conf/{group}/{n}.yaml")
+        out.append(OmegaConf.to_object(node))
+    return out
+
+
+def expand(cfg: Config, tasks: list[Any], pools: list[str]) -> list[Cell]:
+    """The grid: task x method x model x sample x hardware, each with a stable cell id."""
+    methods = _variants("method", cfg.sweep.methods, cfg.method)
+    models = _variants("model", cfg.sweep.models, cfg.model)
+    cells = []
+    for task, method, model, sample, hw in itertools.product(
+            tasks, methods, models, range(cfg.sweep.samples), pools):
+        m, mo = OmegaConf.to_container(OmegaConf.structured(method)), OmegaConf.to_container(
+            OmegaConf.structured(model))
+        cid = stable_hash(task.task_id, task.task_hash, m, mo, sample, hw)
+        cells.append(Cell(cid, task.task_id, method, model, sample, hw))
+    return cells

@@ -1,0 +1,1 @@
+"""Sandboxed evaluation: the trusted parent (evaluator) and the untrusted worker (worker)."""

@@ -1,0 +1,256 @@
+"""One candidate through the stages: static checks -> compile/call -> correctness -> timing -> roofline.
+
+The parent (this process) is the judge. It runs the reference and the comparison itself and times the
+eager reference with the same `bench` the worker uses; the worker only runs candidate code. Any
+failure becomes an `EvalResult` with an `error_kind`; nothing here raises for a bad candidate.
+"""
+from __future__ import annotations
+
+import ast
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kbx_ray.evaluate import timing as timing_mod
+from kbx_ray.evaluate.checks import static_check
+from kbx_ray.evaluate.correctness import Verdict, compare, flatten
+from kbx_ray.evaluate.protocol import tensor_from_wire
+from kbx_ray.evaluate.roofline import case_dtype, roofline
+from kbx_ray.evaluate.sandbox import Sandbox, SandboxConfig, WorkerDied
+from kbx_ray.suite import load_module
+from kbx_ray.types import Candidate, CaseResult, EvalResult, Task, trim
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EvalConfig:
+    device: str = "auto"             # auto | cuda | cpu
+    seeds: int = 3                   # correctness seeds per case
+    base_seed: int = 0
+    small_only: str = "auto"         # auto (small cases on CPU only) | "true" | "false"
+    torch_compute: str = "fail"      # fail | flag: aten compute seen at run time
+    load_timeout_s: float = 120.0
+    case_timeout_s: float = 120.0
+    timing: timing_mod.TimingConfig = field(default_factory=timing_mod.TimingConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    sol_limit: float = 1.05          # reject timings above this fraction of peak
+    recycle_after: int = 200         # respawn the warm worker after this many candidates
+    peak_gbps: float = 0.0           # filled from the hardware pool
+    peak_tflops: dict[str, float] = field(default_factory=dict)
+
+
+class _Fail(Exception):
+    def __init__(self, stage: str, kind: str, msg: str) -> None:
+        super().__init__(msg)
+        self.stage, self.kind, self.msg = stage, kind, msg
+
+
+def resolve_device(requested: str) -> str:
+    if requested != "auto":
+        return requested
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:  # pragma: no cover
+        return "cpu"
+
+
+class Evaluator:
+    """Holds one warm sandbox and a cache of eager reference timings."""
+
+    def __init__(self, cfg: EvalConfig | None = None) -> None:
+        self.cfg = cfg or EvalConfig()
+        self.device = resolve_device(self.cfg.device)
+        self.cfg.sandbox.device = self.device
+        self.sandbox = Sandbox(self.cfg.sandbox)
+        self.ref_times: dict[tuple, timing_mod.Timing] = {}
+        self.count = 0
+
+    def close(self) -> None:
+        self.sandbox.close()
+
+    def cases_for(self, task: Task) -> list[dict]:
+        small = self.cfg.small_only == "true" or (self.cfg.small_only == "auto" and self.device == "cpu")
+        return [c for c in task.cases if c["small"] or not small]
+
+    def evaluate(self, task: Task, cand: Candidate) -> EvalResult:
+        t0 = time.perf_counter()
+        res = EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id, device=self.device)
+        try:
+            self._run(task, cand, res)
+            res.stage, res.exec_ok = "done", True
+        except _Fail as f:
+            res.stage, res.error_kind, res.error_msg = f.stage, f.kind, trim(f.msg)
+        except WorkerDied as d:
+            res.error_kind, res.error_msg = d.kind, trim(d.msg)
+        info = self.sandbox.info
+        res.gpu_name, res.driver = info.get("gpu_name", ""), info.get("driver", "")
+        res.torch_version, res.triton_version = info.get("torch", ""), info.get("triton", "")
+        res.eval_wall_s = time.perf_counter() - t0
+        self.count += 1
+        if self.count % self.cfg.recycle_after == 0 or "tampered_runtime" in res.flags:
+            self.sandbox.kill()
+        return res
+
+    # ---- stages ----------------------------------------------------------------------------
+    def _run(self, task: Task, cand: Candidate, res: EvalResult) -> None:
+        if cand.error_kind:
+            raise _Fail("extract", cand.error_kind, cand.error_msg)
+        res.stage = "static"
+        try:
+            tree = ast.parse(cand.code)
+        except SyntaxError as e:
+            raise _Fail("static", "syntax_error", f"line {e.lineno}: {e.msg}") from None
+        rep = static_check(tree, task.name)
+        res.flags += rep.flags
+        if rep.violations:
+            raise _Fail("static", "disqualified", "; ".join(rep.violations))
+        res.stage = "compile"
+        module = f"{cand.candidate_id}_{self.count}"
+        path = self.sandbox.write_code(f"kbx_cand_{module}", cand.code)
+        self._ask({"op": "load", "code_path": path, "task_path": task.path, "entry": task.name,
+                   "module": module}, self.cfg.load_timeout_s, "compile")
+        ref_mod = load_module(task.path)
+        cases = self.cases_for(task)
+        seeds = [self.cfg.base_seed + i for i in range(self.cfg.seeds)]
+        for i, case in enumerate(cases):
+            cr = self._check_case(ref_mod, task, case, seeds, res, first=i == 0)
+            res.cases.append(cr)
+            if not cr.ok:
+                raise _Fail("correctness", cr.message.split(":", 1)[0], f"case {case['name']}: "
+                            f"{cr.message.split(':', 1)[-1].strip()}")
+        if self.device != "cuda":
+            res.timing_skipped = "no GPU: correctness ran under the Triton interpreter"
+            return
+        res.stage = "timing"
+        for case, cr in zip(cases, res.cases):
+            self._time_case(ref_mod, task, case, cr, res)
+        timed = [c for c in res.cases if c.speedup]
+        if timed:
+            res.speedup = math.exp(sum(math.log(c.speedup) for c in timed) / len(timed))
+        sols = [c.sol_fraction for c in res.cases if c.sol_fraction]
+        if sols:
+            res.sol_fraction = math.exp(sum(math.log(s) for s in sols) / len(sols))
+
+    def _ask(self, header: dict, timeout: float, stage: str) -> tuple[dict, list[bytes]]:
+        try:
+            reply, blobs = self.sandbox.request(header, timeout)
+        except WorkerDied as d:
+            raise _Fail(stage, d.kind, d.msg) from None
+        if not reply.get("ok"):
+            raise _Fail(stage, reply.get("error_kind", "infra_error"), reply.get("error_msg", ""))
+        return reply, blobs
+
+    def _check_case(self, ref_mod: Any, task: Task, case: dict, seeds: list[int], res: EvalResult,
+                    first: bool) -> CaseResult:
+        cr = CaseResult(case=case["name"], seeds=len(seeds))
+        reply, blobs = self._ask({"op": "run", "case": case, "seeds": seeds, "repeat": True},
+                                 self.cfg.case_timeout_s, "compile" if first else "correctness")
+        res.stage, res.call_ok = "correctness", True
+        outs_by_seed, offset = [], 0
+        for seed, info in zip(seeds, reply["results"]):
+            n = len(info["outputs"])
+            outs = [tensor_from_wire(m, b) for m, b in zip(info["outputs"], blobs[offset:offset + n])]
+            offset += n
+            outs_by_seed.append(outs)
+            v = self._integrity(info, task, res) or self._verdict(ref_mod, task, case, seed, outs, info)
+            cr.max_abs_err = max(cr.max_abs_err, v.max_abs_err)
+            cr.max_rel_err = max(cr.max_rel_err, v.max_rel_err)
+            if not v.ok:
+                cr.message = f"{v.kind}: seed {seed}: {v.message}"
+                return cr
+        if task.random and len(outs_by_seed) > 1 and all(
+                a.shape == b.shape and bool((a == b).all()) for a, b in zip(*outs_by_seed[:2])):
+            cr.message = "mismatch: different seeds gave identical outputs"
+            return cr
+        cr.ok = True
+        return cr
+
+    def _integrity(self, info: dict, task: Task, res: EvalResult) -> Verdict | None:
+        """Worker observations that fail a candidate whatever its values."""
+        if info.get("tampered"):
+            res.flags.append("tampered_runtime")
+            return Verdict(False, "disqualified", "the candidate patched the harness runtime")
+        if info.get("stream_changed"):
+            return Verdict(False, "disqualified", "the candidate left a non-default stream current")
+        if info.get("launches", 0) == 0:
+            return Verdict(False, "disqualified", "no Triton kernel was launched")
+        if info.get("torch_ops"):
+            flag = "torch_compute:" + ",".join(info["torch_ops"][:5])
+            if flag not in res.flags:
+                res.flags.append(flag)
+            if self.cfg.torch_compute == "fail":
+                return Verdict(False, "disqualified", f"computes with torch ops {info['torch_ops'][:5]}")
+        if info.get("aliased"):
+            return Verdict(False, "output_aliases_input", "an output shares memory with an input")
+        if info.get("mutated"):
+            return Verdict(False, "input_mutated", f"inputs {info['mutated']} changed but the task "
+                                                   "does not declare them mutated")
+        if info.get("nondeterministic"):
+            return Verdict(False, "nondeterministic", "two runs on the same inputs disagree")
+        return None
+
+    def _reference(self, ref_mod: Any, task: Task, case: dict, seed: int) -> tuple[list, str]:
+        args, kwargs = ref_mod.make_inputs(case, seed, self.device)
+        out = getattr(ref_mod, task.name)(*args, **kwargs)
+        import inspect
+
+        bound = inspect.signature(getattr(ref_mod, task.name)).bind(*args, **kwargs).arguments
+        tensors = flatten(out) + [bound[m] for m in task.mutates if m in bound]
+        shape = "none" if out is None else ("tensor" if len(flatten(out)) == 1 and not
+                                            isinstance(out, (tuple, list)) else f"tuple{len(out)}")
+        return [t.detach().cpu() for t in tensors], shape
+
+    def _verdict(self, ref_mod: Any, task: Task, case: dict, seed: int, outs: list,
+                 info: dict) -> Verdict:
+        ref, shape = self._reference(ref_mod, task, case, seed)
+        if info.get("structure") != shape:
+            return Verdict(False, "shape_mismatch", f"returned {info.get('structure')}, expected {shape}")
+        return compare(outs, ref, ref_mod, case)
+
+    def _time_case(self, ref_mod: Any, task: Task, case: dict, cr: CaseResult,
+                   res: EvalResult) -> None:
+        from dataclasses import asdict
+
+        fresh = self.cfg.base_seed + 1000 + len(res.cases)
+        reply, blobs = self._ask({"op": "time", "case": case, "seed": self.cfg.base_seed,
+                                  "fresh_seed": fresh, "timing": asdict(self.cfg.timing)},
+                                 self.cfg.case_timeout_s + 4 * self.cfg.timing.budget_s, "timing")
+        t = reply["timing"]
+        check = reply["check"]
+        outs = [tensor_from_wire(m, b) for m, b in zip(check["outputs"], blobs)]
+        v = self._integrity(check, task, res) or self._verdict(ref_mod, task, case, fresh, outs, check)
+        if not v.ok:
+            raise _Fail("timing", v.kind, f"case {case['name']}, after timing (a cached or stale "
+                                          f"result?): {v.message}")
+        if t["event_sum_ms"] > t["wall_s"] * 1e3 * 1.02 + 1.0:
+            raise _Fail("timing", "timing_invalid", "event times exceed the wall clock")
+        if timing_mod.side_stream_suspect(timing_mod.Timing(**t)):
+            raise _Fail("timing", "disqualified", f"case {case['name']}: {t['sync_wall_ms']:.3f} ms "
+                        f"with a device sync vs {t['median_ms']:.3f} ms by events (side-stream work?)")
+        ref_t = self._ref_timing(ref_mod, task, case)
+        cr.cand_ms, cr.cand_p20_ms, cr.cand_p80_ms = t["median_ms"], t["p20_ms"], t["p80_ms"]
+        cr.cand_reps, cr.ref_ms, cr.ref_reps = t["reps"], ref_t.median_ms, ref_t.reps
+        cr.speedup = ref_t.median_ms / t["median_ms"] if t["median_ms"] > 0 else None
+        dtype = case_dtype(case)
+        peak = self.cfg.peak_tflops.get(dtype, 0.0)
+        cr.gbps, cr.tflops, cr.sol_fraction = roofline(ref_mod.cost(case), t["median_ms"],
+                                                       self.cfg.peak_gbps, peak)
+        if cr.sol_fraction and cr.sol_fraction > self.cfg.sol_limit:
+            raise _Fail("timing", "timing_invalid", f"case {case['name']}: {cr.sol_fraction:.0%} of "
+                        "the hardware's peak is physically impossible")
+
+    def _ref_timing(self, ref_mod: Any, task: Task, case: dict) -> timing_mod.Timing:
+        import torch
+
+        key = (task.task_id, task.task_hash, case["name"], self.sandbox.info.get("gpu_name"),
+               torch.__version__)
+        if key not in self.ref_times:
+            args, kwargs = ref_mod.make_inputs(case, self.cfg.base_seed, self.device)
+            fn = getattr(ref_mod, task.name)
+            self.ref_times[key] = timing_mod.bench(lambda: fn(*args, **kwargs), self.cfg.timing)
+        return self.ref_times[key]

@@ -1,0 +1,204 @@
+"""The parent side of the sandbox: a warm worker subprocess, its limits, timeouts and respawns.
+
+The worker gets its own session (so the whole process group can be killed), a scrubbed environment
+built from an allowlist, a private temp directory as cwd and HOME, resource limits, its output
+redirected to a capped log file, and no network where the kernel lets us make a network namespace.
+A hang, crash or CUDA error kills the group; the next request starts a fresh worker.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import resource
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kbx_ray.evaluate import protocol
+
+log = logging.getLogger(__name__)
+
+_PKG_ROOT = str(Path(__file__).resolve().parents[2])
+_ENV_ALLOW = re.compile(r"^(PATH|LANG|LC_ALL|LC_CTYPE|LD_LIBRARY_PATH|CUDA_VISIBLE_DEVICES|CUDA_HOME|"
+                        r"CUDA_PATH|NVIDIA_[A-Z_]+|TRITON_[A-Z_]+|OMP_NUM_THREADS|VIRTUAL_ENV)$")
+_SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL|^AWS_|^WANDB_|^HF_", re.I)
+
+
+@dataclass
+class SandboxConfig:
+    device: str = "cpu"            # "cuda" or "cpu" (Triton interpreter)
+    cpu_seconds: int = 900         # RLIMIT_CPU over the worker's life
+    file_mb: int = 64              # RLIMIT_FSIZE: caps the log and anything the candidate writes
+    open_files: int = 1024         # RLIMIT_NOFILE
+    extra_procs: int = 64          # RLIMIT_NPROC above the processes this user already runs
+    memory_gb: float = 0.0         # RLIMIT_AS on CPU workers (0 = off; CUDA reserves huge VA)
+    network: bool = False          # allow network (off: a private network namespace if possible)
+    max_output_mb: int = 2048      # cap on bytes a reply may carry
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+class WorkerDied(RuntimeError):
+    def __init__(self, kind: str, msg: str) -> None:
+        super().__init__(msg)
+        self.kind, self.msg = kind, msg
+
+
+def scrubbed_env(cfg: SandboxConfig, home: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if _ENV_ALLOW.match(k) and not _SECRET.search(k)}
+    env.update(cfg.extra_env)
+    env.update(HOME=home, TMPDIR=home, PYTHONPATH=_PKG_ROOT, PYTHONDONTWRITEBYTECODE="1",
+               KBX_DEVICE=cfg.device, PYTHONUNBUFFERED="1")
+    env.setdefault("TRITON_CACHE_DIR", str(Path(tempfile.gettempdir()) / "kbx_triton_cache"))
+    return {k: v for k, v in env.items() if not _SECRET.search(k) or k == "TRITON_CACHE_DIR"}
+
+
+def _limits(cfg: SandboxConfig) -> Any:
+    nproc_now = len([p for p in os.listdir("/proc") if p.isdigit()]) if os.path.isdir("/proc") else 0
+
+    def apply() -> None:  # runs in the child between fork and exec
+        os.setsid()
+        resource.setrlimit(resource.RLIMIT_CPU, (cfg.cpu_seconds, cfg.cpu_seconds + 5))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (cfg.file_mb << 20,) * 2)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (cfg.open_files,) * 2)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if nproc_now:
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc_now + cfg.extra_procs,) * 2)
+        if cfg.memory_gb and cfg.device == "cpu":
+            resource.setrlimit(resource.RLIMIT_AS, (int(cfg.memory_gb * (1 << 30)),) * 2)
+        if not cfg.network:
+            _unshare_network()
+
+    return apply
+
+
+def _unshare_network() -> None:
+    """Enter a fresh network namespace (loopback only). Best effort: see docs/sandbox.md."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        clone_newnet, clone_newuser = 0x40000000, 0x10000000
+        flags = clone_newnet if os.geteuid() == 0 else clone_newnet | clone_newuser
+        libc.unshare(flags)
+    except Exception:  # noqa: BLE001 - fall back to the static network ban
+        pass
+
+
+class Sandbox:
+    """One warm worker. `request` sends an op and returns its reply, or raises WorkerDied."""
+
+    def __init__(self, cfg: SandboxConfig) -> None:
+        self.cfg = cfg
+        self.proc: subprocess.Popen | None = None
+        self.home = ""
+        self.info: dict[str, Any] = {}
+        self.spawns = 0
+
+    def _spawn(self) -> None:
+        self.home = tempfile.mkdtemp(prefix="kbx_sbx_")
+        r_fd, w_fd = os.pipe()
+        logf = open(os.path.join(self.home, "worker.log"), "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kbx_ray.evaluate.worker", str(w_fd)],
+            stdin=subprocess.PIPE, stdout=logf, stderr=logf, pass_fds=(w_fd,), cwd=self.home,
+            env=scrubbed_env(self.cfg, self.home), preexec_fn=_limits(self.cfg), close_fds=True)
+        logf.close()
+        os.close(w_fd)
+        self.reply = os.fdopen(r_fd, "rb", buffering=0)
+        self.spawns += 1
+        self.info, _ = self._roundtrip({"op": "hello"}, timeout=120.0)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def request(self, header: dict, timeout: float) -> tuple[dict, list[bytes]]:
+        if not self.alive:
+            self.kill()
+            self._spawn()
+        return self._roundtrip(header, timeout)
+
+    def _roundtrip(self, header: dict, timeout: float) -> tuple[dict, list[bytes]]:
+        assert self.proc and self.proc.stdin
+        try:
+            protocol.send(self.proc.stdin, header)
+        except (BrokenPipeError, OSError):
+            raise self._died("the worker was gone before the request") from None
+        ready, _, _ = select.select([self.reply], [], [], timeout)
+        if not ready:
+            self.kill()
+            raise WorkerDied("timeout", f"{header.get('op')} ran past its {timeout:.0f} s limit")
+        try:
+            reply, blobs = protocol.recv(self.reply, self.cfg.max_output_mb << 20)
+        except protocol.ProtocolError as e:
+            raise self._died(str(e)) from None
+        if reply.get("error_kind") == "cuda_error":
+            self.kill()
+        return reply, blobs
+
+    def _died(self, why: str) -> WorkerDied:
+        """Turn a dead worker into a crash record with the tail of its log and its exit cause."""
+        assert self.proc
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        tail = self.log_tail()
+        self.kill()
+        cause = f"exit code {code}"
+        if code is not None and code < 0:
+            cause = f"killed by {signal.Signals(-code).name}"
+        return WorkerDied("crash", f"worker died ({cause}; {why}). {tail}".strip())
+
+    def log_tail(self, n: int = 1500) -> str:
+        try:
+            with open(os.path.join(self.home, "worker.log"), "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - n))
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def write_code(self, name: str, code: str) -> str:
+        if not self.alive:
+            self.kill()
+            self._spawn()
+        path = os.path.join(self.home, f"{name}.py")
+        with open(path, "w") as f:
+            f.write(code)
+        return path
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.wait()
+            self.reply.close()
+            if self.proc.stdin:
+                try:
+                    self.proc.stdin.close()
+                except OSError:
+                    pass
+            self.proc = None
+        if self.home:
+            shutil.rmtree(self.home, ignore_errors=True)
+            self.home = ""
+
+    def close(self) -> None:
+        self.kill()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
+        try:
+            self.kill()
+        except Exception:  # noqa: BLE001
+            pass

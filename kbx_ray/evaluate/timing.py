@@ -1,0 +1,124 @@
+"""GPU timing shared by the candidate worker and the trusted reference timer.
+
+Both sides call `bench` with the same settings, so launch overhead and L2 state are handled the same
+way for candidate and reference. Each timed call: flush L2 with a write larger than L2, record a
+start event, call, record an end event. Reps adapt: they stop once the median's 95% confidence
+interval (from order statistics) is within `target_rel_ci` of the median, or the budget is spent.
+Standard library and torch only.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+
+@dataclass
+class TimingConfig:
+    warmup_ms: float = 25.0        # warmup time before measuring
+    min_reps: int = 10
+    max_reps: int = 2000
+    budget_s: float = 1.0          # per case and side
+    target_rel_ci: float = 0.01    # stop when the median's 95% CI half-width <= 1% of the median
+    flush_mb: int = 256            # bigger than any current L2
+    batch: int = 10                # events synchronised per batch
+
+
+@dataclass
+class Timing:
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+    reps: int
+    rel_ci: float
+    wall_s: float                  # host wall time of the measuring loop
+    event_sum_ms: float            # sum of the event times (must be below wall time)
+    sync_wall_ms: float = 0.0      # per-call wall time with device-wide syncs (side-stream check)
+    times_ms: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("times_ms")
+        return d
+
+
+def median_rel_ci(xs: list[float]) -> float:
+    """Half-width of the 95% CI of the median, relative to the median (order statistics)."""
+    n = len(xs)
+    if n < 5:
+        return math.inf
+    s = sorted(xs)
+    half = 1.96 * math.sqrt(n) / 2
+    lo = max(0, int(math.floor(n / 2 - half)))
+    hi = min(n - 1, int(math.ceil(n / 2 + half)))
+    med = s[n // 2]
+    return (s[hi] - s[lo]) / (2 * med) if med > 0 else math.inf
+
+
+def _quantile(s: list[float], q: float) -> float:
+    return s[min(len(s) - 1, max(0, int(round(q * (len(s) - 1)))))]
+
+
+def bench(fn: Callable[[], Any], cfg: TimingConfig) -> Timing:
+    """Time `fn` on the current CUDA device. `fn` must be idempotent on its inputs."""
+    import torch
+
+    flush = torch.empty(cfg.flush_mb << 20, dtype=torch.uint8, device="cuda")
+    fn()
+    torch.cuda.synchronize()
+    t_end = time.perf_counter() + cfg.warmup_ms / 1e3
+    while time.perf_counter() < t_end:
+        fn()
+    torch.cuda.synchronize()
+
+    times: list[float] = []
+    deadline = time.perf_counter() + cfg.budget_s
+    t0 = time.perf_counter()
+    while len(times) < cfg.max_reps:
+        pairs = []
+        for _ in range(cfg.batch):
+            flush.zero_()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            pairs.append((start, end))
+        torch.cuda.synchronize()
+        times.extend(s.elapsed_time(e) for s, e in pairs)
+        if len(times) >= cfg.min_reps and (
+            median_rel_ci(times) <= cfg.target_rel_ci or time.perf_counter() > deadline
+        ):
+            break
+    wall = time.perf_counter() - t0
+    sync_wall_ms = _sync_wall_ms(fn, n=min(20, len(times)))
+    s = sorted(times)
+    return Timing(
+        median_ms=s[len(s) // 2], p20_ms=_quantile(s, 0.2), p80_ms=_quantile(s, 0.8),
+        reps=len(times), rel_ci=median_rel_ci(times), wall_s=wall, event_sum_ms=sum(times),
+        sync_wall_ms=sync_wall_ms, times_ms=times,
+    )
+
+
+def _sync_wall_ms(fn: Callable[[], Any], n: int) -> float:
+    """Median host time of one call bracketed by device-wide syncs.
+
+    Work hidden on a side stream escapes the default-stream events but not a device-wide sync, so a
+    call whose synced wall time far exceeds its event time did its work where the events missed it.
+    """
+    import torch
+
+    walls = []
+    for _ in range(max(3, n)):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        walls.append((time.perf_counter() - t) * 1e3)
+    walls.sort()
+    return walls[len(walls) // 2]
+
+
+def side_stream_suspect(t: Timing, slack_ms: float = 0.05, ratio: float = 3.0) -> bool:
+    """True when the synced wall time cannot be explained by the events plus launch overhead."""
+    return t.sync_wall_ms > ratio * t.median_ms + slack_ms

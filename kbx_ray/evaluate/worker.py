@@ -1,0 +1,237 @@
+"""The sandbox worker: a child process that imports and runs untrusted candidate code.
+
+It never sees the reference and never judges: it makes the task's inputs from a seed, calls the
+candidate, and ships the outputs (as raw bytes) and its observations back to the trusted parent,
+which computes the reference in its own process and compares. Started by `sandbox.py` as
+`python -m kbx_ray.evaluate.worker <response fd>`; requests arrive on stdin. Standard library, torch,
+triton and numpy only, so it runs on a bare GPU image.
+"""
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import sys
+import traceback
+from typing import Any
+
+DEVICE = os.environ.get("KBX_DEVICE", "cpu")
+if DEVICE == "cpu":
+    os.environ["TRITON_INTERPRET"] = "1"  # must precede the first triton import
+
+import torch  # noqa: E402
+
+from kbx_ray.evaluate import guards, protocol, timing  # noqa: E402
+
+POISON_MB = 256
+
+
+class CandidateError(Exception):
+    def __init__(self, kind: str, msg: str) -> None:
+        super().__init__(msg)
+        self.kind, self.msg = kind, msg
+
+
+class Worker:
+    def __init__(self) -> None:
+        self.task: Any = None
+        self.entry: Any = None
+        self.mutates: tuple[str, ...] = ()
+        self.sig: inspect.Signature | None = None
+        guards.install_launch_counter()
+        self.baseline = guards.sentinels()
+        self.mode = guards.make_dispatch_mode()
+
+    # ---- ops -------------------------------------------------------------------------------
+    def hello(self, req: dict) -> tuple[dict, list[bytes]]:
+        info = {"device": DEVICE, "torch": torch.__version__, "gpu_name": "", "driver": ""}
+        import triton
+
+        info["triton"] = triton.__version__
+        if DEVICE == "cuda":
+            info["gpu_name"] = torch.cuda.get_device_name(0)
+            info["driver"] = str(getattr(torch.version, "cuda", "") or "")
+        return info, []
+
+    def load(self, req: dict) -> tuple[dict, list[bytes]]:
+        self.task = _import_path(f"kbx_task_{req['module']}", req["task_path"])
+        self.mutates = tuple(getattr(self.task, "MUTATES", ()))
+        self.sig = inspect.signature(getattr(self.task, req["entry"]))
+        try:
+            module = _import_path(f"kbx_cand_{req['module']}", req["code_path"])
+        except BaseException as e:  # noqa: BLE001 - SystemExit at import is the candidate's doing
+            raise CandidateError("import_error", _candidate_tb(e, req["code_path"])) from None
+        entry = getattr(module, req["entry"], None)
+        if not callable(entry):
+            raise CandidateError("missing_entry", f"the module defines no function {req['entry']!r}")
+        self.entry = entry
+        return {}, []
+
+    def run(self, req: dict) -> tuple[dict, list[bytes]]:
+        results, blobs = [], []
+        for i, seed in enumerate(req["seeds"]):
+            args, kwargs = self.task.make_inputs(req["case"], seed, DEVICE)
+            info, outs = self._call_checked(args, kwargs)
+            if i == 0 and req.get("repeat", True):
+                args2, kwargs2 = self.task.make_inputs(req["case"], seed, DEVICE)
+                _, outs2 = self._call_checked(args2, kwargs2)
+                info["nondeterministic"] = len(outs) != len(outs2) or not all(
+                    _same(a, b) for a, b in zip(outs, outs2))
+            info["outputs"] = _encode(outs, blobs)
+            results.append(info)
+        return {"results": results}, blobs
+
+    def time(self, req: dict) -> tuple[dict, list[bytes]]:
+        args, kwargs = self.task.make_inputs(req["case"], req["seed"], DEVICE)
+        t = timing.bench(lambda: self.entry(*args, **kwargs), timing.TimingConfig(**req["timing"]))
+        # Fresh values written into the very buffers that were timed: a cache keyed by pointer,
+        # shape or call count now returns a stale answer, which the parent rejects.
+        fresh_args, fresh_kwargs = self.task.make_inputs(req["case"], req["fresh_seed"], DEVICE)
+        for old, new in zip(_tensors((args, kwargs)), _tensors((fresh_args, fresh_kwargs))):
+            old.copy_(new)
+        info, outs = self._call_checked(args, kwargs)
+        blobs: list[bytes] = []
+        info["outputs"] = _encode(outs, blobs)
+        return {"timing": t.to_dict(), "check": info}, blobs
+
+    # ---- one checked call ------------------------------------------------------------------
+    def _call_checked(self, args: tuple, kwargs: dict) -> tuple[dict, list[Any]]:
+        pristine = [t.clone() for t in _tensors((args, kwargs))]
+        _poison()
+        guards.MONITOR.reset()
+        guards.MONITOR.active = True
+        try:
+            with self.mode:
+                out = self.entry(*args, **kwargs)
+            if DEVICE == "cuda":
+                torch.cuda.synchronize()
+        except BaseException as e:  # noqa: BLE001
+            raise CandidateError(_error_kind(e), _candidate_tb(e, "kbx_cand_")) from None
+        finally:
+            guards.MONITOR.active = False
+        returned = _flatten_output(out)
+        bound = self.sig.bind(*args, **kwargs).arguments if self.sig else {}
+        mutated_args = [bound[m] for m in self.mutates if m in bound]
+        inputs = _tensors((args, kwargs))
+        info = {
+            "launches": guards.MONITOR.launches,
+            "torch_ops": sorted(guards.MONITOR.torch_ops),
+            "aliased": any(_overlaps(o, t) for o in returned for t in inputs),
+            "mutated": [i for i, (t, p) in enumerate(zip(inputs, pristine))
+                        if not any(t is m for m in mutated_args) and not _same(t, p)],
+            "structure": _structure(out),
+            "stream_changed": DEVICE == "cuda"
+            and torch.cuda.current_stream() != torch.cuda.default_stream(),
+            "tampered": guards.sentinels() != self.baseline,
+        }
+        return info, returned + mutated_args
+
+
+# ---- helpers -----------------------------------------------------------------------------------
+def _import_path(name: str, path: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _candidate_tb(e: BaseException, marker: str) -> str:
+    """The traceback from the candidate's frames on: harness frames say nothing to a model."""
+    lines = traceback.format_exception(type(e), e, e.__traceback__)
+    keep = [ln for ln in lines if "kbx_ray/evaluate" not in ln]
+    return "".join(keep[-12:])
+
+
+def _error_kind(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}"
+    if "CUDA error" in text or "illegal memory access" in text or "cudaError" in text:
+        return "cuda_error"
+    if DEVICE == "cpu" and isinstance(e, NotImplementedError):
+        return "unsupported_interpreter"
+    return "runtime_error"
+
+
+def _tensors(obj: Any) -> list[Any]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [t for x in obj for t in _tensors(x)]
+    if isinstance(obj, dict):
+        return [t for x in obj.values() for t in _tensors(x)]
+    return []
+
+
+def _flatten_output(out: Any) -> list[Any]:
+    if out is None:
+        return []
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (list, tuple)) and all(isinstance(t, torch.Tensor) for t in out):
+        return list(out)
+    raise CandidateError("runtime_error", f"the entry function returned {type(out).__name__}, "
+                                          "expected a tensor, a tuple of tensors or None")
+
+
+def _structure(out: Any) -> str:
+    if out is None:
+        return "none"
+    return "tensor" if isinstance(out, torch.Tensor) else f"tuple{len(out)}"
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(((a == b) | (a.isnan() & b.isnan())).all())
+    return bool(torch.equal(a, b))
+
+
+def _overlaps(a: Any, b: Any) -> bool:
+    if a.numel() == 0 or b.numel() == 0:
+        return False
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+def _poison() -> None:
+    """Fill free allocator memory with NaN bytes, so an uninitialised `empty` reads as garbage."""
+    if DEVICE == "cuda":
+        torch.empty(POISON_MB << 20, dtype=torch.uint8, device="cuda").fill_(0xFF)
+
+
+def _encode(outs: list[Any], blobs: list[bytes]) -> list[dict]:
+    metas = []
+    for t in outs:
+        meta, raw = protocol.tensor_to_wire(t)
+        metas.append(meta)
+        blobs.append(raw)
+    return metas
+
+
+def main() -> None:
+    out_fp = os.fdopen(int(sys.argv[1]), "wb")
+    in_fp = sys.stdin.buffer
+    worker = Worker()
+    while True:
+        try:
+            req, _ = protocol.recv(in_fp)
+        except protocol.ProtocolError:
+            return
+        op = req.get("op")
+        try:
+            header, blobs = getattr(worker, op)(req)
+            header["ok"] = True
+        except CandidateError as e:
+            header, blobs = {"ok": False, "error_kind": e.kind, "error_msg": e.msg}, []
+        except BaseException as e:  # noqa: BLE001
+            header = {"ok": False, "error_kind": "infra_error",
+                      "error_msg": "".join(traceback.format_exception(type(e), e, e.__traceback__))}
+            blobs = []
+        protocol.send(out_fp, header, blobs)
+        if header.get("error_kind") == "cuda_error":
+            os._exit(3)  # the CUDA context is poisoned: the parent respawns us
+
+
+if __name__ == "__main__":
+    main()

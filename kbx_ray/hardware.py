@@ -1,0 +1,273 @@
+"""GPU pools: what each GPU type can do (roofline peaks) and how Ray places work on it.
+
+The figures live in conf/hardware/<pool>.yaml, one file per pool, so users read and edit them in
+one place; this module only loads them. A pool pins evaluator actors by Ray accelerator type
+(which Ray derives from the name NVML reports), custom resources or a label selector, and the
+evaluator reports the GPU it actually saw so `check_gpu_name` can catch a misplaced pool.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+log = logging.getLogger(__name__)
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "hardware"
+
+# dtype spellings -> the catalogue's keys ("torch." is stripped first; float8_* all mean fp8)
+_DTYPE_ALIASES = {"fp32": "float32", "float": "float32", "fp16": "float16", "half": "float16",
+                  "bf16": "bfloat16", "uint8": "int8"}
+
+
+class UnknownHardwareError(KeyError):
+    """A pool name nobody defined. A KeyError, so `pools[name]`-style callers still catch it."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message; users should read a line
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class HardwarePool:
+    name: str                                   # pool name used in configs, e.g. "h100"
+    gpu: str                                    # device name as torch/NVML report it
+    accelerator_type: str | None = None         # Ray accelerator type ("H100"); None = any/no GPU
+    resources: dict[str, float] = field(default_factory=dict)  # extra custom Ray resources
+    labels: dict[str, str] = field(default_factory=dict)       # Ray label selector
+    peak_gbps: float = 0.0                      # memory bandwidth, GB/s; 0 = no roofline
+    peak_tflops: dict[str, float] = field(default_factory=dict)  # dense TFLOP/s by dtype name
+    sm_count: int = 0                           # streaming multiprocessors
+    memory_gb: float = 0.0                      # device memory, GB
+    name_patterns: tuple[str, ...] = ()         # whole-word substrings of the device name
+    num_gpus_per_actor: float = 1               # GPUs each evaluator actor holds; 0 = CPU pool
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.num_gpus_per_actor > 0
+
+    def __hash__(self) -> int:  # the dict fields are unhashable; a pool is known by its name
+        return hash(self.name)
+
+
+_FIELDS = {f.name for f in dataclasses.fields(HardwarePool)}
+
+
+def _coerce(values: dict[str, Any]) -> dict[str, Any]:
+    """YAML gives ints, lists and None where the dataclass wants floats, tuples and dicts."""
+    for key in ("resources", "peak_tflops"):
+        if key in values:
+            values[key] = {str(k): float(v) for k, v in (values[key] or {}).items()}
+    for key, kind in (("peak_gbps", float), ("memory_gb", float), ("sm_count", int),
+                      ("num_gpus_per_actor", float)):
+        if key in values:
+            values[key] = kind(values[key] or 0)
+    if "labels" in values:
+        values["labels"] = {str(k): str(v) for k, v in (values["labels"] or {}).items()}
+    if "name_patterns" in values:
+        values["name_patterns"] = tuple(str(p) for p in values["name_patterns"] or ())
+    return values
+
+
+def _pool_from_mapping(name: str, data: Mapping[str, Any], base: HardwarePool | None,
+                       source: Path) -> HardwarePool:
+    """Build a pool from one yaml mapping; a file for an existing pool overrides just its keys."""
+    unknown = set(data) - _FIELDS
+    if unknown:
+        raise ValueError(f"{source}: unknown key(s) {sorted(unknown)}; "
+                         f"valid keys are {sorted(_FIELDS - {'name'})}")
+    if data.get("name", name) != name:
+        raise ValueError(f"{source}: name {data['name']!r} must match the file name {name!r}")
+    try:
+        values = _coerce(dict(data, name=name))
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{source}: bad value ({exc})") from None
+    if base is not None:
+        return dataclasses.replace(base, **values)
+    if "gpu" not in values:
+        raise ValueError(f"{source}: a new pool needs at least 'gpu' (the device name)")
+    return HardwarePool(**values)
+
+
+def _read_dir(conf_dir: Path, pools: dict[str, HardwarePool]) -> dict[str, HardwarePool]:
+    for path in sorted(conf_dir.glob("*.yaml")):
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a mapping of pool fields")
+        pools[path.stem] = _pool_from_mapping(path.stem, data, pools.get(path.stem), path)
+    return pools
+
+
+@functools.cache
+def _catalogue() -> dict[str, HardwarePool]:
+    if not CONF_DIR.is_dir():  # a non-editable install that left conf/ behind
+        raise FileNotFoundError(f"hardware catalogue {CONF_DIR} is missing: install kbx_ray with "
+                                "`pip install -e .` from the repository")
+    return _read_dir(CONF_DIR, {})
+
+
+def load_pools(conf_dir: Path | None = None) -> dict[str, HardwarePool]:
+    """The package catalogue, plus or overridden by every conf_dir/*.yaml (one pool per file).
+
+    A file for a catalogued pool only needs the keys it changes, so a user's project can say
+    "our A100s are the 40 GB part" in three lines without copying the datasheet.
+    """
+    if conf_dir is None or Path(conf_dir).resolve() == CONF_DIR:
+        return dict(_catalogue())
+    return _read_dir(Path(conf_dir), dict(_catalogue()))
+
+
+def __getattr__(name: str) -> Any:
+    """`CATALOGUE` is read from conf/hardware on first use, so importing this module is free."""
+    if name == "CATALOGUE":
+        return _catalogue()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def get_pool(name: str, pools: Mapping[str, HardwarePool] | None = None) -> HardwarePool:
+    pools = _catalogue() if pools is None else pools
+    if name not in pools:
+        raise UnknownHardwareError(f"unknown hardware pool {name!r}: choose one of "
+                                   f"{', '.join(sorted(pools))} or add conf/hardware/{name}.yaml")
+    return pools[name]
+
+
+def _pattern_hits(pattern: str, device_name: str) -> bool:
+    """Whole-word, case-insensitive: "H20" must not match "H200", nor "L4" match "L40S"."""
+    return re.search(rf"(?<![A-Za-z0-9]){re.escape(pattern)}(?![A-Za-z0-9])", device_name,
+                     re.IGNORECASE) is not None
+
+
+def match_pool(device_name: str, pools: Mapping[str, HardwarePool] | None = None
+               ) -> HardwarePool | None:
+    """The pool whose longest name pattern occurs in device_name, or None."""
+    best: tuple[int, HardwarePool] | None = None
+    for pool in (_catalogue() if pools is None else pools).values():
+        for pattern in pool.name_patterns:
+            if _pattern_hits(pattern, device_name) and (best is None or len(pattern) > best[0]):
+                best = (len(pattern), pool)
+    return best[1] if best else None
+
+
+def detect_local(pools: Mapping[str, HardwarePool] | None = None) -> HardwarePool:
+    """The pool of this machine's GPU 0, so a laptop or a single GPU host needs no hardware=."""
+    pools = _catalogue() if pools is None else pools
+    try:
+        import torch
+    except ImportError:
+        return get_pool("cpu", pools)
+    if not torch.cuda.is_available():
+        return get_pool("cpu", pools)
+    device_name = torch.cuda.get_device_name(0)
+    pool = match_pool(device_name, pools)
+    if pool is not None:
+        return pool
+    props = torch.cuda.get_device_properties(0)
+    slug = re.sub(r"[^a-z0-9]+", "_", device_name.lower().removeprefix("nvidia ")).strip("_")
+    log.warning("GPU %r is not in the hardware catalogue: timing works but there is no roofline; "
+                "add conf/hardware/%s.yaml with its peaks", device_name, slug)
+    return HardwarePool(name=slug, gpu=device_name, sm_count=props.multi_processor_count,
+                        memory_gb=round(props.total_memory / 1e9, 1), name_patterns=(device_name,))
+
+
+def check_gpu_name(pool: HardwarePool, seen: str) -> str | None:
+    """None if the evaluator ran where the pool says; else a line that names the misplacement.
+
+    Ray places by what a node advertises, which a mistyped resource or label can get wrong; the
+    GPU the worker actually opened is the ground truth, and timing on the wrong GPU is worse
+    than no timing at all.
+    """
+    if not pool.is_gpu:
+        if seen in ("", "cpu"):
+            return None
+        expected = "no GPU"
+    elif any(_pattern_hits(p, seen) for p in pool.name_patterns):
+        return None
+    else:
+        expected = f"an {pool.name_patterns[0]}" if pool.name_patterns else f"a {pool.gpu}"
+    return (f"pool {pool.name!r} expected {expected} but the evaluator saw {seen!r}: "
+            "fix the pool's placement (accelerator_type/resources/labels)")
+
+
+def ray_options(pool: HardwarePool) -> dict[str, Any]:
+    """Keyword arguments for `actor_cls.options(**opts)` that pin an evaluator to this pool."""
+    opts: dict[str, Any] = {"num_gpus": pool.num_gpus_per_actor if pool.is_gpu else 0}
+    if pool.accelerator_type:
+        opts["accelerator_type"] = pool.accelerator_type
+    if pool.resources:
+        opts["resources"] = dict(pool.resources)
+    if pool.labels:
+        opts["label_selector"] = dict(pool.labels)
+    return opts
+
+
+def peak_for(pool: HardwarePool, dtype_name: str) -> float:
+    """Dense peak TFLOP/s of `pool` for a dtype; 0.0 means "no roofline".
+
+    Fallbacks, for datasheets that leave a dtype out: float16 and bfloat16 stand in for each
+    other (same tensor-core rate on every catalogued GPU); int8 is 2x float16 (the ratio on
+    Ampere/Ada/Hopper); fp8 on GPUs without FP8 tensor cores runs upcast, so it gets float16.
+    float32 is the CUDA-core figure, never tf32: ask for "tf32" explicitly when the kernel
+    lets tl.dot use tensor cores on fp32 inputs. Other dtypes (int32, float64...) get float32.
+    """
+    peaks = pool.peak_tflops
+    key = dtype_name.lower().removeprefix("torch.")
+    key = "fp8" if key.startswith("float8") else _DTYPE_ALIASES.get(key, key)
+    if key in peaks:
+        return float(peaks[key])
+    half = peaks.get("float16", peaks.get("bfloat16", 0.0))
+    if key in ("float16", "bfloat16", "fp8"):
+        return float(half)
+    if key == "int8":
+        return 2.0 * float(half)
+    return float(peaks.get("float32", 0.0))
+
+
+def _selector_matches(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
+    """Ray's selector forms "v", "!v", "in(a,b)", "!in(a,b)"; a negation matches a missing key."""
+    for key, want in selector.items():
+        negate = want.startswith("!")
+        body = want[1:] if negate else want
+        values = {v.strip() for v in body[3:-1].split(",")} if body.startswith("in(") else {body}
+        if (labels.get(key) in values) == negate:
+            return False
+    return True
+
+
+def pool_available(pool: HardwarePool) -> bool:
+    """Whether any live node of the connected Ray cluster could host one of this pool's actors.
+
+    Ray would otherwise leave such an actor pending forever; checking at start turns that hang
+    into an error that names the pool. Needs `ray.init()` to have run.
+    """
+    import ray
+
+    opts = ray_options(pool)
+    need: dict[str, float] = {"GPU": opts["num_gpus"]} if opts["num_gpus"] else {"CPU": 0.0}
+    if pool.accelerator_type:
+        need[f"accelerator_type:{pool.accelerator_type}"] = 0.001
+    need.update(pool.resources)
+    for node in ray.nodes():
+        have = node.get("Resources", {})
+        if (node.get("Alive") and all(k in have and have[k] >= v for k, v in need.items())
+                and _selector_matches(pool.labels, node.get("Labels") or {})):
+            return True
+    return False
+
+
+def unavailable_message(pool: HardwarePool) -> str:
+    """The one line to show when `pool_available` says no."""
+    wants = [f"accelerator_type:{pool.accelerator_type}"] if pool.accelerator_type else []
+    wants += [f"{k}={v:g}" for k, v in pool.resources.items()]
+    wants += [f"label {k}={v}" for k, v in pool.labels.items()]
+    what = ", ".join(wants) or ("a GPU" if pool.is_gpu else "a CPU")
+    return (f"no node in the Ray cluster offers hardware pool {pool.name!r} ({what}): "
+            "add a node type for it in cluster.yaml, or drop it from the sweep's hardware axis")

@@ -1,0 +1,1 @@
+"""Generation methods: each drives generate() and evaluate() (see base.py)."""

@@ -1,0 +1,40 @@
+"""Attempt + cell -> the Parquet rows (see sinks/parquet.py for the schemas)."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from typing import Any
+
+from kbx_ray.types import SCHEMA_VERSION, Task
+
+
+def generation_row(sweep_id: str, cell: Any, a: Any) -> dict:
+    g = a.generation
+    return {
+        "schema_version": SCHEMA_VERSION, "sweep_id": sweep_id, "cell_id": cell.cell_id,
+        "task_id": cell.task_id, "method": cell.method.name, "model": cell.model.name,
+        "sample": cell.sample, "round": a.round, "prompt": json.dumps(a.prompt.messages),
+        "completion": g.text, "prompt_tokens": g.prompt_tokens,
+        "completion_tokens": g.completion_tokens, "latency_s": g.latency_s,
+        "finish_reason": g.finish_reason, "candidate_id": a.candidate.candidate_id,
+        "created_at": time.time(),
+    }
+
+
+def evaluation_row(sweep_id: str, cell: Any, task: Task, a: Any, started: float) -> dict:
+    r = a.result
+    return {
+        "schema_version": SCHEMA_VERSION, "sweep_id": sweep_id, "cell_id": cell.cell_id,
+        "candidate_id": a.candidate.candidate_id, "task_id": task.task_id,
+        "task_hash": task.task_hash, "category": task.category, "level": task.level,
+        "method": cell.method.name, "model": cell.model.name, "sample": cell.sample,
+        "round": a.round, "parent_candidate_id": a.parent_candidate_id, "hardware": cell.hardware,
+        "gpu_name": r.gpu_name, "driver": r.driver, "torch_version": r.torch_version,
+        "triton_version": r.triton_version, "device": r.device, "stage": r.stage,
+        "call_ok": r.call_ok, "exec_ok": r.exec_ok, "error_kind": r.error_kind,
+        "error_msg": r.error_msg, "flags": list(r.flags), "timing_skipped": r.timing_skipped,
+        "cases": json.dumps([asdict(c) for c in r.cases]), "speedup": r.speedup,
+        "sol_fraction": r.sol_fraction, "eval_wall_s": r.eval_wall_s, "started_at": started,
+        "finished_at": time.time(), "final": a.final,
+    }

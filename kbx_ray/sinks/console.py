@@ -1,0 +1,114 @@
+"""Evaluation rows -> a live progress bar on stderr and a per-category summary at the end.
+
+A sweep runs for hours, so the person at the terminal wants done/total, failures, rate and ETA at a
+glance. In CI or under nohup stderr is not a terminal and a redrawn bar would fill the log with
+control codes, so the same facts are logged as a line every `log_every_s` seconds instead.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import pandas as pd
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
+from rich.progress import TimeRemainingColumn
+from rich.table import Table
+
+from kbx_ray.sinks.base import Sink
+from kbx_ray.sinks.metrics import geomean, is_final
+
+logger = logging.getLogger(__name__)
+
+SUMMARY_COLUMNS = ["cells", "call_rate", "exec_rate", "geomean_speedup"]
+_KEPT = ("cell_id", "category", "call_ok", "exec_ok", "speedup", "final")
+
+
+def summarize(df: pd.DataFrame) -> pd.DataFrame:
+    """Per-category cells, call rate, exec rate and geomean speedup, plus a last row 'total'.
+
+    Rates are over each cell's final row (see metrics.py); the geomean is over final rows that are
+    exec_ok and have a speedup, and is NaN where there are none.
+    """
+    if "final" in df.columns:
+        df = df[df["final"].astype("boolean").fillna(True).astype(bool)]
+    out = {}
+    for category, group in [*df.groupby("category", sort=True), ("total", df)]:
+        out[category] = _summary_row(group)
+    result = pd.DataFrame.from_dict(out, orient="index", columns=SUMMARY_COLUMNS)
+    result.index.name = "category"
+    return result.astype({"cells": "int64"})
+
+
+def _summary_row(group: pd.DataFrame) -> list[float]:
+    cells = group["cell_id"].nunique() if "cell_id" in group.columns else len(group)
+    call = group["call_ok"].astype("boolean").fillna(False).astype(bool)
+    ok = group["exec_ok"].astype("boolean").fillna(False).astype(bool)
+    n = max(len(group), 1)
+    speedups = pd.to_numeric(group.loc[ok, "speedup"], errors="coerce").dropna().tolist()
+    return [cells, call.sum() / n, ok.sum() / n, geomean(speedups)]
+
+
+def summary_table(summary: pd.DataFrame) -> Table:
+    table = Table(title="Summary by category")
+    for name, justify in [("category", "left"), ("cells", "right"), ("call rate", "right"),
+                          ("exec rate", "right"), ("geomean speedup", "right")]:
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for i, (category, row) in enumerate(summary.iterrows()):
+        speedup = "-" if math.isnan(row.geomean_speedup) else f"{row.geomean_speedup:.2f}x"
+        table.add_row(str(category), str(int(row.cells)), f"{row.call_rate:.1%}",
+                      f"{row.exec_rate:.1%}", speedup, end_section=i == len(summary) - 2)
+    return table
+
+
+class ConsoleSink(Sink):
+    """Progress while the sweep runs; the summary table at close. Never critical."""
+
+    def __init__(self, console: Console | None = None, log_every_s: float = 30.0) -> None:
+        self.console = console or Console(stderr=True)
+        self.log_every_s = log_every_s
+        self.total = 0
+        self.done = 0
+        self.failed = 0  # cells whose final row is not exec_ok
+        self._rows: list[dict] = []
+        self._t0 = self._last_log = time.monotonic()
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+
+    def start(self, total_cells: int, resolved_config: dict) -> None:
+        self.total = total_cells
+        self._t0 = self._last_log = time.monotonic()
+        if self.console.is_terminal:
+            self._progress = Progress(
+                TextColumn("[bold]cells"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("[red]{task.fields[failed]} failed"), TextColumn("{task.fields[rate]}"),
+                TimeRemainingColumn(), console=self.console)
+            self._task = self._progress.add_task("cells", total=total_cells, failed=0, rate="")
+            self._progress.start()
+        else:
+            logger.info("sweep started: %d cells to run", total_cells)
+
+    def write_evaluations(self, rows: list[dict]) -> None:
+        final = [r for r in rows if is_final(r)]
+        self.done += len({r.get("cell_id") for r in rows})
+        self.failed += sum(not r.get("exec_ok") for r in final)
+        self._rows.extend({k: r.get(k) for k in _KEPT} for r in final)
+        elapsed = max(time.monotonic() - self._t0, 1e-9)
+        rate = self.done / elapsed
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, completed=self.done, failed=self.failed,
+                                  rate=f"{rate:.2f} cells/s")
+        elif time.monotonic() - self._last_log >= self.log_every_s or self.done >= self.total:
+            self._last_log = time.monotonic()
+            left = max(self.total - self.done, 0)
+            eta = f"{left / rate:.0f}s" if rate > 0 else "?"
+            logger.info("%d/%d cells done, %d failed, %.2f cells/s, ETA %s",
+                        self.done, self.total, self.failed, rate, eta)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+        if self._rows:
+            self.console.print(summary_table(summarize(pd.DataFrame(self._rows))))

@@ -1,0 +1,219 @@
+"""Rows -> Parquet part files: the sweep's record, and the source of resume and of the report.
+
+Layout: `<sweep_dir>/generations/` and `<sweep_dir>/evaluations/`, each a dataset of part files.
+Every `write_*` call writes one new part atomically: it is written to a hidden `.part-*.tmp` file,
+fsynced, then renamed, so a kill -9 or a full disk never leaves a torn part, and a reader (which
+skips dot-files) sees either the whole batch or none of it. The engine writes a cell's evaluation
+rows only once the cell is complete, so "has evaluation rows" means "done" and resume is a set
+difference (`done_cells`).
+
+The schemas are explicit so that a batch whose optional columns are all None still has the right
+types, and parts written months apart still concatenate.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from kbx_ray.sinks.base import Sink
+
+logger = logging.getLogger(__name__)
+
+Dataset = Literal["generations", "evaluations"]
+
+GENERATION_SCHEMA = pa.schema([
+    ("schema_version", pa.int32()), ("sweep_id", pa.string()), ("cell_id", pa.string()),
+    ("task_id", pa.string()), ("method", pa.string()), ("model", pa.string()),
+    ("sample", pa.int32()), ("round", pa.int32()),
+    ("prompt", pa.string()),              # JSON of the chat messages
+    ("completion", pa.string()),
+    ("prompt_tokens", pa.int64()), ("completion_tokens", pa.int64()),
+    ("latency_s", pa.float64()), ("finish_reason", pa.string()),
+    ("candidate_id", pa.string()),
+    ("created_at", pa.float64()),         # unix seconds
+])
+
+EVALUATION_SCHEMA = pa.schema([
+    ("schema_version", pa.int32()), ("sweep_id", pa.string()), ("cell_id", pa.string()),
+    ("candidate_id", pa.string()), ("task_id", pa.string()), ("task_hash", pa.string()),
+    ("category", pa.string()), ("level", pa.int32()), ("method", pa.string()),
+    ("model", pa.string()), ("sample", pa.int32()), ("round", pa.int32()),
+    ("parent_candidate_id", pa.string()),
+    ("hardware", pa.string()),            # the pool name
+    ("gpu_name", pa.string()), ("driver", pa.string()), ("torch_version", pa.string()),
+    ("triton_version", pa.string()), ("device", pa.string()),
+    ("stage", pa.string()), ("call_ok", pa.bool_()), ("exec_ok", pa.bool_()),
+    ("error_kind", pa.string()), ("error_msg", pa.string()),
+    ("flags", pa.list_(pa.string())), ("timing_skipped", pa.string()),
+    ("cases", pa.string()),               # JSON list of per-case dicts (types.CaseResult)
+    ("speedup", pa.float64()), ("sol_fraction", pa.float64()),
+    ("eval_wall_s", pa.float64()), ("started_at", pa.float64()), ("finished_at", pa.float64()),
+    ("final", pa.bool_()),                # the row is the cell's final answer
+])
+
+SCHEMAS: dict[str, pa.Schema] = {"generations": GENERATION_SCHEMA, "evaluations": EVALUATION_SCHEMA}
+JSON_COLUMNS = frozenset({"prompt", "cases"})  # stored as JSON text; lists/dicts are encoded
+_PANDAS_TYPES = {pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype(),
+                 pa.bool_(): pd.BooleanDtype()}  # keep ints and bools typed when they hold nulls
+
+
+class ParquetWriteError(OSError):
+    """A part could not be written. Earlier parts are intact; re-running resumes from them."""
+
+
+def rows_to_table(rows: list[dict], dataset: Dataset) -> pa.Table:
+    """A typed table: missing keys become nulls; unknown keys and bad types raise ValueError."""
+    schema = SCHEMAS[dataset]
+    unknown = sorted({k for row in rows for k in row} - set(schema.names))
+    if unknown:
+        raise ValueError(f"{dataset} rows have unknown keys {unknown}; "
+                         f"add them to {dataset.upper()[:-1]}_SCHEMA in kbx_ray/sinks/parquet.py")
+    arrays = []
+    for f in schema:
+        values = [_encode(row.get(f.name), f.name) for row in rows]
+        try:
+            arrays.append(pa.array(values, type=f.type))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
+            raise ValueError(f"{dataset} column {f.name!r} expects {f.type}: {e}") from None
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _encode(value: object, column: str) -> object:
+    if column in JSON_COLUMNS and value is not None and not isinstance(value, str):
+        return json.dumps(value, default=str)
+    return value
+
+
+class ParquetSink(Sink):
+    """Writes each batch as one atomic part file. Critical: if it fails, the sweep stops."""
+
+    critical = True
+
+    def __init__(self, sweep_dir: Path) -> None:
+        self.sweep_dir = Path(sweep_dir)
+        self._seq = 0
+
+    def start(self, total_cells: int, resolved_config: dict) -> None:
+        for name in SCHEMAS:
+            path = self.sweep_dir / name
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise _write_error(path, e) from e
+
+    def write_generations(self, rows: list[dict]) -> None:
+        if rows:
+            self._write_part("generations", rows_to_table(rows, "generations"))
+
+    def write_evaluations(self, rows: list[dict]) -> None:
+        if rows:
+            self._write_part("evaluations", rows_to_table(rows, "evaluations"))
+
+    def _write_part(self, dataset: Dataset, table: pa.Table) -> Path:
+        directory = self.sweep_dir / dataset
+        self._seq += 1
+        stem = f"part-{time.time_ns()}-{self._seq:06d}"
+        tmp, final = directory / f".{stem}.tmp", directory / f"{stem}.parquet"
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            pq.write_table(table, tmp, compression="zstd")
+            _fsync(tmp)
+            os.replace(tmp, final)
+            _fsync(directory)
+        except OSError as e:
+            _unlink_quietly(tmp)
+            raise _write_error(final, e) from e
+        return final
+
+
+def _write_error(path: Path, e: OSError) -> ParquetWriteError:
+    reason = (e.strerror or str(e) or type(e).__name__).replace("\n", " ")
+    disk_full = e.errno in (errno.ENOSPC, errno.EDQUOT) or "space left" in reason.lower()
+    fix = ("free disk space and re-run: completed cells are kept" if disk_full
+           else "fix the path or its permissions and re-run: completed cells are kept")
+    return ParquetWriteError(e.errno or errno.EIO, f"cannot write {path}: {reason}; {fix}")
+
+
+def _fsync(path: Path) -> None:
+    """Flush to disk, so a power cut after the rename cannot leave an empty part."""
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) if path.is_dir() else os.O_RDONLY
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        if path.is_dir():  # some platforms cannot open a directory; the rename is still atomic
+            return
+        raise
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        logger.debug("could not remove %s", path)
+
+
+def clean_tmp(sweep_dir: Path) -> int:
+    """Delete the `.tmp` leftovers of killed writes. Call it only while no sink is writing."""
+    removed = 0
+    for name in SCHEMAS:
+        for tmp in (Path(sweep_dir) / name).glob(".*.tmp"):
+            _unlink_quietly(tmp)
+            removed += 1
+    if removed:
+        logger.info("removed %d unfinished part file(s) under %s", removed, sweep_dir)
+    return removed
+
+
+def _read_arrow(sweep_dir: Path, dataset: Dataset, columns: list[str] | None = None) -> pa.Table:
+    schema = SCHEMAS[dataset]
+    directory = Path(sweep_dir) / dataset
+    if not directory.is_dir():
+        return schema.empty_table() if columns is None else schema.empty_table().select(columns)
+    # The dataset API skips files starting with "." or "_", so in-flight .tmp parts are invisible;
+    # the explicit schema fills columns that older parts lack with nulls.
+    data = ds.dataset(directory, format="parquet", schema=schema)
+    return data.to_table(columns=columns)
+
+
+def read_table(sweep_dir: Path, dataset: Dataset) -> pd.DataFrame:
+    """One dataset as a DataFrame; empty, with the schema's columns, when nothing was written."""
+    if dataset not in SCHEMAS:
+        raise ValueError(f"unknown dataset {dataset!r}; expected one of {sorted(SCHEMAS)}")
+    return _read_arrow(sweep_dir, dataset).to_pandas(types_mapper=_PANDAS_TYPES.get)
+
+
+def done_cells(sweep_dir: Path) -> set[str]:
+    """cell_ids that have evaluation rows, i.e. are complete. Also removes `.tmp` leftovers."""
+    clean_tmp(Path(sweep_dir))
+    ids = _read_arrow(sweep_dir, "evaluations", ["cell_id"]).column("cell_id").to_pylist()
+    return {i for i in ids if i is not None}
+
+
+def read_generations_for_resume(sweep_dir: Path) -> dict[str, list[dict]]:
+    """LLM calls already paid for in cells that are not done: cell_id -> rows in call order.
+
+    A method resuming such a cell replays these instead of asking the model again. Done cells are
+    left out: the engine skips them.
+    """
+    done = done_cells(sweep_dir)
+    by_cell: dict[str, list[dict]] = {}
+    for row in _read_arrow(sweep_dir, "generations").to_pylist():
+        if row["cell_id"] is not None and row["cell_id"] not in done:
+            by_cell.setdefault(row["cell_id"], []).append(row)
+    for rows in by_cell.values():
+        rows.sort(key=lambda r: (r["sample"] or 0, r["round"] or 0, r["created_at"] or 0.0))
+    return by_cell

@@ -1,0 +1,148 @@
+"""Evaluation rows -> one W&B run per sweep: a live table of every evaluation and running metrics.
+
+W&B is a dashboard, not the record (Parquet is), so nothing W&B does may stop a sweep: a missing
+package, a failed init, a network error all log one warning and turn the sink off. `wandb` is
+imported lazily so that the package, the workers and CI never need it.
+
+What is logged:
+- `evaluations`: a `wandb.Table(log_mode="INCREMENTAL")`; each log uploads only the new rows. Every
+  evaluation column except `cases` (per-case JSON, kept in Parquet only: it is the bulk of the bytes
+  and the table lives in driver memory); `flags` is joined with commas. The table is logged at most
+  every `table_log_interval_s`, and at close, because each log is one artifact version.
+- `metrics/<dim>/<value>/<name>` for dim in method, model, hardware, category, and
+  `metrics/overall/<name>`: call_rate, exec_rate, fast_1, fast_1p5, fast_2, geomean_speedup,
+  mean_sol_fraction, cells (definitions in metrics.py), stepped by `progress/cells_done`.
+
+The API key is never read or written by us: wandb finds it itself (env, netrc or `wandb login`).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from kbx_ray.sinks.base import Sink
+from kbx_ray.sinks.metrics import RunningMetrics
+from kbx_ray.sinks.parquet import EVALUATION_SCHEMA
+
+logger = logging.getLogger(__name__)
+
+MODES = ("offline", "online", "disabled")
+TABLE_COLUMNS = [name for name in EVALUATION_SCHEMA.names if name != "cases"]
+
+
+@dataclass
+class WandbConfig:
+    mode: str = "offline"            # offline (`wandb sync` later) | online | disabled
+    project: str = "kbx_ray"
+    entity: str | None = None        # None: the key's default entity
+    group: str | None = None         # groups sweeps of one study in the UI
+    dir: str | None = None           # None: the sweep's results dir, beside the Parquet
+    table_log_interval_s: float = 30.0  # min seconds between table logs (each is an artifact)
+
+
+class WandbSink(Sink):
+    """Logs from the driver only; every failure disables it after one warning."""
+
+    critical = False
+
+    def __init__(self, cfg: WandbConfig, sweep_id: str, sweep_dir: Path) -> None:
+        if cfg.mode not in MODES:
+            raise ValueError(f"wandb.mode={cfg.mode!r} is not one of {MODES}; "
+                             "set wandb.mode=offline|online|disabled")
+        self.cfg = cfg
+        self.sweep_id = sweep_id
+        self.sweep_dir = Path(sweep_dir)
+        self.run: Any = None          # wandb.sdk.wandb_run.Run once started
+        self.failed: str | None = None  # why the sink turned itself off
+        self._table: Any = None
+        self._unlogged = 0            # rows added to the table since its last log
+        self._last_table_log = -math.inf
+        self._metrics = RunningMetrics()
+        self._cells: set[str] = set()
+        self._rows = 0
+
+    @property
+    def active(self) -> bool:
+        return self.run is not None and self.failed is None
+
+    def _guard(self, what: str, fn: Callable[..., None], *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception as e:
+            self.failed = f"{type(e).__name__}: {e}".replace("\n", " ")
+            logger.warning("W&B logging is off for the rest of the sweep (%s failed: %s); "
+                           "results are still written to Parquet", what, self.failed)
+            self._finish_quietly(exit_code=1)
+
+    def start(self, total_cells: int, resolved_config: dict) -> None:
+        if self.cfg.mode != "disabled":
+            self._guard("init", self._init, total_cells, resolved_config)
+
+    def _init(self, total_cells: int, resolved_config: dict) -> None:
+        import wandb  # lazy: only the driver, and only when W&B is on, needs it
+
+        run_dir = Path(self.cfg.dir) if self.cfg.dir else self.sweep_dir
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.run = wandb.init(
+            project=self.cfg.project, entity=self.cfg.entity, group=self.cfg.group,
+            job_type="sweep", name=self.sweep_id, config=resolved_config, dir=str(run_dir),
+            mode=self.cfg.mode, reinit="create_new")
+        self.run.define_metric("progress/cells_done")
+        self.run.define_metric("progress/rows", step_metric="progress/cells_done")
+        self.run.define_metric("metrics/*", step_metric="progress/cells_done", summary="last")
+        self.run.summary["progress/total_cells"] = total_cells
+        # allow_mixed_types: a column first seen as None then as float must not raise mid-sweep.
+        self._table = wandb.Table(columns=TABLE_COLUMNS, log_mode="INCREMENTAL",
+                                  allow_mixed_types=True)
+        logger.info("W&B run %s (%s) in %s", self.run.id, self.cfg.mode, self.run.dir)
+
+    def write_evaluations(self, rows: list[dict]) -> None:
+        if self.active and rows:
+            self._guard("log", self._log, rows)
+
+    def _log(self, rows: list[dict]) -> None:
+        for row in rows:
+            self._table.add_data(*[_cell(row.get(c)) for c in TABLE_COLUMNS])
+        self._unlogged += len(rows)
+        self._rows += len(rows)
+        self._cells.update(str(r.get("cell_id")) for r in rows)
+        payload: dict[str, Any] = self._metrics.update(rows)
+        payload.update({"progress/cells_done": len(self._cells), "progress/rows": self._rows})
+        if time.monotonic() - self._last_table_log >= self.cfg.table_log_interval_s:
+            payload["evaluations"] = self._table
+        self._send(payload)
+
+    def _send(self, payload: dict[str, Any]) -> None:
+        self.run.log(payload)
+        if "evaluations" in payload:
+            self._unlogged = 0
+            self._last_table_log = time.monotonic()
+
+    def close(self) -> None:
+        if self.active:
+            self._guard("close", self._close)
+
+    def _close(self) -> None:
+        if self._unlogged:
+            self._send({"evaluations": self._table, "progress/cells_done": len(self._cells)})
+        run, self.run = self.run, None
+        run.finish()
+
+    def _finish_quietly(self, exit_code: int) -> None:
+        run, self.run = self.run, None
+        if run is not None:
+            try:
+                run.finish(exit_code=exit_code)
+            except Exception:  # the run is already broken; its failure was reported once
+                logger.debug("W&B finish after a failure also failed", exc_info=True)
+
+
+def _cell(value: Any) -> Any:
+    """Table cells: lists (flags) become comma-joined text, which the W&B UI filters well."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    return value

@@ -1,0 +1,105 @@
+"""Load the task suite from tasks/<category>/<name>/task.py into `Task` records.
+
+Selection (`include`) accepts task ids, category folders or globs, so `suite.include=[activation,
+math/exp, "fusion/*"]` works; a pattern that matches nothing is an error that names it.
+"""
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import importlib.util
+import inspect
+import sys
+from functools import lru_cache
+from pathlib import Path
+from types import ModuleType
+
+from kbx_ray.types import CATEGORIES, Task
+
+DEFAULT_ROOT = Path(__file__).resolve().parents[1] / "tasks"
+
+
+class SuiteError(ValueError):
+    """A task is malformed, or a selection names no task."""
+
+
+def load_module(path: str | Path, prefix: str = "kbx_suite") -> ModuleType:
+    """Import a task file by path (cached by path and content hash)."""
+    path = Path(path).resolve()
+    return _load_module(str(path), hashlib.sha256(path.read_bytes()).hexdigest()[:12], prefix)
+
+
+@lru_cache(maxsize=None)
+def _load_module(path: str, digest: str, prefix: str) -> ModuleType:
+    name = f"{prefix}_{digest}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise SuiteError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def task_from_file(path: Path, root: Path) -> Task:
+    rel = path.parent.relative_to(root)
+    task_id = rel.as_posix()
+    name = path.parent.name
+    module = load_module(path)
+    ref = getattr(module, name, None)
+    problems = []
+    if not callable(ref):
+        problems.append(f"no reference function {name!r}")
+    if getattr(module, "CATEGORY", None) not in CATEGORIES:
+        problems.append(f"CATEGORY {getattr(module, 'CATEGORY', None)!r} is not one of {CATEGORIES}")
+    if getattr(module, "LEVEL", None) not in (1, 2, 3, 4, 5):
+        problems.append("LEVEL must be 1-5")
+    cases = getattr(module, "CASES", None)
+    if not cases or not all(isinstance(c, dict) and "name" in c for c in cases):
+        problems.append("CASES must be a non-empty list of dicts with a 'name'")
+    for attr in ("make_inputs", "cost"):
+        if not callable(getattr(module, attr, None)):
+            problems.append(f"no {attr}() function")
+    if not (module.__doc__ or "").strip():
+        problems.append("no module docstring")
+    if problems:
+        raise SuiteError(f"task {task_id}: " + "; ".join(problems))
+    solution = path.parent / "solution.py"
+    return Task(
+        task_id=task_id, name=name, category=module.CATEGORY, level=int(module.LEVEL),
+        description=inspect.cleandoc(module.__doc__), signature=f"{name}{inspect.signature(ref)}",
+        reference_source=inspect.getsource(ref), path=str(path.resolve()),
+        solution_path=str(solution.resolve()) if solution.exists() else "",
+        cases=tuple(dict(c, small=bool(c.get("small", False))) for c in cases),
+        task_hash=hashlib.sha256(path.read_bytes()).hexdigest()[:16],
+        mutates=tuple(getattr(module, "MUTATES", ())), random=bool(getattr(module, "RANDOM", False)),
+    )
+
+
+def load_suite(root: str | Path | None = None, include: list[str] | None = None) -> list[Task]:
+    root = Path(root or DEFAULT_ROOT).resolve()
+    if not root.is_dir():
+        raise SuiteError(f"suite folder {root} does not exist: set suite.path to a tasks/ folder")
+    files = sorted(root.glob("*/*/task.py"))
+    ids = [p.parent.relative_to(root).as_posix() for p in files]
+    chosen = select_ids(ids, include)
+    return [task_from_file(root / i / "task.py", root) for i in chosen]
+
+
+def select_ids(ids: list[str], include: list[str] | None) -> list[str]:
+    """Keep ids matching any pattern: an exact id, a category folder, or a glob."""
+    if not include:
+        return ids
+    chosen: list[str] = []
+    for pat in include:
+        pat = str(pat).strip().rstrip("/")
+        hits = [i for i in ids if i == pat or i.split("/")[0] == pat or fnmatch.fnmatch(i, pat)]
+        if not hits:
+            raise SuiteError(f"unknown task {pat!r}: run `kbx tasks` to list ids "
+                             "(a pattern may be an id, a category folder or a glob)")
+        chosen += [h for h in hits if h not in chosen]
+    return [i for i in ids if i in chosen]
+
+
+def get_task(task_id: str, root: str | Path | None = None) -> Task:
+    return load_suite(root, [task_id])[0]

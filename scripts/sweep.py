@@ -1,0 +1,10 @@
+"""Run a sweep: `python scripts/sweep.py [sweep=<name>] [key=value ...] [--dry-run]`.
+
+Thin on purpose: everything lives in kbx_ray (see kbx_ray/cli.py and kbx_ray/engine.py).
+"""
+import sys
+
+from kbx_ray.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["sweep", *sys.argv[1:]]))

@@ -1,0 +1,163 @@
+"""WandbSink against a real offline run, read back from disk; and W&B failures never escape.
+
+How an offline run is read back (checked with wandb 0.31):
+- `wandb leet inspect --json <run dir>` prints one JSON object per record of the run's .wandb log:
+  header, run (name, job_type, group, config), metric (each define_metric), history, summary,
+  files, artifact, exit. A history record's `item` holds the logged scalars under their keys and,
+  for a table, only a reference: `evaluations.path` (media/table/evaluations_<n>_<sha>.table.json),
+  `evaluations.increment_num`, and `evaluations.nrows`, which counts ALL rows logged so far.
+- It does not show table contents. Those are in the files that `path` names, under the run's
+  `files/` dir, as {"columns": [...], "data": [[...], ...]}; with log_mode="INCREMENTAL" each file
+  holds only that increment's new rows. So the test follows the history records to the files and
+  compares the rows one for one with what was written.
+- `wandb leet inspect --summary --json <run dir>` prints one object: state, name, config, summary.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kbx_ray.sinks import FanOut, ParquetSink, WandbConfig, WandbSink, read_table
+
+
+@pytest.fixture(autouse=True)
+def wandb_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep every byte W&B writes (runs, artifact staging, settings) inside tmp_path."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_INIT_TIMEOUT", "5")
+    for var in ("WANDB_DATA_DIR", "WANDB_CACHE_DIR", "WANDB_ARTIFACT_DIR", "WANDB_CONFIG_DIR"):
+        monkeypatch.setenv(var, str(tmp_path / "wandb_home" / var.lower()))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.netrc key from the developer
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+
+
+def eval_row(i: int, category: str, method: str, exec_ok: bool, speedup: float | None,
+             rnd: int = 0, final: bool = True) -> dict:
+    return dict(schema_version=1, sweep_id="sw", cell_id=f"cell{i}", candidate_id=f"cand{i}.{rnd}",
+                task_id=f"{category.lower()}/t{i}", category=category, level=1, method=method,
+                model="org/coder-1.5b", sample=0, round=rnd, hardware="cpu", stage="done",
+                call_ok=True, exec_ok=exec_ok, flags=["a", "b"] if i % 2 else [],
+                cases='[{"case": "small"}]', speedup=speedup, sol_fraction=None, final=final)
+
+
+BATCHES = [
+    [eval_row(0, "Activation", "one_shot", True, 2.0),
+     eval_row(1, "Activation", "one_shot", False, None)],
+    [eval_row(2, "Reduce", "repair", True, 0.5)],
+    [eval_row(3, "Activation", "repair", False, None, rnd=0, final=False),  # a repaired round
+     eval_row(3, "Activation", "repair", True, 8.0, rnd=1),
+     eval_row(4, "Reduce", "one_shot", False, None)],
+]
+
+
+def leet(*args: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "wandb", "leet", "inspect", *args],
+                         capture_output=True, text=True, timeout=60, check=True)
+    return out.stdout
+
+
+def test_offline_run_holds_every_row_and_the_metrics(tmp_path: Path) -> None:
+    sweep_dir = tmp_path / "results" / "sw"
+    sink = WandbSink(WandbConfig(mode="offline", group="study", table_log_interval_s=0),
+                     "sw", sweep_dir)
+    fan = FanOut([ParquetSink(sweep_dir), sink])
+    fan.start(5, {"sweep": {"name": "sw"}, "seed": 0})
+    for batch in BATCHES:
+        fan.write_evaluations(batch)
+    fan.close()
+    assert sink.failed is None and fan.disabled == {}
+
+    (run_dir,) = (sweep_dir / "wandb").glob("offline-run-*")  # dir defaults to the sweep dir
+    records = [json.loads(line) for line in leet("--json", str(run_dir)).splitlines()]
+    (run,) = [r["run"] for r in records if r["type"] == "run"]
+    assert run["display_name"] == "sw" and run["job_type"] == "sweep"
+    assert run["run_group"] == "study" and run["config"]["update"]["seed"] == 0
+    history = [r["history"]["item"] for r in records if r["type"] == "history"]
+
+    logged = []
+    for item in history:
+        if "evaluations.path" in item:
+            table = json.loads((run_dir / "files" / item["evaluations.path"]).read_text())
+            cols = table["columns"]
+            logged += [dict(zip(cols, values)) for values in table["data"]]
+            assert item["evaluations.nrows"] == len(logged)
+    assert "cases" not in cols and "cell_id" in cols
+    written = read_table(sweep_dir, "evaluations")  # what Parquet recorded, the same batches
+    key = ("cell_id", "candidate_id", "exec_ok")
+    assert Counter(tuple(r[k] for k in key) for r in logged) == Counter(
+        tuple(bool(v) if k == "exec_ok" else v for k, v in zip(key, t))
+        for t in written[list(key)].itertuples(index=False))
+    assert len(logged) == len(written) == 6
+    assert {r["flags"] for r in logged} == {"a,b", ""}
+
+    last = history[-1]
+    assert last["progress/cells_done"] == 5
+    assert last["metrics/category/Activation/exec_rate"] == pytest.approx(2 / 3)
+    assert last["metrics/category/Activation/geomean_speedup"] == pytest.approx(4.0)
+    assert last["metrics/method/repair/fast_1"] == pytest.approx(0.5)
+    assert last["metrics/model/org_coder-1.5b/call_rate"] == 1.0  # '/' in a value is escaped
+    assert last["metrics/overall/fast_1p5"] == pytest.approx(2 / 5)
+    assert history[-2]["metrics/overall/fast_1p5"] == pytest.approx(1 / 3)
+
+    summary = json.loads(leet("--summary", "--json", str(run_dir)))
+    assert summary["state"] == "finished" and summary["name"] == "sw"
+    assert summary["summary"]["progress/cells_done"] == 5
+
+
+def test_disabled_mode_makes_no_run(tmp_path: Path) -> None:
+    sink = WandbSink(WandbConfig(mode="disabled"), "sw", tmp_path)
+    sink.start(1, {})
+    sink.write_evaluations(BATCHES[0])
+    sink.close()
+    assert sink.run is None and not (tmp_path / "wandb").exists()
+
+
+def test_unreachable_server_without_key_does_not_raise(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")
+    sink = WandbSink(WandbConfig(mode="online"), "sw", tmp_path)
+    fan = FanOut([ParquetSink(tmp_path), sink])
+    fan.start(1, {})
+    fan.write_evaluations(BATCHES[0])
+    fan.close()
+    assert sink.failed is not None and sink.run is None
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "W&B logging is off" in warnings[0]
+    assert len(read_table(tmp_path, "evaluations")) == 2  # the record is unaffected
+
+
+def test_wandb_not_importable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "wandb", None)  # what `import wandb` sees when not installed
+    sink = WandbSink(WandbConfig(mode="offline"), "sw", tmp_path)
+    sink.start(1, {})
+    sink.write_evaluations(BATCHES[0])
+    sink.close()
+    assert sink.failed is not None and sink.failed.startswith(("ImportError", "ModuleNotFound"))
+
+
+def test_log_failure_mid_sweep_disables_and_finishes_the_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sink = WandbSink(WandbConfig(mode="offline", table_log_interval_s=0), "sw", tmp_path)
+    sink.start(3, {})
+    sink.write_evaluations(BATCHES[0])
+    run = sink.run
+
+    def broken(*a: object, **k: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(run, "log", broken)
+    sink.write_evaluations(BATCHES[1])  # must not raise
+    sink.write_evaluations(BATCHES[2])
+    sink.close()
+    assert sink.failed is not None and "No space left" in sink.failed and sink.run is None
+    (run_dir,) = (tmp_path / "wandb").glob("offline-run-*")
+    assert json.loads(leet("--summary", "--json", str(run_dir)))["exit_code"] == 1
