@@ -72,6 +72,9 @@ def static_check(tree: ast.Module, entry: str) -> StaticReport:
             _check_import(mod if node.level == 0 else "." + mod, rep)
             for a in node.names:
                 aliases[a.asname or a.name] = f"{mod}.{a.name}"
+                full = f"{mod}.{a.name}"
+                if any(full == b or full.startswith(b + ".") for b in BANNED_ATTRS):
+                    rep.violations.append(f"imports {full}")
         elif isinstance(node, ast.Name) and node.id in BANNED_NAMES:
             rep.violations.append(f"uses the builtin {node.id!r}")
         elif isinstance(node, ast.Attribute):
@@ -108,7 +111,9 @@ def static_check(tree: ast.Module, entry: str) -> StaticReport:
 
 
 def _check_import(name: str, rep: StaticReport) -> None:
-    if name.startswith("."):
+    if any(name == b or name.startswith(b + ".") for b in BANNED_ATTRS):
+        rep.violations.append(f"imports {name}")
+    elif name.startswith("."):
         rep.violations.append(f"relative import {name!r}")
     elif name not in ALLOWED_IMPORTS and name.split(".")[0] not in {"torch", "triton"}:
         rep.violations.append(f"imports {name!r} (allowed: torch, triton, math and typing helpers)")

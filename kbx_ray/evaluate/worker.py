@@ -140,7 +140,7 @@ def _import_path(name: str, path: str) -> Any:
 def _candidate_tb(e: BaseException, marker: str) -> str:
     """The traceback from the candidate's frames on: harness frames say nothing to a model."""
     lines = traceback.format_exception(type(e), e, e.__traceback__)
-    keep = [ln for ln in lines if "kbx_ray/evaluate" not in ln]
+    keep = [ln for ln in lines if "kbx_ray/evaluate" not in ln and "<frozen importlib" not in ln]
     return "".join(keep[-12:])
 
 

@@ -1,0 +1,41 @@
+"""Shared fixtures. GPU tests carry the `gpu` marker and are skipped without CUDA."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
+from kbx_ray.extract import candidate_id
+from kbx_ray.types import Candidate
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _cuda():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the device machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def make_candidate(task_id: str, entry: str, code: str) -> Candidate:
+    return Candidate(candidate_id(task_id, code), task_id, code, entry)
+
+
+@pytest.fixture(scope="session")
+def cpu_evaluator():
+    ev = Evaluator(EvalConfig(device="cpu", case_timeout_s=15, load_timeout_s=60))
+    yield ev
+    ev.close()

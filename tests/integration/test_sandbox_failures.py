@@ -1,0 +1,50 @@
+"""Each failure mode ends as a record with the right error_kind, and the warm worker recovers."""
+from pathlib import Path
+
+import pytest
+
+from kbx_ray.suite import get_task
+from tests.conftest import FIXTURES, make_candidate
+
+RELU = get_task("activation/relu")
+GOOD = Path(RELU.solution_path).read_text()
+
+
+@pytest.mark.parametrize("fixture, kind, stage", [
+    ("raises.py", "runtime_error", "compile"),
+    ("system_exit.py", "runtime_error", "compile"),
+    ("import_error.py", "import_error", "compile"),
+    ("hang.py", "timeout", "compile"),
+    ("segfault.py", "crash", "compile"),
+    ("wrong_values.py", "mismatch", "correctness"),
+    ("torch_compute.py", "disqualified", "correctness"),
+])
+def test_failure_mode_then_recovery(cpu_evaluator, fixture, kind, stage):
+    code = (FIXTURES / "candidates" / fixture).read_text()
+    res = cpu_evaluator.evaluate(RELU, make_candidate(RELU.task_id, "relu", code))
+    assert (res.exec_ok, res.error_kind, res.stage) == (False, kind, stage), res.error_msg
+    assert res.error_msg
+    # The next candidate is judged by a working worker, whatever the last one did to it.
+    ok = cpu_evaluator.evaluate(RELU, make_candidate(RELU.task_id, "relu", GOOD))
+    assert ok.exec_ok, ok.error_msg
+
+
+def test_syntax_error_never_reaches_the_worker(cpu_evaluator):
+    spawns = cpu_evaluator.sandbox.spawns
+    res = cpu_evaluator.evaluate(RELU, make_candidate(RELU.task_id, "relu", "def relu(x:\n"))
+    assert (res.error_kind, res.stage, res.call_ok) == ("syntax_error", "static", False)
+    assert cpu_evaluator.sandbox.spawns == spawns
+
+
+def test_error_messages_show_candidate_frames_only(cpu_evaluator):
+    code = (FIXTURES / "candidates" / "raises.py").read_text()
+    res = cpu_evaluator.evaluate(RELU, make_candidate(RELU.task_id, "relu", code))
+    assert "the candidate gave up" in res.error_msg
+    assert "kbx_ray/evaluate" not in res.error_msg
+
+
+def test_mismatch_message_names_case_and_errors(cpu_evaluator):
+    code = (FIXTURES / "candidates" / "wrong_values.py").read_text()
+    res = cpu_evaluator.evaluate(RELU, make_candidate(RELU.task_id, "relu", code))
+    assert "case fp32_small" in res.error_msg and "max abs err" in res.error_msg
+    assert res.cases[-1].max_abs_err > 0.001

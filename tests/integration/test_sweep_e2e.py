@@ -1,0 +1,66 @@
+"""The default sweep on a local Ray cluster into Parquet, then a resume that evaluates nothing."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import ray
+
+from kbx_ray import engine
+from kbx_ray.config import load_config
+from kbx_ray.sinks import read_table
+from kbx_ray.types import SCHEMA_VERSION
+
+INCLUDE = "suite.include=[activation/relu,math/exp,reduce/sum]"
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+def test_sweep_then_resume(local_ray, tmp_path):
+    overrides = [f"output_dir={tmp_path}", INCLUDE, "wandb.mode=disabled"]
+    p = engine.run_sweep(load_config(overrides))
+    assert len(p.todo) == 3
+    ev = read_table(p.sweep_dir, "evaluations")
+    gen = read_table(p.sweep_dir, "generations")
+    assert sorted(ev.task_id) == ["activation/relu", "math/exp", "reduce/sum"]
+    assert ev.exec_ok.all() and ev.call_ok.all() and (ev.error_kind == "").all()
+    assert (ev.schema_version == SCHEMA_VERSION).all() and (ev.hardware == "cpu").all()
+    assert (ev.device == "cpu").all() and ev.timing_skipped.str.contains("no GPU").all()
+    assert set(ev.cell_id) == set(gen.cell_id) and set(ev.candidate_id) == set(gen.candidate_id)
+    assert gen.completion.str.contains("@triton.jit").all()
+    cases = json.loads(ev[ev.task_id == "activation/relu"].cases.iloc[0])
+    assert cases and all(c["ok"] for c in cases)
+    parts = sorted(p.sweep_dir.rglob("*.parquet"))
+
+    again = engine.run_sweep(load_config(overrides))
+    assert again.sweep_id == p.sweep_id and again.todo == []
+    assert sorted(p.sweep_dir.rglob("*.parquet")) == parts  # nothing evaluated, nothing written
+
+    # Adding a task resumes into the same sweep and runs only the new cell.
+    more = load_config([f"output_dir={tmp_path}", "suite.include=[activation/relu,math/exp,"
+                        "reduce/sum,linear_algebra/matvec]", "wandb.mode=disabled"])
+    p3 = engine.run_sweep(more)
+    assert [c.task_id for c in p3.todo] == ["linear_algebra/matvec"]
+    assert len(read_table(p.sweep_dir, "evaluations")) == 4
+
+
+def test_dry_run_counts_cells(tmp_path):
+    cfg = load_config([f"output_dir={tmp_path}", INCLUDE, "sweep.samples=2", "hardware=[cpu,h200]"])
+    p = engine.plan(cfg)
+    assert len(p.cells) == 3 * 2 * 2 and len(p.todo) == 12
+    text = engine.describe(p, cfg)
+    assert "12 cells" in text and "'h200': 6" in text and "GPU-hours" in text
+
+
+def test_missing_pool_is_a_clear_error(local_ray, tmp_path):
+    from kbx_ray.config import ConfigError
+
+    cfg = load_config([f"output_dir={tmp_path}", "suite.include=[math/exp]", "hardware=h100",
+                       "wandb.mode=disabled"])
+    with pytest.raises(ConfigError, match="no node in the Ray cluster offers hardware pool 'h100'"):
+        engine.run_sweep(cfg)

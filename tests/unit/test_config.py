@@ -1,0 +1,60 @@
+import pytest
+
+from kbx_ray.config import ConfigError, expand, load_config, sweep_id
+from kbx_ray.suite import SuiteError, load_suite, select_ids
+
+
+def test_defaults():
+    cfg = load_config([])
+    assert (cfg.model.backend, cfg.method.name, cfg.hardware) == ("reference", "one_shot", ["auto"])
+    assert cfg.output_dir == "results" and cfg.wandb.mode == "offline"
+
+
+def test_overrides_and_groups():
+    cfg = load_config(["output_dir=/tmp/x", "suite.include=[math,activation/relu]", "hardware=h200",
+                       "evaluation.seeds=5", "model=reference"])
+    assert cfg.output_dir == "/tmp/x" and cfg.suite.include == ["math", "activation/relu"]
+    assert cfg.hardware == ["h200"] and cfg.evaluation.seeds == 5
+
+
+@pytest.mark.parametrize("overrides, needle", [
+    (["nosuchkey=1"], "nosuchkey"),
+    (["evaluation.nosuch=1"], "nosuch"),
+    (["evaluation.seeds=many"], "seeds"),
+    (["model=gpt-17"], "unknown model 'gpt-17'"),
+    (["method=nope"], "unknown method 'nope'"),
+    (["justaword"], "not key=value"),
+])
+def test_bad_config_is_one_clear_line(overrides, needle):
+    with pytest.raises(ConfigError) as e:
+        load_config(overrides)
+    msg = str(e.value)
+    assert needle in msg and "\n" not in msg
+
+
+def test_unknown_task_names_the_pattern():
+    with pytest.raises(SuiteError, match="unknown task 'activation/nope'"):
+        load_suite(include=["activation/nope"])
+
+
+def test_selection_by_id_category_and_glob():
+    ids = ["activation/relu", "math/exp", "math/log", "fusion/add_gelu"]
+    assert select_ids(ids, ["math"]) == ["math/exp", "math/log"]
+    assert select_ids(ids, ["fusion/*", "activation/relu"]) == ["activation/relu", "fusion/add_gelu"]
+
+
+def test_sweep_id_is_stable_and_ignores_task_selection():
+    a = sweep_id(load_config([]))
+    assert a == sweep_id(load_config([])) and a.startswith("default-")
+    assert a == sweep_id(load_config(["suite.include=[math]"]))
+    assert a != sweep_id(load_config(["hardware=h200"]))
+    assert sweep_id(load_config(["sweep_id=mine"])) == "mine"
+
+
+def test_cells_are_stable_and_distinct():
+    cfg = load_config(["sweep.samples=2"])
+    tasks = load_suite(include=["activation/relu", "math/exp"])
+    cells = expand(cfg, tasks, ["cpu", "h200"])
+    assert len(cells) == 2 * 2 * 2
+    assert len({c.cell_id for c in cells}) == len(cells)
+    assert [c.cell_id for c in cells] == [c.cell_id for c in expand(cfg, tasks, ["cpu", "h200"])]
