@@ -7,7 +7,7 @@ mistake becomes one `ConfigError` line that names the key and the fix.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +40,27 @@ class ModelConfig:
     suite_path: str | None = None
     temperature: float = 0.0
     max_tokens: int = 4096
+    path: str = ""                       # weights (HF id or local dir) / the model name a server knows
+    base_url: str | None = None          # openai: http://host:port/v1
+    api_key_env: str | None = None       # openai: environment variable holding the API key
+    replicas: int = 1                    # vllm: engine replicas (Ray actors) behind one backend
+    engine: dict[str, Any] = field(default_factory=dict)     # vllm: engine arguments (AsyncEngineArgs)
+    placement: dict[str, Any] = field(default_factory=dict)  # vllm: accelerator_type, resources, labels
     options: dict[str, Any] = field(default_factory=dict)  # backend-specific
 
 
 @dataclass
 class MethodConfig:
-    name: str = "one_shot"
-    rounds: int = 0
+    name: str = "one_shot"               # label recorded in every row (a preset's name)
+    kind: str = ""                       # methods/base.py:REGISTRY key; "": same as name
+    rounds: int = 0                      # refinement rounds after round 0 (repair, parallel, agentic)
+    feedback: list[str] = field(default_factory=lambda: ["compile", "correctness", "performance"])
+    stop_when: str = "correct"           # correct | fast | never
+    fast_speedup: float = 1.0            # `fast` = correct and speedup >= this
+    branches: int = 1                    # parallel workers / agentic candidates / best_of_n samples
+    exemplars: int = 0                   # few-shot exemplars in the first prompt
+    cot: bool = False                    # chain-of-thought instructions in the first prompt
+    templates_dir: str | None = None     # *.txt here override conf/prompts/*.txt by name
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -56,6 +70,8 @@ class SweepConfig:
     methods: list[str] = field(default_factory=list)   # conf/method names; empty: the `method`
     models: list[str] = field(default_factory=list)    # conf/model names; empty: the `model`
     samples: int = 1
+    rounds: list[int] = field(default_factory=list)    # method.rounds values; empty: the method's
+    hardware: list[str] = field(default_factory=list)  # pools; empty: top-level `hardware`
 
 
 @dataclass
@@ -90,6 +106,19 @@ def _group_file(group: str, name: str) -> Path:
     return path
 
 
+def _load_group(group: str, name: str, seen: tuple[str, ...] = ()) -> DictConfig:
+    """A group file with `base: <name>` resolved: that file of the same group first, this file's
+    keys over it. Variants are declared as a few keys, not copied (lm-eval-harness's `include:`)."""
+    if name in seen:
+        raise ConfigError(f"conf/{group}/{name}.yaml: `base:` loops back "
+                          f"({' -> '.join((*seen, name))}); remove one of the base keys")
+    node = OmegaConf.load(_group_file(group, name))
+    base = node.pop("base", None) if isinstance(node, DictConfig) else None
+    if base is None:
+        return node
+    return _merge(_load_group(group, str(base), (*seen, name)), node, f"conf/{group}/{name}.yaml")
+
+
 def _merge(base: DictConfig, other: Any, where: str) -> DictConfig:
     try:
         return OmegaConf.merge(base, other)
@@ -117,13 +146,15 @@ def load_config(overrides: list[str] | None = None) -> Config:
     for group in GROUPS:
         name = groups.get(group)
         if name is not None:
-            node = OmegaConf.create({group: OmegaConf.load(_group_file(group, name))})
+            node = OmegaConf.create({group: _load_group(group, name)})
             cfg = _merge(cfg, node, f"conf/{group}/{name}.yaml")
     try:
         cli = OmegaConf.from_dotlist(dotlist)
     except OmegaConfBaseException as e:
         raise ConfigError(f"cannot parse overrides: {str(e).splitlines()[0]}") from None
     cfg = _merge(cfg, cli, "the command line")
+    if cfg.sweep.hardware and "hardware" not in cli:  # the sweep file's pools, unless overridden
+        cfg.hardware = cfg.sweep.hardware
     return OmegaConf.to_object(cfg)  # type: ignore[return-value]
 
 
@@ -158,15 +189,22 @@ def _variants(group: str, names: list[str], default: Any) -> list[Any]:
     schema = {"method": MethodConfig, "model": ModelConfig}[group]
     out = []
     for n in names:
-        node = _merge(OmegaConf.structured(schema), OmegaConf.load(_group_file(group, n)),
-                      f"conf/{group}/{n}.yaml")
+        node = _merge(OmegaConf.structured(schema), _load_group(group, n), f"conf/{group}/{n}.yaml")
         out.append(OmegaConf.to_object(node))
     return out
 
 
 def expand(cfg: Config, tasks: list[Any], pools: list[str]) -> list[Cell]:
-    """The grid: task x method x model x sample x hardware, each with a stable cell id."""
+    """The grid: task x method (x rounds) x model x sample x hardware, each with a stable cell id."""
+    from kbx_ray.methods.base import check_method
+
     methods = _variants("method", cfg.sweep.methods, cfg.method)
+    if cfg.sweep.rounds:
+        methods = [replace(m, rounds=int(r)) for m in methods for r in cfg.sweep.rounds]
+    for m in methods:
+        problem = check_method(m)
+        if problem:
+            raise ConfigError(problem)
     models = _variants("model", cfg.sweep.models, cfg.model)
     cells = []
     for task, method, model, sample, hw in itertools.product(

@@ -140,11 +140,11 @@ async def _run_cells(p: SweepPlan, cfg: Config, sinks: Any, evaluators: dict[str
             backends[key] = build_backend(cell.model)
         backend = backends[key]
 
-        async def generate(prompt: Any, rnd: int) -> Any:
+        async def generate(prompt: Any, rnd: int, branch: int = 0) -> Any:
             params = GenParams(temperature=cell.model.temperature, max_tokens=cell.model.max_tokens,
-                               seed=int(stable_hash(cell.cell_id, rnd, n=8), 16) % (2**31),
+                               seed=int(stable_hash(cell.cell_id, rnd, branch, n=8), 16) % (2**31),
                                meta={"task_id": task.task_id, "sample": cell.sample, "round": rnd,
-                                     "method": cell.method.name})
+                                     "branch": branch, "method": cell.method.name})
             return await backend.generate(prompt.messages, params)
 
         async def evaluate(cand: Candidate) -> EvalResult:

@@ -14,9 +14,10 @@ def generation_row(sweep_id: str, cell: Any, a: Any) -> dict:
     return {
         "schema_version": SCHEMA_VERSION, "sweep_id": sweep_id, "cell_id": cell.cell_id,
         "task_id": cell.task_id, "method": cell.method.name, "model": cell.model.name,
-        "sample": cell.sample, "round": a.round, "prompt": json.dumps(a.prompt.messages),
-        "completion": g.text, "prompt_tokens": g.prompt_tokens,
-        "completion_tokens": g.completion_tokens, "latency_s": g.latency_s,
+        "sample": cell.sample, "round": a.round, "branch": a.branch,
+        "prompt": json.dumps(a.prompt.messages), "completion": g.text,
+        "prompt_tokens": g.prompt_tokens, "completion_tokens": g.completion_tokens,
+        "latency_s": g.latency_s,
         "finish_reason": g.finish_reason, "candidate_id": a.candidate.candidate_id,
         "created_at": time.time(),
     }
@@ -29,7 +30,8 @@ def evaluation_row(sweep_id: str, cell: Any, task: Task, a: Any, started: float)
         "candidate_id": a.candidate.candidate_id, "task_id": task.task_id,
         "task_hash": task.task_hash, "category": task.category, "level": task.level,
         "method": cell.method.name, "model": cell.model.name, "sample": cell.sample,
-        "round": a.round, "parent_candidate_id": a.parent_candidate_id, "hardware": cell.hardware,
+        "round": a.round, "branch": a.branch, "parent_candidate_id": a.parent_candidate_id,
+        "stop_reason": a.stop_reason, "hardware": cell.hardware,
         "gpu_name": r.gpu_name, "driver": r.driver, "torch_version": r.torch_version,
         "triton_version": r.triton_version, "device": r.device, "stage": r.stage,
         "call_ok": r.call_ok, "exec_ok": r.exec_ok, "error_kind": r.error_kind,

@@ -16,6 +16,7 @@ from typing import Any
 from kbx_ray.evaluate import timing as timing_mod
 from kbx_ray.evaluate.checks import static_check
 from kbx_ray.evaluate.correctness import Verdict, compare, flatten
+from kbx_ray.evaluate.inputs import InputCache
 from kbx_ray.evaluate.protocol import tensor_from_wire
 from kbx_ray.evaluate.roofline import case_dtype, roofline
 from kbx_ray.evaluate.sandbox import Sandbox, SandboxConfig, WorkerDied
@@ -38,6 +39,7 @@ class EvalConfig:
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     sol_limit: float = 1.05          # reject timings above this fraction of peak
     recycle_after: int = 200         # respawn the warm worker after this many candidates
+    ref_cache_entries: int = 64      # reference outputs kept per (task, case, seed)
     peak_gbps: float = 0.0           # filled from the hardware pool
     peak_tflops: dict[str, float] = field(default_factory=dict)
 
@@ -68,6 +70,8 @@ class Evaluator:
         self.cfg.sandbox.device = self.device
         self.sandbox = Sandbox(self.cfg.sandbox)
         self.ref_times: dict[tuple, timing_mod.Timing] = {}
+        self.inputs = InputCache()
+        self.ref_outputs: dict[tuple, tuple[list, str]] = {}  # reference outputs per seed
         self.count = 0
 
     def close(self) -> None:
@@ -113,7 +117,7 @@ class Evaluator:
         module = f"{cand.candidate_id}_{self.count}"
         path = self.sandbox.write_code(f"kbx_cand_{module}", cand.code)
         self._ask({"op": "load", "code_path": path, "task_path": task.path, "entry": task.name,
-                   "module": module}, self.cfg.load_timeout_s, "compile")
+                   "module": module, "task_key": task.task_hash}, self.cfg.load_timeout_s, "compile")
         ref_mod = load_module(task.path)
         cases = self.cases_for(task)
         seeds = [self.cfg.base_seed + i for i in range(self.cfg.seeds)]
@@ -195,7 +199,16 @@ class Evaluator:
         return None
 
     def _reference(self, ref_mod: Any, task: Task, case: dict, seed: int) -> tuple[list, str]:
-        args, kwargs = ref_mod.make_inputs(case, seed, self.device)
+        """The reference's outputs for (task, case, seed): the same for every candidate, so kept."""
+        key = (task.task_hash, case["name"], seed)
+        if key not in self.ref_outputs:
+            if len(self.ref_outputs) >= self.cfg.ref_cache_entries:
+                self.ref_outputs.pop(next(iter(self.ref_outputs)))
+            self.ref_outputs[key] = self._run_reference(ref_mod, task, case, seed)
+        return self.ref_outputs[key]
+
+    def _run_reference(self, ref_mod: Any, task: Task, case: dict, seed: int) -> tuple[list, str]:
+        args, kwargs = self.inputs.get(ref_mod, task.task_hash, case, seed, self.device)
         out = getattr(ref_mod, task.name)(*args, **kwargs)
         import inspect
 
@@ -250,7 +263,7 @@ class Evaluator:
         key = (task.task_id, task.task_hash, case["name"], self.sandbox.info.get("gpu_name"),
                torch.__version__)
         if key not in self.ref_times:
-            args, kwargs = ref_mod.make_inputs(case, self.cfg.base_seed, self.device)
+            args, kwargs = self.inputs.get(ref_mod, task.task_hash, case, self.cfg.base_seed, self.device)
             fn = getattr(ref_mod, task.name)
             self.ref_times[key] = timing_mod.bench(lambda: fn(*args, **kwargs), self.cfg.timing)
         return self.ref_times[key]

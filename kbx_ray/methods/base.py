@@ -3,29 +3,42 @@
 A method receives the task and two injected coroutines, `generate` and `evaluate`, and returns its
 attempts, one per LLM call. A one-shot method and an N-round repair method have the same shape; the
 engine neither knows nor cares how many rounds a method runs.
+
+Every method picks its answer with the same rule (`select_best`: correct first, then faster, then
+further along; ties go to the earliest attempt), so the answer after k rounds can be recomputed
+from the records alone (kbx_ray/ablation.py).
 """
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from typing import Any, Awaitable, Callable, Protocol
 
-from kbx_ray.prompts import Prompt
-from kbx_ray.types import Candidate, EvalResult, Generation, Task
+from kbx_ray.extract import extract
+from kbx_ray.prompts import FEEDBACK_KINDS, Prompt, Templates, TemplateError
+from kbx_ray.types import STAGES, Candidate, EvalResult, Generation, Task
 
 
 @dataclass(frozen=True)
 class Attempt:
-    round: int
-    prompt: Prompt
-    generation: Generation
-    candidate: Candidate
-    result: EvalResult
-    parent_candidate_id: str = ""
-    final: bool = True          # the method's answer for this cell
+    round: int                  # 0 = the first generation; r = the r-th refinement
+    prompt: Prompt              # what the model was asked
+    generation: Generation      # what it answered
+    candidate: Candidate        # the code extracted from the answer
+    result: EvalResult          # the harness's verdict on the candidate
+    parent_candidate_id: str = ""  # the candidate this one was asked to improve
+    final: bool = True          # the method's answer for this cell (exactly one per cell)
+    branch: int = 0             # candidate index within a round (worker, agent candidate, sample)
+    stop_reason: str = ""       # on each branch's last attempt: correct | fast | max_rounds
 
 
-Generate = Callable[[Prompt, int], Awaitable[Generation]]   # (prompt, round) -> generation
+class Generate(Protocol):
+    """(prompt, round, branch) -> generation; the engine seeds each (round, branch) distinctly."""
+
+    def __call__(self, prompt: Prompt, round: int, branch: int = 0) -> Awaitable[Generation]: ...
+
+
 Evaluate = Callable[[Candidate], Awaitable[EvalResult]]
 
 
@@ -35,16 +48,102 @@ class Method(Protocol):
 
 REGISTRY: dict[str, str] = {
     "one_shot": "kbx_ray.methods.one_shot:one_shot",
+    "few_shot": "kbx_ray.methods.few_shot:few_shot",
+    "cot": "kbx_ray.methods.cot:cot",
+    "repair": "kbx_ray.methods.repair:repair",
+    "parallel": "kbx_ray.methods.parallel:parallel",
+    "agentic": "kbx_ray.methods.agentic:agentic",
+    "best_of_n": "kbx_ray.methods.best_of_n:best_of_n",
 }
+STOP_WHEN = ("correct", "fast", "never")
 
 
 class UnknownMethodError(ValueError):
     pass
 
 
+def kind_of(cfg: Any) -> str:
+    return getattr(cfg, "kind", "") or cfg.name
+
+
+def check_method(cfg: Any) -> str | None:
+    """One line naming a bad method setting and its fix, or None; run before anything starts."""
+    kind = kind_of(cfg)
+    if kind not in REGISTRY:
+        return f"unknown method {kind!r}: choose one of {', '.join(sorted(REGISTRY))}"
+    bad = [f for f in getattr(cfg, "feedback", []) if f not in FEEDBACK_KINDS]
+    if bad:
+        return f"method {cfg.name}: unknown feedback {bad}: choose from {', '.join(FEEDBACK_KINDS)}"
+    if getattr(cfg, "stop_when", "correct") not in STOP_WHEN:
+        return f"method {cfg.name}: stop_when={cfg.stop_when!r}: choose one of {', '.join(STOP_WHEN)}"
+    if getattr(cfg, "rounds", 0) < 0 or getattr(cfg, "branches", 1) < 1:
+        return f"method {cfg.name}: rounds must be >= 0 and branches >= 1"
+    try:
+        Templates(getattr(cfg, "templates_dir", None))
+    except TemplateError as e:
+        return str(e)
+    return None
+
+
 def build_method(cfg: Any) -> Method:
-    target = REGISTRY.get(cfg.name)
-    if target is None:
-        raise UnknownMethodError(f"unknown method {cfg.name!r}: choose one of {', '.join(sorted(REGISTRY))}")
-    module, _, factory = target.partition(":")
+    problem = check_method(cfg)
+    if problem:
+        raise UnknownMethodError(problem)
+    module, _, factory = REGISTRY[kind_of(cfg)].partition(":")
     return getattr(importlib.import_module(module), factory)(cfg)
+
+
+# ---- shared steps ---------------------------------------------------------------------------
+def rank(call_ok: Any, exec_ok: Any, speedup: Any, stage: Any) -> tuple[bool, float, bool, int]:
+    """How good a result is: correct, then faster (timed only on GPUs), then callable, then how
+    far it got. Works on EvalResults and on evaluation rows alike."""
+    fast = float(speedup) if exec_ok and speedup is not None and math.isfinite(speedup) else 0.0
+    return (bool(exec_ok), fast, bool(call_ok), STAGES.index(stage) if stage in STAGES else 0)
+
+
+def result_rank(r: EvalResult) -> tuple[bool, float, bool, int]:
+    return rank(r.call_ok, r.exec_ok, r.speedup, r.stage)
+
+
+def select_best(attempts: list[Attempt]) -> Attempt:
+    """The best attempt; among equals the earliest (round, then branch)."""
+    return max(attempts, key=lambda a: (result_rank(a.result), -a.round, -a.branch))
+
+
+def stop_reason(r: EvalResult, cfg: Any) -> str:
+    """Why a chain stops after this result ("" = keep going). On a CPU speedup is None, so
+    `fast` never stops early."""
+    when = getattr(cfg, "stop_when", "correct")
+    if when == "correct" and r.exec_ok:
+        return "correct"
+    if when == "fast" and r.exec_ok and r.speedup is not None and \
+            r.speedup >= getattr(cfg, "fast_speedup", 1.0):
+        return "fast"
+    return ""
+
+
+def finish(attempts: list[Attempt]) -> list[Attempt]:
+    """Mark the best attempt final, and the rest not, keeping the order."""
+    best = select_best(attempts)
+    return [replace(a, final=a is best) for a in attempts]
+
+
+def cached(evaluate: Evaluate) -> Evaluate:
+    """Identical code is one candidate: evaluate it once per cell, however often it comes back."""
+    seen: dict[str, EvalResult] = {}
+
+    async def run(cand: Candidate) -> EvalResult:
+        if cand.candidate_id not in seen:
+            seen[cand.candidate_id] = await evaluate(cand)
+        return seen[cand.candidate_id]
+
+    return run
+
+
+async def step(task: Task, generate: Generate, evaluate: Evaluate, prompt: Prompt, rnd: int,
+               branch: int = 0, parent: str = "") -> Attempt:
+    """One LLM call, its candidate and its verdict."""
+    gen = await generate(prompt, rnd, branch)
+    cand = extract(gen, task.task_id, task.name)
+    return Attempt(rnd, prompt, gen, cand, await evaluate(cand), parent, final=False,
+                   branch=branch)

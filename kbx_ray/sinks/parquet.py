@@ -35,6 +35,7 @@ GENERATION_SCHEMA = pa.schema([
     ("schema_version", pa.int32()), ("sweep_id", pa.string()), ("cell_id", pa.string()),
     ("task_id", pa.string()), ("method", pa.string()), ("model", pa.string()),
     ("sample", pa.int32()), ("round", pa.int32()),
+    ("branch", pa.int32()),               # candidate index within a round (workers, samples)
     ("prompt", pa.string()),              # JSON of the chat messages
     ("completion", pa.string()),
     ("prompt_tokens", pa.int64()), ("completion_tokens", pa.int64()),
@@ -48,7 +49,9 @@ EVALUATION_SCHEMA = pa.schema([
     ("candidate_id", pa.string()), ("task_id", pa.string()), ("task_hash", pa.string()),
     ("category", pa.string()), ("level", pa.int32()), ("method", pa.string()),
     ("model", pa.string()), ("sample", pa.int32()), ("round", pa.int32()),
+    ("branch", pa.int32()),               # candidate index within a round (workers, samples)
     ("parent_candidate_id", pa.string()),
+    ("stop_reason", pa.string()),         # on a chain's last row: correct | fast | max_rounds
     ("hardware", pa.string()),            # the pool name
     ("gpu_name", pa.string()), ("driver", pa.string()), ("torch_version", pa.string()),
     ("triton_version", pa.string()), ("device", pa.string()),
@@ -215,5 +218,6 @@ def read_generations_for_resume(sweep_dir: Path) -> dict[str, list[dict]]:
         if row["cell_id"] is not None and row["cell_id"] not in done:
             by_cell.setdefault(row["cell_id"], []).append(row)
     for rows in by_cell.values():
-        rows.sort(key=lambda r: (r["sample"] or 0, r["round"] or 0, r["created_at"] or 0.0))
+        rows.sort(key=lambda r: (r["sample"] or 0, r["round"] or 0, r.get("branch") or 0,
+                                  r["created_at"] or 0.0))
     return by_cell

@@ -1,0 +1,164 @@
+"""Tables and rows -> the report's five PNG figures.
+
+matplotlib is imported inside `_figure` only, and through `matplotlib.figure.Figure` (Agg canvas,
+no pyplot global state), so importing the report costs nothing and works with no display. Every
+figure degrades to a labelled placeholder when its data are missing (a CPU sweep has no timings),
+so a report always has all five figures and a reader sees why one is empty.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from kbx_ray.report.load import final_rows, variant_labels
+from kbx_ray.report.tables import per_group, tally, timed_correct
+
+NO_TIMING = "no timed results\n(timing needs a GPU; CPU sweeps check correctness only)"
+FIGURES = ("pass_heatmap", "repair_rounds", "speedup_cdf", "gpu_spread", "sol_fraction")
+
+
+def _figure(width: float = 7.0, height: float = 4.5) -> Any:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _save(fig: Any, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, format="png")
+    return path
+
+
+def _placeholder(ax: Any, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=11, color="0.35",
+            transform=ax.transAxes)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _with_variant(df: pd.DataFrame) -> pd.DataFrame:
+    return df.assign(variant=variant_labels(df)) if len(df) else df.assign(variant=[])
+
+
+def pass_heatmap(df: pd.DataFrame, path: Path) -> Path:
+    """Exec rate of final kernels, category x method (x model, x sweep where several)."""
+    rows = _with_variant(final_rows(df))
+    table = per_group(rows, ("category", "variant"), tally, ("cells", "exec_rate"))
+    fig = _figure(max(5.0, 2.0 + 1.3 * table["variant"].nunique()),
+                  max(3.0, 1.0 + 0.4 * table["category"].nunique()))
+    ax = fig.subplots()
+    if table.empty:
+        _placeholder(ax, "no evaluations")
+        return _save(fig, path)
+    rate = table.pivot(index="category", columns="variant", values="exec_rate")
+    cells = table.pivot(index="category", columns="variant", values="cells")
+    image = ax.imshow(rate.to_numpy(dtype=float), cmap="viridis", vmin=0, vmax=1, aspect="auto")
+    for (i, j), v in pd.DataFrame(rate.to_numpy(dtype=float)).stack().items():
+        n = int(cells.iat[i, j])
+        ax.text(j, i, f"{v:.0%}\nn={n}", ha="center", va="center", fontsize=8,
+                color="white" if v < 0.6 else "black")
+    ax.set_xticks(range(rate.shape[1]), rate.columns, rotation=20, ha="right")
+    ax.set_yticks(range(rate.shape[0]), rate.index)
+    ax.set_title("Exec (pass) rate by category and method")
+    fig.colorbar(image, ax=ax, label="exec rate", format=lambda v, _: f"{v:.0%}")
+    return _save(fig, path)
+
+
+def repair_rounds(ablation: pd.DataFrame, path: Path) -> Path:
+    """Call rate, exec rate and geomean speedup after k repair rounds, one line per variant."""
+    fig = _figure(12.0, 4.0)
+    axes = fig.subplots(1, 3)
+    panels = (("call_rate", "compile/call rate"), ("exec_rate", "exec rate"),
+              ("geomean_speedup", "geomean speedup (correct)"))
+    data = _with_variant(ablation)
+    for ax, (col, title) in zip(axes, panels):
+        ax.set_title(title)
+        if data.empty or data[col].isna().all():
+            _placeholder(ax, NO_TIMING if col == "geomean_speedup" else "no evaluations")
+            continue
+        for variant, g in data.groupby("variant", sort=True):
+            ax.plot(g["k"], g[col], marker="o", label=variant)
+        ax.set_xlabel("repair rounds k")
+        ax.set_xticks(sorted(data["k"].unique()))
+        if col != "geomean_speedup":
+            ax.set_ylim(0, 1.05)
+        else:
+            ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
+        ax.legend(fontsize=8)
+    fig.suptitle("State after k rounds (a cell's latest row with round <= k)")
+    return _save(fig, path)
+
+
+def speedup_cdf(df: pd.DataFrame, path: Path) -> Path:
+    """CDF of the speedup of correct kernels; the legend gives each variant's share below 1."""
+    rows = _with_variant(timed_correct(df))
+    fig = _figure()
+    ax = fig.subplots()
+    if rows.empty:
+        _placeholder(ax, NO_TIMING)
+        ax.set_title("Speedup over eager of correct kernels")
+        return _save(fig, path)
+    for variant, g in rows.groupby("variant", sort=True):
+        v = g["speedup"].sort_values().to_numpy()
+        y = [(i + 1) / len(v) for i in range(len(v))]
+        ax.step(v, y, where="post", label=f"{variant}: n={len(v)}, {(v < 1).mean():.0%} slower")
+    ax.axvline(1.0, color="black", lw=1, ls="--", label="eager (1x)")
+    ax.set_xscale("log")
+    ax.set_xlabel("speedup over eager (log scale)")
+    ax.set_ylabel("share of correct kernels")
+    ax.set_ylim(0, 1.02)
+    share = (rows["speedup"] < 1).mean()
+    ax.set_title(f"Speedup CDF: {share:.1%} of {len(rows)} correct kernels are slower than eager")
+    ax.legend(fontsize=8, loc="lower right")
+    return _save(fig, path)
+
+
+def gpu_spread(spread: pd.DataFrame, path: Path, timed: bool, top: int = 30) -> Path:
+    """Per task, max/min speedup of one kernel across GPU pools (the widest `top` tasks).
+
+    `timed` says whether anything was timed at all, which picks the placeholder's reason.
+    """
+    shown = spread.head(top)
+    fig = _figure(8.0, max(3.0, 1.2 + 0.28 * len(shown)))
+    ax = fig.subplots()
+    ax.set_title("Speedup spread of the same kernel across GPUs (max / min)")
+    if shown.empty:
+        _placeholder(ax, "no kernel was timed on two or more GPU pools" if timed else NO_TIMING)
+        return _save(fig, path)
+    labels = shown["task_id"] if shown["sweep_id"].nunique() == 1 else (
+        shown["sweep_id"] + ": " + shown["task_id"])
+    ax.barh(range(len(shown)), shown["spread"], color="tab:orange")
+    ax.set_yticks(range(len(shown)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.axvline(1.0, color="black", lw=0.8)
+    ax.set_xlabel("max speedup / min speedup across pools")
+    if shown["spread"].max() > 20 * max(shown["spread"].min(), 1.0):
+        ax.set_xscale("log")
+    return _save(fig, path)
+
+
+def sol_fraction(df: pd.DataFrame, path: Path) -> Path:
+    """Histogram of the SOL (speed-of-light) fraction of correct timed kernels, per variant."""
+    rows = _with_variant(final_rows(df))
+    rows = rows[rows["exec_ok"] & rows["sol_fraction"].map(math.isfinite).astype(bool)]
+    fig = _figure()
+    ax = fig.subplots()
+    ax.set_title("SOL fraction of correct kernels (share of the GPU's peak)")
+    if rows.empty:
+        _placeholder(ax, NO_TIMING)
+        return _save(fig, path)
+    bins = [i / 20 for i in range(21)]
+    for variant, g in rows.groupby("variant", sort=True):
+        ax.hist(g["sol_fraction"].clip(0, 1), bins=bins, alpha=0.55,
+                label=f"{variant} (n={len(g)}, mean {g['sol_fraction'].mean():.0%})")
+    ax.set_xlabel("SOL fraction: max(GB/s / peak, TFLOP/s / peak)")
+    ax.set_ylabel("kernels")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+__all__ = ["FIGURES", "NO_TIMING", "gpu_spread", "pass_heatmap", "repair_rounds",
+           "sol_fraction", "speedup_cdf"]

@@ -1,0 +1,138 @@
+"""Result dirs -> one evaluations DataFrame, and the two views the report takes of it.
+
+The views:
+- `final_rows`: each cell's answer (`final` true or null, as in sinks/metrics.py). Every rate in
+  the report is over these, one row per cell, so the report agrees with the live W&B metrics.
+- `state_after_k`: each cell's state after k repair rounds (DESIGN.md, "Repair-round ablation").
+  A repair cell records every round and stops early once it is done, so the state after k rounds
+  is the state after min(k, stop) rounds of the one R-round run: the cell's latest row with
+  round <= k. One sweep at R rounds thus yields the whole curve for k = 0..R.
+
+Several sweeps are compared side by side, so `sweep_id` is part of every grouping, and cells are
+keyed by (sweep_id, cell_id): cell_id hashes the task, method, model, sample and hardware but not
+the sweep, so the same grid run twice has the same cell ids.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Literal
+
+import pandas as pd
+
+from kbx_ray.sinks import read_table
+
+logger = logging.getLogger(__name__)
+
+VARIANT_KEYS = ("sweep_id", "model", "method")  # one line in a figure, one row in a table
+CELL_KEYS = ("sweep_id", "cell_id")
+_LABELS = ("sweep_id", "model", "method", "category", "hardware", "task_id", "candidate_id")
+
+
+class ReportError(ValueError):
+    """A report input the user can fix (a missing or empty results dir); the message is one line."""
+
+
+@dataclass(frozen=True)
+class SweepSource:
+    sweep_id: str   # the label used in tables and figures
+    path: Path      # results/<sweep_id>
+    rows: int       # evaluation rows read
+
+
+def find_sweep_dirs(result_dirs: Iterable[Path]) -> list[Path]:
+    """Each dir is a sweep dir (it holds evaluations/) or a parent of sweep dirs; order is kept."""
+    found: list[Path] = []
+    for d in map(Path, result_dirs):
+        if not d.is_dir():
+            raise ReportError(f"results dir {d} does not exist; pass results/<sweep_id> or the "
+                              "results/ dir that holds the sweeps")
+        sweeps = [d] if (d / "evaluations").is_dir() else sorted(
+            c for c in d.iterdir() if (c / "evaluations").is_dir())
+        if not sweeps:
+            raise ReportError(f"no sweep results under {d}: expected {d}/evaluations/ or "
+                              f"{d}/<sweep_id>/evaluations/; run a sweep first or pass its dir")
+        found += [s for s in sweeps if s.resolve() not in {f.resolve() for f in found}]
+    return found
+
+
+def load_evaluations(result_dirs: Iterable[Path]) -> tuple[pd.DataFrame, list[SweepSource]]:
+    """Every evaluation row of every sweep found, normalised (see `normalise`)."""
+    frames: list[pd.DataFrame] = []
+    sources: list[SweepSource] = []
+    for sweep_dir in find_sweep_dirs(result_dirs):
+        df = read_table(sweep_dir, "evaluations")
+        label = _unique_label(df, sweep_dir, {s.sweep_id for s in sources})
+        df["sweep_id"] = label
+        sources.append(SweepSource(label, sweep_dir, len(df)))
+        if len(df):
+            frames.append(df)
+    if not frames:
+        logger.warning("no evaluation rows in %s; the report will be empty",
+                       ", ".join(str(s.path) for s in sources))
+        frames = [read_table(sources[0].path, "evaluations")]
+    return normalise(pd.concat(frames, ignore_index=True)), sources
+
+
+def _unique_label(df: pd.DataFrame, sweep_dir: Path, taken: set[str]) -> str:
+    """The sweep's own id, or its dir name; suffixed by the parent dir when two dirs share it."""
+    ids = df["sweep_id"].dropna().unique()
+    label = str(ids[0]) if len(ids) == 1 else sweep_dir.name
+    return label if label not in taken else f"{label}@{sweep_dir.parent.name}"
+
+
+def normalise(df: pd.DataFrame) -> pd.DataFrame:
+    """Plain types, with the nulls resolved the way the study reads them.
+
+    A null call_ok/exec_ok is a failure, a null `final` is final (a one-row method need not set
+    it), a null round is round 0, a null label is "unknown".
+    """
+    df = df.copy()
+    for col in ("call_ok", "exec_ok"):
+        df[col] = df[col].fillna(False).astype(bool)
+    df["final"] = df["final"].fillna(True).astype(bool)
+    df["round"] = df["round"].fillna(0).astype(int)
+    for col in ("speedup", "sol_fraction", "finished_at"):
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
+    for col in _LABELS:
+        df[col] = df[col].astype(object).where(df[col].notna(), "unknown").astype(str)
+    missing = df["cell_id"].isna()
+    df.loc[missing, "cell_id"] = "row" + df.index[missing].astype(str)
+    df["cell_id"] = df["cell_id"].astype(str)
+    return df
+
+
+def final_rows(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["final"]]
+
+
+def state_after_k(df: pd.DataFrame, k: int,
+                  rule: Literal["latest", "best"] = "latest") -> pd.DataFrame:
+    """One row per cell: its state after k repair rounds (round 0 is the first attempt).
+
+    rule="latest" (the default, and what the repair method records): the cell's latest row with
+    round <= k; among rows of one round the `final` one, then the last finished, wins.
+    rule="best": the best row so far (exec_ok, then call_ok, then speedup, then latest), for a
+    method that answers with its best candidate rather than its last. Cells with no row at
+    round <= k are absent.
+    """
+    if rule not in ("latest", "best"):
+        raise ValueError(f"rule={rule!r}: use 'latest' or 'best'")
+    rows = df[df["round"] <= k].assign(_speed=lambda d: d["speedup"].fillna(float("-inf")))
+    order = ["round", "final", "finished_at"]
+    if rule == "best":
+        order = ["exec_ok", "call_ok", "_speed", *order]
+    rows = rows.sort_values(order, kind="stable", na_position="first")
+    return rows.groupby(list(CELL_KEYS), sort=False).tail(1).drop(columns="_speed")
+
+
+def variant_labels(df: pd.DataFrame) -> pd.Series:
+    """The method, plus the model and the sweep where the data hold more than one of them."""
+    parts = [k for k in VARIANT_KEYS if k == "method" or df[k].nunique() > 1]
+    return df[parts].astype(str).agg(" / ".join, axis=1) if len(df) else pd.Series(dtype=str)
+
+
+__all__ = ["CELL_KEYS", "VARIANT_KEYS", "ReportError", "SweepSource",
+           "final_rows", "find_sweep_dirs", "load_evaluations", "normalise", "state_after_k",
+           "variant_labels"]

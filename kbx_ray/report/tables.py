@@ -1,0 +1,155 @@
+"""Evaluations -> the study's tables, as DataFrames (render.py formats them, figures.py plots them).
+
+Rates use `sinks.metrics.Tally`, the same code as the live W&B metrics, so the report and the
+dashboard agree by construction. All over final rows, one per cell:
+- call_rate / exec_rate: share of cells whose kernel ran on the first case / was correct.
+- fast_1, fast_1p5, fast_2: share of cells whose kernel is correct AND faster than eager by more
+  than p (KernelBench's fast_p); failed cells count in the denominator.
+- geomean_speedup: geometric mean of `speedup` (itself the geomean over a kernel's timed cases)
+  over the correct, timed kernels.
+
+The study's own speedup metrics (FIELD.md), over correct timed kernels:
+- sum_ratio: Σ ref ms / Σ candidate ms over every timed case of every kernel in the group, so the
+  longest-running cases dominate it;
+- mean_task_ratio: the mean over kernels of each kernel's own Σ ref ms / Σ candidate ms, so every
+  task weighs the same;
+- slower_than_eager: share of timed correct kernels with speedup < 1.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+
+from kbx_ray.report.load import VARIANT_KEYS, final_rows, state_after_k
+from kbx_ray.sinks.metrics import FAST_P, Tally, fast_key, geomean
+
+FAST_COLUMNS = tuple(fast_key(p) for p in FAST_P)
+RATE_COLUMNS = ("cells", "call_rate", "exec_rate", *FAST_COLUMNS, "geomean_speedup")
+SPEEDUP_COLUMNS = ("correct", "timed", "sum_ratio", "mean_task_ratio", "geomean_speedup",
+                   "slower_than_eager", "mean_sol_fraction")
+ABLATION_COLUMNS = ("cells", "call_rate", "exec_rate", "geomean_speedup")
+SPREAD_COLUMNS = ("sweep_id", "task_id", "candidate_id", "pools", "slowest_on", "min_speedup",
+                  "fastest_on", "max_speedup", "spread")
+COUNT_COLUMNS = frozenset({"cells", "correct", "timed", "pools", "k"})
+BY_METHOD = VARIANT_KEYS
+BY_CATEGORY = ("sweep_id", "category")
+BY_HARDWARE = (*VARIANT_KEYS, "hardware")
+
+
+@dataclass
+class Tables:
+    by_method: pd.DataFrame     # RATE_COLUMNS per sweep, model, method
+    by_category: pd.DataFrame   # RATE_COLUMNS per sweep, category
+    speedup: pd.DataFrame       # SPEEDUP_COLUMNS per sweep, model, method, hardware
+    ablation: pd.DataFrame      # ABLATION_COLUMNS per sweep, model, method, k
+    gpu_spread: pd.DataFrame    # SPREAD_COLUMNS, one row per task timed on >= 2 pools
+
+
+def compute_tables(df: pd.DataFrame) -> Tables:
+    return Tables(rate_table(df, BY_METHOD), rate_table(df, BY_CATEGORY),
+                  speedup_table(df, BY_HARDWARE), ablation_table(df), gpu_spread_table(df))
+
+
+def tally(rows: pd.DataFrame) -> dict[str, float]:
+    t = Tally()
+    for row in rows.to_dict("records"):
+        t.add(row)
+    return t.metrics()
+
+
+def per_group(df: pd.DataFrame, by: Sequence[str], fn: Callable[[pd.DataFrame], dict[str, Any]],
+              columns: Sequence[str]) -> pd.DataFrame:
+    """fn on each group, one row per group, sorted by the keys; missing metrics are NaN."""
+    rows = []
+    for key, g in df.groupby(list(by), sort=True):
+        m = fn(g)
+        rows.append({**dict(zip(by, key)), **{c: m.get(c, math.nan) for c in columns}})
+    out = pd.DataFrame(rows, columns=[*by, *columns])
+    for c in COUNT_COLUMNS.intersection(columns):
+        out[c] = out[c].astype(int)
+    return out
+
+
+def rate_table(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    return per_group(final_rows(df), by, tally, RATE_COLUMNS)
+
+
+def case_sums(cases: object) -> tuple[float, float] | None:
+    """(Σ ref ms, Σ candidate ms) over the timed cases of a row's `cases` JSON; None if none."""
+    try:
+        items = json.loads(cases) if isinstance(cases, str) else []
+    except json.JSONDecodeError:
+        return None
+    pairs = [(c.get("ref_ms"), c.get("cand_ms")) for c in items if isinstance(c, dict)]
+    pairs = [(r, c) for r, c in pairs if _positive(r) and _positive(c)]
+    if not pairs:
+        return None
+    return sum(r for r, _ in pairs), sum(c for _, c in pairs)
+
+
+def _positive(v: object) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+
+
+def speedup_metrics(rows: pd.DataFrame) -> dict[str, float]:
+    correct = rows[rows["exec_ok"]]
+    sums = [s for s in map(case_sums, correct["cases"]) if s is not None]
+    speedups = [float(v) for v in correct["speedup"] if _positive(v)]
+    sols = [float(v) for v in correct["sol_fraction"] if math.isfinite(v)]
+    out: dict[str, float] = {"correct": len(correct), "timed": len(speedups)}
+    if sums:
+        out["sum_ratio"] = sum(r for r, _ in sums) / sum(c for _, c in sums)
+        out["mean_task_ratio"] = sum(r / c for r, c in sums) / len(sums)
+    if speedups:
+        out["geomean_speedup"] = geomean(speedups)
+        out["slower_than_eager"] = sum(v < 1 for v in speedups) / len(speedups)
+    if sols:
+        out["mean_sol_fraction"] = sum(sols) / len(sols)
+    return out
+
+
+def speedup_table(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    return per_group(final_rows(df), by, speedup_metrics, SPEEDUP_COLUMNS)
+
+
+def ablation_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Rates after k = 0..R repair rounds, per variant, R being that variant's last round."""
+    frames = []
+    for key, g in df.groupby(list(VARIANT_KEYS), sort=True):
+        for k in range(int(g["round"].max()) + 1):
+            m = tally(state_after_k(g, k))
+            frames.append({**dict(zip(VARIANT_KEYS, key)), "k": k,
+                           **{c: m.get(c, math.nan) for c in ABLATION_COLUMNS}})
+    out = pd.DataFrame(frames, columns=[*VARIANT_KEYS, "k", *ABLATION_COLUMNS])
+    return out.astype({"k": int, "cells": int})
+
+
+def timed_correct(df: pd.DataFrame) -> pd.DataFrame:
+    """Final rows whose kernel is correct and has a speedup: what the speedup figures show."""
+    rows = final_rows(df)
+    return rows[rows["exec_ok"] & rows["speedup"].map(_positive).astype(bool)]
+
+
+def gpu_spread_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Per task, the widest max/min speedup of one kernel (one candidate_id) across GPU pools.
+
+    Only the same code on different GPUs is compared; a kernel timed more than once on a pool
+    counts with its median there. Sorted widest first.
+    """
+    keys = ["sweep_id", "task_id", "candidate_id"]
+    per_pool = timed_correct(df).groupby([*keys, "hardware"])["speedup"].median().reset_index()
+    rows = []
+    for key, g in per_pool.groupby(keys, sort=True):
+        if len(g) < 2:
+            continue
+        lo, hi = g.loc[g["speedup"].idxmin()], g.loc[g["speedup"].idxmax()]
+        rows.append({**dict(zip(keys, key)), "pools": len(g), "slowest_on": lo["hardware"],
+                     "min_speedup": lo["speedup"], "fastest_on": hi["hardware"],
+                     "max_speedup": hi["speedup"], "spread": hi["speedup"] / lo["speedup"]})
+    out = pd.DataFrame(rows, columns=list(SPREAD_COLUMNS))
+    out = out.sort_values(["spread", "sweep_id", "task_id"], ascending=[False, True, True])
+    return out.drop_duplicates(["sweep_id", "task_id"]).reset_index(drop=True)

@@ -1,0 +1,224 @@
+"""Report tables on a synthetic Parquet sweep with hand-computed numbers.
+
+The sweep: 2 methods (one_shot, repair with rounds 0..2) x 3 categories x 2 GPU pools = 12 cells.
+Every expected value below is worked out by hand in the comment beside it, so a change in a
+definition (final rows, fast_p's strict '>', Σref/Σgen vs mean of ratios, the ablation rule)
+fails here.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from kbx_ray.report import (
+    ReportError, ablation_table, case_sums, compute_tables, find_sweep_dirs, gpu_spread_table,
+    load_evaluations, rate_table, speedup_table, state_after_k,
+)
+from kbx_ray.report.load import normalise
+from kbx_ray.report.tables import BY_CATEGORY, BY_HARDWARE, BY_METHOD
+from kbx_ray.sinks import ParquetSink
+
+TASKS = {"Activation": "activation/relu", "Reduce": "reduce/sum", "Fusion": "fusion/add_gelu"}
+
+
+def row(method: str, category: str, hw: str, rnd: int, *, call: bool, ok: bool = False,
+        speedup: float | None = None, cases: list[tuple[float, float]] = (), final: bool = True,
+        cand: str | None = None, sol: float | None = None, sweep: str = "sw") -> dict:
+    task = TASKS[category]
+    return dict(
+        schema_version=1, sweep_id=sweep, cell_id=f"{method}|{task}|{hw}",
+        candidate_id=cand or f"{method}|{task}|{hw}|r{rnd}", task_id=task, task_hash="h",
+        category=category, level=1, method=method, model="org/coder", sample=0, round=rnd,
+        hardware=hw, stage="done" if ok else "correctness", call_ok=call, exec_ok=ok,
+        error_kind="" if ok else "mismatch", flags=[],
+        cases=[{"case": f"c{i}", "ok": ok, "ref_ms": r, "cand_ms": c, "speedup": r / c}
+               for i, (r, c) in enumerate(cases)],
+        speedup=speedup, sol_fraction=sol, finished_at=1000.0 + rnd, final=final)
+
+
+ONE_SHOT = [  # one row per cell, final
+    row("one_shot", "Activation", "h100", 0, call=True, ok=True, speedup=2.0,
+        cases=[(2, 1), (4, 2)], cand="relu-os", sol=0.5),
+    row("one_shot", "Activation", "a100", 0, call=True, ok=True, speedup=0.5,
+        cases=[(1, 2), (2, 4)], cand="relu-os", sol=0.25),
+    row("one_shot", "Reduce", "h100", 0, call=True),
+    row("one_shot", "Reduce", "a100", 0, call=True),
+    row("one_shot", "Fusion", "h100", 0, call=False),
+    row("one_shot", "Fusion", "a100", 0, call=False),
+]
+REPAIR = [  # every round recorded; a cell stops once it is correct; the last row is final
+    row("repair", "Activation", "h100", 0, call=True, final=False),
+    row("repair", "Activation", "h100", 1, call=True, ok=True, speedup=3.0, cases=[(3, 1)]),
+    row("repair", "Activation", "a100", 0, call=True, ok=True, speedup=1.2, cases=[(1.2, 1)]),
+    row("repair", "Reduce", "h100", 0, call=False, final=False),
+    row("repair", "Reduce", "h100", 1, call=True, final=False),
+    row("repair", "Reduce", "h100", 2, call=True, ok=True, speedup=1.5, cases=[(9, 4), (1, 1)]),
+    row("repair", "Reduce", "a100", 0, call=False, final=False),
+    row("repair", "Reduce", "a100", 1, call=False, final=False),
+    row("repair", "Reduce", "a100", 2, call=False),
+    row("repair", "Fusion", "h100", 0, call=True, final=False),
+    row("repair", "Fusion", "h100", 1, call=True, ok=True, speedup=0.8, cases=[(0.8, 1)]),
+    row("repair", "Fusion", "a100", 0, call=False, final=False),
+    row("repair", "Fusion", "a100", 1, call=True, final=False),
+    row("repair", "Fusion", "a100", 2, call=True),
+]
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    sink = ParquetSink(tmp_path / "results" / "sw")
+    sink.write_evaluations(ONE_SHOT)
+    sink.write_evaluations(REPAIR)
+    return tmp_path / "results"
+
+
+@pytest.fixture
+def df(results: Path) -> pd.DataFrame:
+    return load_evaluations([results / "sw"])[0]
+
+
+def by(table: pd.DataFrame, **keys: str) -> pd.Series:
+    mask = pd.Series(True, index=table.index)
+    for k, v in keys.items():
+        mask &= table[k] == v
+    (i,) = table.index[mask]
+    return table.loc[i]
+
+
+def test_rates_by_method_count_final_rows_only(df: pd.DataFrame) -> None:
+    t = rate_table(df, BY_METHOD)
+    assert list(t["method"]) == ["one_shot", "repair"] and set(t["sweep_id"]) == {"sw"}
+    os_, rep = by(t, method="one_shot"), by(t, method="repair")
+    assert os_["cells"] == 6 and rep["cells"] == 6  # 20 rows, 12 final
+    assert os_["call_rate"] == pytest.approx(4 / 6) and os_["exec_rate"] == pytest.approx(2 / 6)
+    # fast_p is strict: the 2.0x kernel is fast_1 and fast_1p5 but not fast_2.
+    assert (os_["fast_1"], os_["fast_1p5"], os_["fast_2"]) == pytest.approx((1 / 6, 1 / 6, 0))
+    assert os_["geomean_speedup"] == pytest.approx(1.0)  # sqrt(2.0 * 0.5)
+    assert rep["call_rate"] == pytest.approx(5 / 6) and rep["exec_rate"] == pytest.approx(4 / 6)
+    # final speedups 3.0, 1.2, 1.5, 0.8: 1.5 is not > 1.5.
+    assert (rep["fast_1"], rep["fast_1p5"], rep["fast_2"]) == pytest.approx((3 / 6, 1 / 6, 1 / 6))
+    assert rep["geomean_speedup"] == pytest.approx((3.0 * 1.2 * 1.5 * 0.8) ** 0.25)
+
+
+def test_rates_by_category(df: pd.DataFrame) -> None:
+    t = rate_table(df, BY_CATEGORY)
+    assert list(t["category"]) == ["Activation", "Fusion", "Reduce"]
+    act, fus, red = (by(t, category=c) for c in ("Activation", "Fusion", "Reduce"))
+    assert act["cells"] == 4 and act["call_rate"] == 1 and act["exec_rate"] == 1
+    assert (act["fast_1"], act["fast_1p5"], act["fast_2"]) == pytest.approx((0.75, 0.5, 0.25))
+    assert act["geomean_speedup"] == pytest.approx((2.0 * 0.5 * 3.0 * 1.2) ** 0.25)
+    assert (red["call_rate"], red["exec_rate"], red["fast_1"]) == pytest.approx((0.75, 0.25, 0.25))
+    assert red["fast_1p5"] == 0 and red["geomean_speedup"] == pytest.approx(1.5)
+    assert (fus["call_rate"], fus["exec_rate"], fus["fast_1"]) == pytest.approx((0.5, 0.25, 0))
+    assert fus["geomean_speedup"] == pytest.approx(0.8)
+
+
+def test_study_speedup_metrics_sum_ratio_and_mean_of_task_ratios(df: pd.DataFrame) -> None:
+    t = speedup_table(df, BY_HARDWARE)
+    assert len(t) == 4
+    os_h = by(t, method="one_shot", hardware="h100")
+    assert (os_h["correct"], os_h["timed"]) == (1, 1)
+    assert (os_h["sum_ratio"], os_h["mean_task_ratio"]) == pytest.approx((2.0, 2.0))
+    assert os_h["slower_than_eager"] == 0 and os_h["mean_sol_fraction"] == pytest.approx(0.5)
+    os_a = by(t, method="one_shot", hardware="a100")
+    assert os_a["sum_ratio"] == pytest.approx(0.5) and os_a["slower_than_eager"] == 1
+    rep_h = by(t, method="repair", hardware="h100")
+    assert (rep_h["correct"], rep_h["timed"]) == (3, 3)
+    # cases (3, 1) | (9, 4), (1, 1) | (0.8, 1): Σref = 13.8, Σgen = 7; task ratios 3, 2, 0.8.
+    assert rep_h["sum_ratio"] == pytest.approx(13.8 / 7)
+    assert rep_h["mean_task_ratio"] == pytest.approx((3 + 2 + 0.8) / 3)
+    assert rep_h["geomean_speedup"] == pytest.approx((3.0 * 1.5 * 0.8) ** (1 / 3))
+    assert rep_h["slower_than_eager"] == pytest.approx(1 / 3)
+    assert math.isnan(rep_h["mean_sol_fraction"])  # no SOL recorded: NaN, not 0
+    per_method = speedup_table(df, BY_METHOD)
+    assert by(per_method, method="one_shot")["sum_ratio"] == pytest.approx(9 / 9)  # (6+3)/(3+6)
+
+
+def test_case_sums_skip_untimed_cases() -> None:
+    cases = json.dumps([{"ref_ms": 2, "cand_ms": 1}, {"ref_ms": None, "cand_ms": 5},
+                        {"ref_ms": 3, "cand_ms": 0}, {"ref_ms": 4, "cand_ms": 4}])
+    assert case_sums(cases) == (6, 5)
+    assert case_sums("[]") is None and case_sums(None) is None and case_sums("{bad") is None
+
+
+def test_state_after_k_is_the_latest_row_with_round_at_most_k(df: pd.DataFrame) -> None:
+    rep = df[df["method"] == "repair"]
+    s0, s1, s9 = (state_after_k(rep, k).set_index("cell_id")["round"] for k in (0, 1, 9))
+    assert len(s0) == len(s1) == len(s9) == 6 and set(s0) == {0}
+    assert s1["repair|reduce/sum|h100"] == 1 and s1["repair|activation/relu|a100"] == 0
+    assert s9["repair|reduce/sum|h100"] == 2 and s9["repair|activation/relu|h100"] == 1
+    # After the last round, the state is exactly each cell's final row.
+    final = rep[rep["final"]].set_index("cell_id")["candidate_id"].sort_index()
+    assert state_after_k(rep, 2).set_index("cell_id")["candidate_id"].sort_index().equals(final)
+
+
+def test_state_after_k_best_rule_keeps_the_best_so_far() -> None:
+    rows = normalise(pd.DataFrame([
+        dict(sweep_id="s", cell_id="c", round=0, call_ok=True, exec_ok=True, speedup=2.0,
+             final=False, candidate_id="fast"),
+        dict(sweep_id="s", cell_id="c", round=1, call_ok=True, exec_ok=True, speedup=1.0,
+             final=False, candidate_id="slower"),
+        dict(sweep_id="s", cell_id="c", round=2, call_ok=True, exec_ok=False, speedup=None,
+             final=True, candidate_id="broken"),
+    ]).reindex(columns=list(_schema_names())))
+    assert state_after_k(rows, 2)["candidate_id"].tolist() == ["broken"]
+    assert state_after_k(rows, 2, rule="best")["candidate_id"].tolist() == ["fast"]
+    assert state_after_k(rows, 1, rule="latest")["candidate_id"].tolist() == ["slower"]
+    with pytest.raises(ValueError, match="rule"):
+        state_after_k(rows, 1, rule="first")  # type: ignore[arg-type]
+
+
+def _schema_names() -> list[str]:
+    from kbx_ray.sinks import EVALUATION_SCHEMA
+
+    return EVALUATION_SCHEMA.names
+
+
+def test_ablation_table_rates_after_k_rounds(df: pd.DataFrame) -> None:
+    t = ablation_table(df)
+    assert by(t, method="one_shot", k=0)[["call_rate", "exec_rate"]].tolist() == \
+        pytest.approx([4 / 6, 2 / 6])
+    assert len(t[t["method"] == "one_shot"]) == 1  # no repair rounds: one point
+    rep = t[t["method"] == "repair"].set_index("k")
+    assert list(rep.index) == [0, 1, 2] and set(rep["cells"]) == {6}
+    assert rep["call_rate"].tolist() == pytest.approx([3 / 6, 5 / 6, 5 / 6])
+    assert rep["exec_rate"].tolist() == pytest.approx([1 / 6, 3 / 6, 4 / 6])
+    assert rep["geomean_speedup"].tolist() == pytest.approx(
+        [1.2, (3.0 * 1.2 * 0.8) ** (1 / 3), (3.0 * 1.2 * 1.5 * 0.8) ** 0.25])
+
+
+def test_gpu_spread_compares_one_kernel_across_pools(df: pd.DataFrame) -> None:
+    t = gpu_spread_table(df)
+    # Only relu's one-shot kernel ran (same candidate_id) correct on both pools.
+    assert t[["task_id", "candidate_id", "pools"]].values.tolist() == \
+        [["activation/relu", "relu-os", 2]]
+    r = t.iloc[0]
+    assert (r["slowest_on"], r["fastest_on"]) == ("a100", "h100")
+    assert (r["min_speedup"], r["max_speedup"], r["spread"]) == pytest.approx((0.5, 2.0, 4.0))
+
+
+def test_two_sweeps_side_by_side_from_a_parent_dir(results: Path) -> None:
+    other = ParquetSink(results / "sw2")
+    other.write_evaluations([row("one_shot", "Activation", "h100", 0, call=True, ok=True,
+                                 speedup=4.0, cases=[(4, 1)], sweep="sw2"),
+                             row("one_shot", "Reduce", "h100", 0, call=False, sweep="sw2")])
+    df, sources = load_evaluations([results])
+    assert [s.sweep_id for s in sources] == ["sw", "sw2"] and [s.rows for s in sources] == [20, 2]
+    t = compute_tables(df).by_method
+    assert t[["sweep_id", "method"]].values.tolist() == \
+        [["sw", "one_shot"], ["sw", "repair"], ["sw2", "one_shot"]]
+    sw2 = by(t, sweep_id="sw2")
+    assert (sw2["cells"], sw2["exec_rate"], sw2["fast_2"]) == (2, 0.5, 0.5)
+    # The same dir named twice (as parent and as sweep) is read once.
+    assert find_sweep_dirs([results, results / "sw"]) == [results / "sw", results / "sw2"]
+
+
+def test_missing_or_empty_dirs_name_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(ReportError, match="does not exist"):
+        find_sweep_dirs([tmp_path / "nope"])
+    with pytest.raises(ReportError, match="no sweep results under .*run a sweep first"):
+        find_sweep_dirs([tmp_path])
