@@ -32,7 +32,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     cfg = load_config(args.overrides)
     if args.dry_run:
         p = engine.plan(cfg)
-        print(engine.describe(p, cfg))
+        print(engine.describe(p))
         return 0
     p = engine.run_sweep(cfg)
     log.info("results: %s", p.sweep_dir)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -77,6 +77,10 @@ class SweepConfig:
 @dataclass
 class EngineConfig:
     max_concurrency: int = 64            # cells in flight in the driver
+    mode: str = "actor"                  # actor (warm evaluators) | task (fresh process per
+    #                                      candidate) | noop (instant: engine overhead benchmark)
+    retries: int = 2                     # re-tries of a candidate whose evaluator died
+    pool_wait_s: float = 0.0             # wait this long for the autoscaler to bring up a pool
     evaluators: int = 0                  # evaluator actors per pool; 0: one per GPU (CPU: 1)
     flush_every: int = 32                # cells per Parquet part
     flush_s: float = 10.0                # ... or seconds, whichever comes first
@@ -175,12 +179,15 @@ def sweep_id(cfg: Config) -> str:
 
 @dataclass(frozen=True)
 class Cell:
+    """One unit of work and of resume: a task, a method, a model and a sample. The method's rounds
+    are judged on the primary (first) pool; the final candidate is also evaluated on the others."""
+
     cell_id: str
     task_id: str
     method: MethodConfig
     model: ModelConfig
     sample: int
-    hardware: str
+    hardware: tuple[str, ...]
 
 
 def _variants(group: str, names: list[str], default: Any) -> list[Any]:
@@ -194,8 +201,8 @@ def _variants(group: str, names: list[str], default: Any) -> list[Any]:
     return out
 
 
-def expand(cfg: Config, tasks: list[Any], pools: list[str]) -> list[Cell]:
-    """The grid: task x method (x rounds) x model x sample x hardware, each with a stable cell id."""
+def _methods(cfg: Config) -> list[MethodConfig]:
+    """The method axis, times the sweep's `rounds` axis; a bad method setting stops here."""
     from kbx_ray.methods.base import check_method
 
     methods = _variants("method", cfg.sweep.methods, cfg.method)
@@ -205,12 +212,30 @@ def expand(cfg: Config, tasks: list[Any], pools: list[str]) -> list[Cell]:
         problem = check_method(m)
         if problem:
             raise ConfigError(problem)
-    models = _variants("model", cfg.sweep.models, cfg.model)
-    cells = []
-    for task, method, model, sample, hw in itertools.product(
-            tasks, methods, models, range(cfg.sweep.samples), pools):
-        m, mo = OmegaConf.to_container(OmegaConf.structured(method)), OmegaConf.to_container(
-            OmegaConf.structured(model))
-        cid = stable_hash(task.task_id, task.task_hash, m, mo, sample, hw)
-        cells.append(Cell(cid, task.task_id, method, model, sample, hw))
-    return cells
+    return methods
+
+
+def grid_axes(cfg: Config, tasks: list[Any]) -> tuple[list[Any], list[Any], list[Any], range]:
+    return tasks, _methods(cfg), _variants("model", cfg.sweep.models, cfg.model), \
+        range(cfg.sweep.samples)
+
+
+def iter_cells(cfg: Config, tasks: list[Any], pools: list[str]) -> Iterator[Cell]:
+    """The grid task x method x model x sample, lazily, each with a stable cell id."""
+    tasks, methods, models, samples = grid_axes(cfg, tasks)
+    hw = tuple(pools)
+    keyed_methods = [(m, OmegaConf.to_container(OmegaConf.structured(m))) for m in methods]
+    keyed_models = [(m, OmegaConf.to_container(OmegaConf.structured(m))) for m in models]
+    for task, (method, mk), (model, mok), sample in itertools.product(
+            tasks, keyed_methods, keyed_models, samples):
+        cid = stable_hash(task.task_id, task.task_hash, mk, mok, sample, hw)
+        yield Cell(cid, task.task_id, method, model, sample, hw)
+
+
+def count_cells(cfg: Config, tasks: list[Any]) -> int:
+    t, m, mo, s = grid_axes(cfg, tasks)
+    return len(t) * len(m) * len(mo) * len(s)
+
+
+def expand(cfg: Config, tasks: list[Any], pools: list[str]) -> list[Cell]:
+    return list(iter_cells(cfg, tasks, pools))

@@ -1,10 +1,10 @@
 """Ray orchestration: cells -> method coroutines -> evaluator pools -> records -> sinks.
 
-The driver is the only process that writes sinks. It runs every pending cell as a coroutine under a
-semaphore; a method awaits `generate` (a backend) and `evaluate` (a free evaluator actor of the
-cell's hardware pool, one candidate at a time per actor so timing has the GPU to itself). A cell's
-rows are written together once it completes, so a killed driver leaves only whole cells behind and a
-re-run skips exactly the cells already recorded.
+The driver is the only process that writes sinks. `max_concurrency` worker coroutines pull cells
+from a lazy iterator (so driver memory does not grow with the grid), run the cell's method with
+`generate` (a backend, through the generation log) and `evaluate` (the primary pool) injected, then
+evaluate the final candidate on every other pool. A cell's rows are written together once it
+completes, so a killed driver leaves only whole cells, and a re-run skips exactly those.
 """
 from __future__ import annotations
 
@@ -13,16 +13,17 @@ import logging
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from kbx_ray import hardware
-from kbx_ray.config import Cell, Config, ConfigError, expand, sweep_id, to_dict
+from kbx_ray.config import Cell, Config, ConfigError, count_cells, iter_cells, sweep_id, to_dict
+from kbx_ray.genlog import GenerationLog
 from kbx_ray.llm.base import GenParams, build_backend
 from kbx_ray.methods.base import Attempt, build_method
 from kbx_ray.records import evaluation_row, generation_row
 from kbx_ray.sinks import build_sinks, done_cells
 from kbx_ray.suite import load_suite
-from kbx_ray.types import Candidate, EvalResult, Task, stable_hash
+from kbx_ray.types import Candidate, EvalResult, Generation, Task, stable_hash
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +34,19 @@ class SweepPlan:
     sweep_dir: Path
     tasks: dict[str, Task]
     pools: dict[str, hardware.HardwarePool]
-    cells: list[Cell]
-    todo: list[Cell]
+    n_cells: int
+    done: set[str]
+    cfg: Config
+
+    def cells(self) -> Iterator[Cell]:
+        return iter_cells(self.cfg, list(self.tasks.values()), list(self.pools))
+
+    def todo(self) -> Iterator[Cell]:
+        return (c for c in self.cells() if c.cell_id not in self.done)
+
+    @property
+    def n_todo(self) -> int:
+        return sum(1 for _ in self.todo())
 
 
 def resolve_pools(names: list[str]) -> dict[str, hardware.HardwarePool]:
@@ -52,117 +64,144 @@ def plan(cfg: Config) -> SweepPlan:
     """Everything that can be checked before Ray starts: config, tasks, pools, the grid, resume."""
     tasks = load_suite(cfg.suite.path, cfg.suite.include or None)
     pools = resolve_pools(cfg.hardware)
-    cells = expand(cfg, tasks, list(pools))
+    if cfg.engine.mode not in ("actor", "task", "noop"):
+        raise ConfigError(f"engine.mode={cfg.engine.mode!r}: choose actor, task or noop")
     sid = sweep_id(cfg)
     sweep_dir = Path(cfg.output_dir) / sid
     done = done_cells(sweep_dir) if sweep_dir.exists() else set()
-    todo = [c for c in cells if c.cell_id not in done]
-    return SweepPlan(sid, sweep_dir, {t.task_id: t for t in tasks}, pools, cells, todo)
+    return SweepPlan(sid, sweep_dir, {t.task_id: t for t in tasks}, pools,
+                     count_cells(cfg, tasks), done, cfg)
 
 
-def describe(p: SweepPlan, cfg: Config) -> str:
-    per_pool = {name: sum(1 for c in p.cells if c.hardware == name) for name in p.pools}
+def describe(p: SweepPlan) -> str:
+    cfg = p.cfg
+    n_todo = p.n_todo
     cases = sum(len(t.cases) for t in p.tasks.values()) / max(1, len(p.tasks))
-    gpu_s = sum(n for name, n in per_pool.items() if p.pools[name].is_gpu) * cases * (
-        2 * cfg.evaluation.timing.budget_s + 0.2)
-    return (f"sweep {p.sweep_id}: {len(p.cells)} cells ({len(p.tasks)} tasks; per pool "
-            f"{per_pool}); {len(p.cells) - len(p.todo)} already recorded, {len(p.todo)} to run; "
-            f"estimated {gpu_s / 3600:.2f} GPU-hours at most (timing budget "
-            f"{cfg.evaluation.timing.budget_s:g} s per case and side)")
+    rounds = max(1, cfg.method.rounds + 1)
+    gpu_pools = [n for n, pool in p.pools.items() if pool.is_gpu]
+    gpu_s = n_todo * (rounds + len(gpu_pools) - 1) * cases * (2 * cfg.evaluation.timing.budget_s + 0.2)
+    return (f"sweep {p.sweep_id}: {p.n_cells} cells ({len(p.tasks)} tasks) x pools "
+            f"{list(p.pools)} (primary {next(iter(p.pools))}); {p.n_cells - n_todo} already "
+            f"recorded, {n_todo} to run; at most {gpu_s / 3600:.2f} GPU-hours (timing budget "
+            f"{cfg.evaluation.timing.budget_s:g} s per case and side, {rounds} round(s) per cell)")
 
 
-class EvaluatorPool:
-    """A fixed set of evaluator actors for one hardware pool, handed out one candidate at a time."""
+class _Writer:
+    """Buffers whole cells and writes them in batches (whichever of count or age comes first)."""
 
-    def __init__(self, pool: hardware.HardwarePool, cfg: Config, n: int) -> None:
-        import ray
+    def __init__(self, sinks: Any, genlog: GenerationLog, every: int, seconds: float) -> None:
+        self.sinks, self.genlog, self.every, self.seconds = sinks, genlog, every, seconds
+        self.gen: list[dict] = []
+        self.ev: list[dict] = []
+        self.cells: set[str] = set()
+        self.last = time.monotonic()
 
-        from kbx_ray.evaluate.actor import EvaluatorActor
+    def add(self, cell_id: str, gens: list[dict], evals: list[dict]) -> None:
+        self.gen += gens
+        self.ev += evals
+        self.cells.add(cell_id)
+        if len(self.cells) >= self.every or time.monotonic() - self.last > self.seconds:
+            self.flush()
 
-        ecfg = cfg.evaluation
-        ecfg.peak_gbps = pool.peak_gbps
-        ecfg.peak_tflops = {k: hardware.peak_for(pool, k) for k in
-                            ("float32", "float16", "bfloat16", "int8", "tf32")}
-        if not pool.is_gpu:
-            ecfg.device = "cpu"
-        opts = hardware.ray_options(pool)
-        opts.setdefault("num_cpus", 1)
-        self.pool = pool
-        self.actors = [EvaluatorActor.options(max_restarts=2, **opts).remote(ecfg)
-                       for _ in range(n)]
-        self.free: asyncio.Queue = asyncio.Queue()
-        for a in self.actors:
-            self.free.put_nowait(a)
-        self.ray = ray
+    def flush(self) -> None:
+        if self.gen:
+            self.sinks.write_generations(self.gen)
+        if self.ev:
+            self.sinks.write_evaluations(self.ev)
+        self.genlog.forget(self.cells)
+        self.gen, self.ev, self.cells, self.last = [], [], set(), time.monotonic()
 
-    async def evaluate(self, task: Task, cand: Candidate, retries: int = 2) -> EvalResult:
-        for attempt in range(retries + 1):
-            actor = await self.free.get()
+
+async def _run_cell(cell: Cell, p: SweepPlan, backends: dict, pools: dict, genlog: GenerationLog,
+                    writer: _Writer) -> None:
+    task = p.tasks[cell.task_id]
+    key = stable_hash(asdict(cell.model))
+    if key not in backends:
+        backends[key] = build_backend(cell.model)
+    backend = backends[key]
+
+    async def generate(prompt: Any, rnd: int, branch: int = 0) -> Generation:
+        logged = genlog.lookup(cell.cell_id, rnd, branch)
+        if logged is not None:
+            return logged  # resumed: this call was made before the driver stopped
+        params = GenParams(temperature=cell.model.temperature, max_tokens=cell.model.max_tokens,
+                           seed=int(stable_hash(cell.cell_id, rnd, branch, n=8), 16) % (2**31),
+                           meta={"task_id": task.task_id, "sample": cell.sample, "round": rnd,
+                                 "branch": branch, "method": cell.method.name})
+        gen = await backend.generate(prompt.messages, params)
+        genlog.append(cell.cell_id, rnd, branch, gen)
+        return gen
+
+    primary, others = cell.hardware[0], cell.hardware[1:]
+
+    async def evaluate(cand: Candidate) -> EvalResult:
+        return await pools[primary].evaluate(task, cand)
+
+    started = time.time()
+    attempts: list[Attempt] = await build_method(cell.method)(task, generate, evaluate)
+    rows = [evaluation_row(p.sweep_id, cell, task, a, started, primary) for a in attempts]
+    finals = [a for a in attempts if a.final] or attempts[-1:]
+    extra = await asyncio.gather(*(pools[hw].evaluate(task, a.candidate)
+                                   for hw in others for a in finals))
+    pairs = [(hw, a) for hw in others for a in finals]
+    for (hw, a), res in zip(pairs, extra):
+        rows.append(evaluation_row(p.sweep_id, cell, task, _with_result(a, res), started, hw))
+    writer.add(cell.cell_id, [generation_row(p.sweep_id, cell, a) for a in attempts], rows)
+
+
+def _with_result(a: Attempt, res: EvalResult) -> Attempt:
+    from dataclasses import replace
+
+    return replace(a, result=res)
+
+
+async def _drive(p: SweepPlan, sinks: Any) -> None:
+    from kbx_ray.pools import EvaluatorPool
+
+    cfg = p.cfg
+    pools = {name: EvaluatorPool(pool, cfg) for name, pool in p.pools.items()}
+    genlog = GenerationLog(p.sweep_dir)
+    writer = _Writer(sinks, genlog, cfg.engine.flush_every, cfg.engine.flush_s)
+    backends: dict = {}
+    cells = p.todo()
+    errors: list[BaseException] = []
+
+    async def worker() -> None:
+        for cell in cells:  # a shared iterator: each cell is taken by exactly one worker
+            if errors:
+                return
             try:
-                res: EvalResult = await actor.evaluate.remote(task, cand)
-                problem = hardware.check_gpu_name(self.pool, res.gpu_name or res.device)
-                if problem:
-                    raise ConfigError(problem)
-                return res
-            except self.ray.exceptions.RayActorError as e:
-                log.warning("evaluator actor died on %s (attempt %d): %s", task.task_id, attempt + 1,
-                            str(e).splitlines()[0])
-                last = str(e).splitlines()[0]
-            finally:
-                self.free.put_nowait(actor)
-        return EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id, stage="compile",
-                          error_kind="infra_error", error_msg=f"evaluator died {retries + 1} times: {last}")
+                await _run_cell(cell, p, backends, pools, genlog, writer)
+            except BaseException as e:  # noqa: BLE001 - stop cleanly, keep what is recorded
+                errors.append(e)
+                return
 
+    async def report() -> None:
+        while True:
+            await asyncio.sleep(30)
+            for name, pool in pools.items():
+                log.info(pool.stats.line(name, len(pool.actors)))
 
-async def _run_cells(p: SweepPlan, cfg: Config, sinks: Any, evaluators: dict[str, EvaluatorPool]) -> None:
-    backends = {}
-    sem = asyncio.Semaphore(cfg.engine.max_concurrency)
-    pending_gen: list[dict] = []
-    pending_eval: list[dict] = []
-    last_flush = time.monotonic()
-    cells_in_buffer = 0
-
-    def flush() -> None:
-        nonlocal last_flush, cells_in_buffer
-        if pending_gen:
-            sinks.write_generations(list(pending_gen))
-            pending_gen.clear()
-        if pending_eval:
-            sinks.write_evaluations(list(pending_eval))
-            pending_eval.clear()
-        last_flush, cells_in_buffer = time.monotonic(), 0
-
-    async def run_cell(cell: Cell) -> None:
-        nonlocal cells_in_buffer
-        task = p.tasks[cell.task_id]
-        key = stable_hash(asdict(cell.model))
-        if key not in backends:
-            backends[key] = build_backend(cell.model)
-        backend = backends[key]
-
-        async def generate(prompt: Any, rnd: int, branch: int = 0) -> Any:
-            params = GenParams(temperature=cell.model.temperature, max_tokens=cell.model.max_tokens,
-                               seed=int(stable_hash(cell.cell_id, rnd, branch, n=8), 16) % (2**31),
-                               meta={"task_id": task.task_id, "sample": cell.sample, "round": rnd,
-                                     "branch": branch, "method": cell.method.name})
-            return await backend.generate(prompt.messages, params)
-
-        async def evaluate(cand: Candidate) -> EvalResult:
-            return await evaluators[cell.hardware].evaluate(task, cand)
-
-        async with sem:
-            started = time.time()
-            attempts: list[Attempt] = await build_method(cell.method)(task, generate, evaluate)
-        pending_gen.extend(generation_row(p.sweep_id, cell, a) for a in attempts)
-        pending_eval.extend(evaluation_row(p.sweep_id, cell, task, a, started) for a in attempts)
-        cells_in_buffer += 1
-        if cells_in_buffer >= cfg.engine.flush_every or time.monotonic() - last_flush > cfg.engine.flush_s:
-            flush()
-
+    reporter = asyncio.create_task(report())
     try:
-        await asyncio.gather(*(run_cell(c) for c in p.todo))
+        await asyncio.gather(*(worker() for _ in range(max(1, cfg.engine.max_concurrency))))
     finally:
-        flush()
+        reporter.cancel()
+        writer.flush()
+        genlog.close()
+    if errors:
+        raise errors[0]
+
+
+def _wait_for_pools(p: SweepPlan) -> None:
+    """Fail at start, naming the pool, unless the autoscaler brings it up within pool_wait_s."""
+    deadline = time.monotonic() + p.cfg.engine.pool_wait_s
+    for pool in p.pools.values():
+        while not hardware.pool_available(pool):
+            if time.monotonic() > deadline:
+                raise ConfigError(hardware.unavailable_message(pool))
+            log.info("waiting for the autoscaler to start a node for pool %s", pool.name)
+            time.sleep(5)
 
 
 def run_sweep(cfg: Config) -> SweepPlan:
@@ -170,42 +209,19 @@ def run_sweep(cfg: Config) -> SweepPlan:
     import ray
 
     p = plan(cfg)
-    log.info(describe(p, cfg))
-    if not p.todo:
+    log.info(describe(p))
+    n_todo = p.n_todo
+    if not n_todo:
         log.info("nothing to do: every cell of %s is already recorded in %s", p.sweep_id, p.sweep_dir)
         return p
     if not ray.is_initialized():
-        ray.init(address=cfg.engine.ray_address, include_dashboard=False, log_to_driver=True,
-                 configure_logging=False)
-    for pool in p.pools.values():
-        if not hardware.pool_available(pool):
-            raise ConfigError(hardware.unavailable_message(pool))
+        ray.init(address=cfg.engine.ray_address, include_dashboard=False, configure_logging=False)
+    _wait_for_pools(p)
     p.sweep_dir.mkdir(parents=True, exist_ok=True)
-    n_eval = cfg.engine.evaluators
     sinks = build_sinks(p.sweep_dir, p.sweep_id, cfg.wandb)
-    sinks.start(len(p.todo), to_dict(cfg))
+    sinks.start(n_todo, to_dict(cfg))
     try:
-        async def main() -> None:
-            evaluators = {name: EvaluatorPool(pool, cfg, _actors_for(pool, n_eval))
-                          for name, pool in p.pools.items()}
-            await _run_cells(p, cfg, sinks, evaluators)
-
-        asyncio.run(main())
+        asyncio.run(_drive(p, sinks))
     finally:
         sinks.close()
     return p
-
-
-def _actors_for(pool: hardware.HardwarePool, requested: int) -> int:
-    """One evaluator per GPU of the pool's type in the cluster (or `engine.evaluators` if set)."""
-    import ray
-
-    if requested > 0:
-        return requested
-    if not pool.is_gpu:
-        cpus = int(ray.cluster_resources().get("CPU", 1))
-        return max(1, min(4, cpus // 2))
-    key = f"accelerator_type:{pool.accelerator_type}" if pool.accelerator_type else None
-    gpus = sum(n.get("Resources", {}).get("GPU", 0) for n in ray.nodes()
-               if n.get("Alive") and (key is None or key in n.get("Resources", {})))
-    return max(1, int(gpus // max(pool.num_gpus_per_actor, 1)))

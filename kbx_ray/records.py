@@ -23,7 +23,8 @@ def generation_row(sweep_id: str, cell: Any, a: Any) -> dict:
     }
 
 
-def evaluation_row(sweep_id: str, cell: Any, task: Task, a: Any, started: float) -> dict:
+def evaluation_row(sweep_id: str, cell: Any, task: Task, a: Any, started: float,
+                   hardware: str) -> dict:
     r = a.result
     return {
         "schema_version": SCHEMA_VERSION, "sweep_id": sweep_id, "cell_id": cell.cell_id,
@@ -31,9 +32,10 @@ def evaluation_row(sweep_id: str, cell: Any, task: Task, a: Any, started: float)
         "task_hash": task.task_hash, "category": task.category, "level": task.level,
         "method": cell.method.name, "model": cell.model.name, "sample": cell.sample,
         "round": a.round, "branch": a.branch, "parent_candidate_id": a.parent_candidate_id,
-        "stop_reason": a.stop_reason, "hardware": cell.hardware,
+        "stop_reason": a.stop_reason, "hardware": hardware,
         "gpu_name": r.gpu_name, "driver": r.driver, "torch_version": r.torch_version,
-        "triton_version": r.triton_version, "device": r.device, "stage": r.stage,
+        "triton_version": r.triton_version, "device": r.device, "node_id": r.node_id,
+        "node_accelerator": r.node_accelerator, "stage": r.stage,
         "call_ok": r.call_ok, "exec_ok": r.exec_ok, "error_kind": r.error_kind,
         "error_msg": r.error_msg, "flags": list(r.flags), "timing_skipped": r.timing_skipped,
         "cases": json.dumps([asdict(c) for c in r.cases]), "speedup": r.speedup,

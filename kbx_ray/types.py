@@ -131,6 +131,8 @@ class EvalResult:
     torch_version: str = ""
     triton_version: str = ""
     eval_wall_s: float = 0.0
+    node_id: str = ""               # the Ray node the evaluator ran on ("" outside Ray)
+    node_accelerator: str = ""      # that node's advertised accelerator type
 
     def to_dict(self) -> dict:
         return asdict(self)

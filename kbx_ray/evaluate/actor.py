@@ -1,7 +1,8 @@
-"""The evaluator actor: one per GPU, holding one warm sandbox worker for its whole life.
+"""Ray wrappers around the evaluator: a warm actor per GPU, or a fresh process per candidate.
 
-A Ray actor rather than a task per candidate because a warm worker evaluates a new kernel in about
+An actor rather than a task per candidate because a warm worker evaluates a new kernel in about
 0.06 s while a fresh process pays about 5 s before it times anything (FIELD.md, calibration).
+`evaluate_in_fresh_process` is the simple form (`engine.mode=task`) and the benchmarks' baseline.
 """
 from __future__ import annotations
 
@@ -11,13 +12,45 @@ from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
 from kbx_ray.types import Candidate, EvalResult, Task
 
 
-@ray.remote(max_restarts=2, max_task_retries=0)
+def _node() -> tuple[str, str]:
+    ctx = ray.get_runtime_context()
+    node_id = ctx.get_node_id()
+    accel = ""
+    for n in ray.nodes():
+        if n.get("NodeID") == node_id:
+            accel = next((k.split(":", 1)[1] for k in n.get("Resources", {})
+                          if k.startswith("accelerator_type:")), "")
+    return node_id, accel
+
+
+@ray.remote
 class EvaluatorActor:
-    def __init__(self, cfg: EvalConfig) -> None:
-        self.evaluator = Evaluator(cfg)
+    def __init__(self, cfg: EvalConfig, noop: bool = False) -> None:
+        self.noop = noop
+        self.evaluator = None if noop else Evaluator(cfg)
+        self.node_id, self.node_accelerator = _node()
 
     def evaluate(self, task: Task, cand: Candidate) -> EvalResult:
-        return self.evaluator.evaluate(task, cand)
+        if self.evaluator is None:  # engine overhead benchmark: an instant, passing verdict
+            res = EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id, stage="done",
+                             call_ok=True, exec_ok=True, device="cpu")
+        else:
+            res = self.evaluator.evaluate(task, cand)
+        res.node_id, res.node_accelerator = self.node_id, self.node_accelerator
+        return res
 
     def info(self) -> dict:
+        if self.evaluator is None:
+            return {"device": "cpu"}
         return dict(self.evaluator.sandbox.info, device=self.evaluator.device)
+
+
+@ray.remote
+def evaluate_in_fresh_process(cfg: EvalConfig, task: Task, cand: Candidate) -> EvalResult:
+    ev = Evaluator(cfg)
+    try:
+        res = ev.evaluate(task, cand)
+    finally:
+        ev.close()
+    res.node_id, res.node_accelerator = _node()
+    return res

@@ -55,6 +55,8 @@ EVALUATION_SCHEMA = pa.schema([
     ("hardware", pa.string()),            # the pool name
     ("gpu_name", pa.string()), ("driver", pa.string()), ("torch_version", pa.string()),
     ("triton_version", pa.string()), ("device", pa.string()),
+    ("node_id", pa.string()),             # the Ray node the evaluator ran on
+    ("node_accelerator", pa.string()),    # that node's accelerator_type resource ("" for none)
     ("stage", pa.string()), ("call_ok", pa.bool_()), ("exec_ok", pa.bool_()),
     ("error_kind", pa.string()), ("error_msg", pa.string()),
     ("flags", pa.list_(pa.string())), ("timing_skipped", pa.string()),

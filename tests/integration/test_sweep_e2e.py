@@ -24,7 +24,7 @@ def local_ray():
 def test_sweep_then_resume(local_ray, tmp_path):
     overrides = [f"output_dir={tmp_path}", INCLUDE, "wandb.mode=disabled"]
     p = engine.run_sweep(load_config(overrides))
-    assert len(p.todo) == 3
+    assert p.n_todo == 3
     ev = read_table(p.sweep_dir, "evaluations")
     gen = read_table(p.sweep_dir, "generations")
     assert sorted(ev.task_id) == ["activation/relu", "math/exp", "reduce/sum"]
@@ -38,23 +38,24 @@ def test_sweep_then_resume(local_ray, tmp_path):
     parts = sorted(p.sweep_dir.rglob("*.parquet"))
 
     again = engine.run_sweep(load_config(overrides))
-    assert again.sweep_id == p.sweep_id and again.todo == []
+    assert again.sweep_id == p.sweep_id and again.n_todo == 0
     assert sorted(p.sweep_dir.rglob("*.parquet")) == parts  # nothing evaluated, nothing written
 
     # Adding a task resumes into the same sweep and runs only the new cell.
     more = load_config([f"output_dir={tmp_path}", "suite.include=[activation/relu,math/exp,"
                         "reduce/sum,linear_algebra/matvec]", "wandb.mode=disabled"])
     p3 = engine.run_sweep(more)
-    assert [c.task_id for c in p3.todo] == ["linear_algebra/matvec"]
+    assert [c.task_id for c in p3.todo()] == ["linear_algebra/matvec"]
     assert len(read_table(p.sweep_dir, "evaluations")) == 4
 
 
 def test_dry_run_counts_cells(tmp_path):
     cfg = load_config([f"output_dir={tmp_path}", INCLUDE, "sweep.samples=2", "hardware=[cpu,h200]"])
     p = engine.plan(cfg)
-    assert len(p.cells) == 3 * 2 * 2 and len(p.todo) == 12
-    text = engine.describe(p, cfg)
-    assert "12 cells" in text and "'h200': 6" in text and "GPU-hours" in text
+    assert p.n_cells == 3 * 2 and p.n_todo == 6
+    assert all(c.hardware == ("cpu", "h200") for c in p.cells())
+    text = engine.describe(p)
+    assert "6 cells" in text and "primary cpu" in text and "GPU-hours" in text
 
 
 def test_missing_pool_is_a_clear_error(local_ray, tmp_path):

@@ -55,6 +55,6 @@ def test_cells_are_stable_and_distinct():
     cfg = load_config(["sweep.samples=2"])
     tasks = load_suite(include=["activation/relu", "math/exp"])
     cells = expand(cfg, tasks, ["cpu", "h200"])
-    assert len(cells) == 2 * 2 * 2
+    assert len(cells) == 2 * 2 and all(c.hardware == ("cpu", "h200") for c in cells)
     assert len({c.cell_id for c in cells}) == len(cells)
     assert [c.cell_id for c in cells] == [c.cell_id for c in expand(cfg, tasks, ["cpu", "h200"])]
