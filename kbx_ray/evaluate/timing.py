@@ -119,6 +119,6 @@ def _sync_wall_ms(fn: Callable[[], Any], n: int) -> float:
     return walls[len(walls) // 2]
 
 
-def side_stream_suspect(t: Timing, slack_ms: float = 0.05, ratio: float = 3.0) -> bool:
+def side_stream_suspect(t: Timing, slack_ms: float = 0.1, ratio: float = 3.0) -> bool:
     """True when the synced wall time cannot be explained by the events plus launch overhead."""
     return t.sync_wall_ms > ratio * t.median_ms + slack_ms

@@ -38,21 +38,29 @@ def main() -> int:
                      peak_tflops={k: peak_for(pool, k) for k in ("float32", "float16", "bfloat16", "int8")})
     cfg.timing.budget_s = args.budget_s
     ev = Evaluator(cfg)
+    out = Path(args.out or f"scripts/bench/results/suite_{pool.name}.json")
     rows, t0 = [], time.perf_counter()
     for task in load_suite(include=args.include):
         code = Path(task.solution_path).read_text()
         res = ev.evaluate(task, Candidate(candidate_id(task.task_id, code), task.task_id, code, task.name))
-        log.info("%-32s exec_ok=%s speedup=%s sol=%s %s %.1fs", task.task_id, res.exec_ok,
+        log.info("%-32s exec_ok=%s speedup=%s sol=%s %s %.1fs %s", task.task_id, res.exec_ok,
                  f"{res.speedup:.2f}" if res.speedup else "-",
                  f"{res.sol_fraction:.1%}" if res.sol_fraction else "-", res.error_kind,
-                 res.eval_wall_s)
+                 res.eval_wall_s, res.error_msg[:300].replace("\n", " | "))
         rows.append({"task_id": task.task_id, "category": task.category, "exec_ok": res.exec_ok,
                      "error_kind": res.error_kind, "error_msg": res.error_msg,
                      "speedup": res.speedup, "sol_fraction": res.sol_fraction,
                      "eval_wall_s": round(res.eval_wall_s, 2), "flags": res.flags,
                      "cases": [asdict(c) for c in res.cases]})
-    info = ev.sandbox.info
+        write(out, ev.sandbox.info, pool, cfg, rows, t0)  # after every task: a timeout keeps them
     ev.close()
+    doc = write(out, ev.sandbox.info, pool, cfg, rows, t0)
+    log.info("%d/%d solutions correct on %s; %d faster than eager; wrote %s", doc["n_exec_ok"],
+             len(rows), doc["gpu"], doc["n_faster_than_eager"], out)
+    return 0 if doc["n_exec_ok"] == len(rows) else 1
+
+
+def write(out: Path, info: dict, pool: object, cfg: EvalConfig, rows: list, t0: float) -> dict:
     doc = {
         "gpu": info.get("gpu_name", ""), "pool": pool.name, "torch": info.get("torch"),
         "triton": info.get("triton"), "cuda": info.get("driver"), "python": platform.python_version(),
@@ -61,12 +69,9 @@ def main() -> int:
         "n_faster_than_eager": sum(bool(r["speedup"] and r["speedup"] > 1) for r in rows),
         "tasks": rows,
     }
-    out = Path(args.out or f"scripts/bench/results/suite_{pool.name}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1))
-    log.info("%d/%d solutions correct on %s; %d faster than eager; wrote %s", doc["n_exec_ok"],
-             len(rows), doc["gpu"], doc["n_faster_than_eager"], out)
-    return 0 if doc["n_exec_ok"] == len(rows) else 1
+    return doc
 
 
 if __name__ == "__main__":
