@@ -1,23 +1,31 @@
-"""Triton ReLU: a flat elementwise kernel; 2-D strided inputs are read through their strides."""
+"""Triton ReLU: a flat elementwise kernel for contiguous inputs; 2-D strided views (e.g.
+transposed) go through 64x64 tiles, so that both the strided read and the contiguous write
+coalesce (Triton converts the tile layout in between)."""
 import torch
 import triton
 import triton.language as tl
 
 BLOCK = 2048
+TILE = 64
 
 
 @triton.jit
-def _relu_kernel(x_ptr, y_ptr, n, n_cols, stride_r, stride_c,
-                 CONTIGUOUS: tl.constexpr, BLOCK: tl.constexpr):
+def _relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    if CONTIGUOUS:
-        src = offs
-    else:  # logical row-major index -> strided address of a 2-D view
-        src = (offs // n_cols) * stride_r + (offs % n_cols) * stride_c
-    x = tl.load(x_ptr + src, mask=mask)
+    x = tl.load(x_ptr + offs, mask=mask)
     xf = x.to(tl.float32)  # compare in fp32: bf16 comparisons are wrong under the interpreter
     tl.store(y_ptr + offs, tl.where(xf > 0, xf, 0.0).to(x.dtype), mask=mask)
+
+
+@triton.jit
+def _relu_2d_kernel(x_ptr, y_ptr, R, C, stride_r, stride_c, TILE: tl.constexpr):
+    rows = tl.program_id(0) * TILE + tl.arange(0, TILE)
+    cols = tl.program_id(1) * TILE + tl.arange(0, TILE)
+    mask = (rows < R)[:, None] & (cols < C)[None, :]
+    x = tl.load(x_ptr + rows[:, None] * stride_r + cols[None, :] * stride_c, mask=mask)
+    xf = x.to(tl.float32)
+    tl.store(y_ptr + rows[:, None] * C + cols[None, :], tl.where(xf > 0, xf, 0.0).to(x.dtype), mask=mask)
 
 
 def relu(x: torch.Tensor) -> torch.Tensor:
@@ -27,8 +35,10 @@ def relu(x: torch.Tensor) -> torch.Tensor:
     n = x.numel()
     if n == 0:
         return y
-    contiguous = x.is_contiguous()
-    n_cols, sr, sc = (1, 0, 0) if contiguous else (x.shape[1], x.stride(0), x.stride(1))
-    _relu_kernel[(triton.cdiv(n, BLOCK),)](x, y, n, n_cols, sr, sc,
-                                           CONTIGUOUS=contiguous, BLOCK=BLOCK, num_warps=8)
+    if x.is_contiguous():
+        _relu_kernel[(triton.cdiv(n, BLOCK),)](x, y, n, BLOCK=BLOCK, num_warps=8)
+    else:
+        R, C = x.shape
+        grid = (triton.cdiv(R, TILE), triton.cdiv(C, TILE))
+        _relu_2d_kernel[grid](x, y, R, C, x.stride(0), x.stride(1), TILE=TILE, num_warps=4)
     return y

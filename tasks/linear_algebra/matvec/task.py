@@ -10,7 +10,7 @@ vector `x` of shape [N], returning a new float32 vector `y` of shape [M] with
   tensor). Inputs must not be modified.
 
 The result is compared with `torch.mv(a, x)`; because the order of the additions is free, the
-tolerance is rtol = atol = 1e-4.
+tolerance is rtol = atol = 1e-4. Inputs are scaled so that outputs have unit scale.
 """
 import torch
 
@@ -38,15 +38,15 @@ CASES = [
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
-    """Standard normal `a` (outliers: 0.1% scaled by 10) and `x`; with `column_major`, `a` is the
-    `.t()` view of a contiguous [N, M] tensor."""
+    """Standard normal `a` (outliers: 0.1% scaled by 10) and `x` / sqrt(N), so outputs have unit
+    scale; with `column_major`, `a` is the `.t()` view of a contiguous [N, M] tensor."""
     g = torch.Generator().manual_seed(seed)
     m, n = case["m"], case["n"]
     shape = [n, m] if case.get("column_major") else [m, n]
     a = torch.randn(shape, generator=g)
     if case.get("outliers"):
         a = torch.where(torch.rand(shape, generator=g) < 0.001, a * 10, a)
-    x = torch.randn(n, generator=g)
+    x = torch.randn(n, generator=g) / n ** 0.5
     a, x = a.to(device), x.to(device)
     if case.get("column_major"):
         a = a.t()
