@@ -1,4 +1,4 @@
-"""`kbx`: sweep, eval (one candidate file), tasks (list the suite).
+"""`kbx`: sweep, eval (one candidate file), tasks (list the suite), report (tables and figures).
 
 Every user-fixable problem (bad key, unknown task, missing pool, unreadable file) ends as one line on
 stderr and exit status 2, never as a traceback.
@@ -43,7 +43,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from kbx_ray.engine import resolve_pools
     from kbx_ray.evaluate.evaluator import Evaluator
     from kbx_ray.extract import candidate_id
-    from kbx_ray.hardware import peak_for
+    from kbx_ray.hardware import peak_table
     from kbx_ray.suite import get_task
     from kbx_ray.types import Candidate
 
@@ -55,7 +55,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     code = path.read_text()
     pool = next(iter(resolve_pools(cfg.hardware).values()))
     cfg.evaluation.peak_gbps = pool.peak_gbps
-    cfg.evaluation.peak_tflops = {k: peak_for(pool, k) for k in ("float32", "float16", "bfloat16", "int8")}
+    cfg.evaluation.peak_tflops = peak_table(pool)
     ev = Evaluator(cfg.evaluation)
     try:
         res = ev.evaluate(task, Candidate(candidate_id(task.task_id, code), task.task_id, code, task.name))
@@ -109,6 +109,18 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from kbx_ray.report import ReportError, build_report
+
+    dirs = [Path(d) for d in args.dirs]
+    try:
+        paths = build_report(dirs, Path(args.out) if args.out else dirs[0] / "report")
+    except ReportError as e:
+        raise ConfigError(str(e)) from None
+    log.info("report: %s and %s (%d figures)", paths.markdown, paths.html, len(paths.figures))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kbx", description=__doc__.splitlines()[0])
     ap.add_argument("-v", "--verbose", action="store_true")
@@ -127,6 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--json", action="store_true")
     t.add_argument("overrides", nargs="*")
     t.set_defaults(fn=cmd_tasks)
+    r = sub.add_parser("report", help="report.md, report.html and figures from sweep results")
+    r.add_argument("dirs", nargs="+", help="results/<sweep_id> dirs, or dirs holding several")
+    r.add_argument("--out", help="output dir (default: <first dir>/report)")
+    r.set_defaults(fn=cmd_report)
     return ap
 
 

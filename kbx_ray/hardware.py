@@ -271,3 +271,11 @@ def unavailable_message(pool: HardwarePool) -> str:
     what = ", ".join(wants) or ("a GPU" if pool.is_gpu else "a CPU")
     return (f"no node in the Ray cluster offers hardware pool {pool.name!r} ({what}): "
             "add a node type for it in cluster.yaml, or drop it from the sweep's hardware axis")
+
+
+PEAK_DTYPES = ("float32", "tf32", "float16", "bfloat16", "int8", "fp8")
+
+
+def peak_table(pool: HardwarePool) -> dict[str, float]:
+    """`peak_for` of every dtype the roofline asks about, for an evaluator's config."""
+    return {k: peak_for(pool, k) for k in PEAK_DTYPES}

@@ -40,8 +40,7 @@ class PoolStats:
 def eval_config_for(pool: hardware.HardwarePool, cfg: Config) -> Any:
     ecfg = copy.deepcopy(cfg.evaluation)
     ecfg.peak_gbps = pool.peak_gbps
-    ecfg.peak_tflops = {k: hardware.peak_for(pool, k)
-                        for k in ("float32", "float16", "bfloat16", "int8", "tf32")}
+    ecfg.peak_tflops = hardware.peak_table(pool)
     if not pool.is_gpu:
         ecfg.device = "cpu"
     return ecfg

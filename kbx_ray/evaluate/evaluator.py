@@ -18,7 +18,7 @@ from kbx_ray.evaluate.checks import static_check
 from kbx_ray.evaluate.correctness import Verdict, compare, flatten
 from kbx_ray.evaluate.inputs import InputCache
 from kbx_ray.evaluate.protocol import tensor_from_wire
-from kbx_ray.evaluate.roofline import case_dtype, roofline
+from kbx_ray.evaluate.roofline import compute_dtype, roofline
 from kbx_ray.evaluate.sandbox import Sandbox, SandboxConfig, WorkerDied
 from kbx_ray.suite import load_module
 from kbx_ray.types import Candidate, CaseResult, EvalResult, Task, trim
@@ -74,6 +74,7 @@ class Evaluator:
         self.ref_times: dict[tuple, timing_mod.Timing] = {}
         self.inputs = InputCache()
         self.ref_outputs: dict[tuple, tuple[list, str]] = {}  # reference outputs per seed
+        self.case_dtypes: dict[tuple, str] = {}  # the dtype whose peak bounds each case
         self.count = 0
 
     def close(self) -> None:
@@ -161,15 +162,14 @@ class Evaluator:
     def _check_case(self, ref_mod: Any, task: Task, case: dict, seeds: list[int], res: EvalResult,
                     first: bool) -> CaseResult:
         cr = CaseResult(case=case["name"], seeds=len(seeds))
-        reply, blobs = self._ask({"op": "run", "case": case, "seeds": seeds, "repeat": True},
-                                 self.cfg.case_timeout_s, "compile" if first else "correctness")
-        res.stage, res.call_ok = "correctness", True
-        outs_by_seed, offset = [], 0
-        for seed, info in zip(seeds, reply["results"]):
-            n = len(info["outputs"])
-            outs = [tensor_from_wire(m, b).to(self.device)
-                    for m, b in zip(info["outputs"], blobs[offset:offset + n])]
-            offset += n
+        outs_by_seed = []
+        for i, seed in enumerate(seeds):  # one seed per request: a reply holds one seed's outputs
+            reply, blobs = self._ask({"op": "run", "case": case, "seeds": [seed], "repeat": i == 0},
+                                     self.cfg.case_timeout_s,
+                                     "compile" if first and i == 0 else "correctness")
+            res.stage, res.call_ok = "correctness", True
+            info = reply["results"][0]
+            outs = [tensor_from_wire(m, b).to(self.device) for m, b in zip(info["outputs"], blobs)]
             outs_by_seed.append(outs)
             v = self._integrity(info, task, res) or self._verdict(ref_mod, task, case, seed, outs, info)
             cr.max_abs_err = max(cr.max_abs_err, v.max_abs_err)
@@ -259,7 +259,7 @@ class Evaluator:
         cr.cand_ms, cr.cand_p20_ms, cr.cand_p80_ms = t["median_ms"], t["p20_ms"], t["p80_ms"]
         cr.cand_reps, cr.ref_ms, cr.ref_reps = t["reps"], ref_t.median_ms, ref_t.reps
         cr.speedup = ref_t.median_ms / t["median_ms"] if t["median_ms"] > 0 else None
-        dtype = case_dtype(case)
+        dtype = self.case_dtypes.get((task.task_hash, case["name"]), "float32")
         peak = self.cfg.peak_tflops.get(dtype, 0.0)
         cr.gbps, cr.tflops, cr.sol_fraction = roofline(ref_mod.cost(case), t["median_ms"],
                                                        self.cfg.peak_gbps, peak)
@@ -274,6 +274,7 @@ class Evaluator:
                torch.__version__)
         if key not in self.ref_times:
             args, kwargs = self.inputs.get(ref_mod, task.task_hash, case, self.cfg.base_seed, self.device)
+            self.case_dtypes[(task.task_hash, case["name"])] = compute_dtype((args, kwargs))
             fn = getattr(ref_mod, task.name)
             self.ref_times[key] = timing_mod.bench(lambda: fn(*args, **kwargs), self.cfg.timing)
         return self.ref_times[key]

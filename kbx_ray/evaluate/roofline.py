@@ -23,6 +23,27 @@ def roofline(cost: dict[str, float], ms: float, peak_gbps: float,
     return gbps, tflops, (max(fracs) if fracs else None)
 
 
-def case_dtype(case: dict[str, Any]) -> str:
-    """The dtype whose peak bounds a case: its declared compute dtype, else float32."""
-    return str(case.get("compute_dtype") or case.get("dtype") or "float32")
+def compute_dtype(inputs: Any) -> str:
+    """The dtype whose peak bounds a case: that of its first floating or int8 input tensor.
+
+    float32 maps to tf32, the fastest rate a Triton kernel may legally reach on fp32 inputs
+    (tl.dot uses TF32 by default): bounding by the CUDA-core fp32 figure would call a correct
+    tensor-core kernel impossible.
+    """
+    import torch
+
+    stack = [inputs]
+    while stack:
+        x = stack.pop(0)
+        if isinstance(x, (list, tuple)):
+            stack[:0] = list(x)
+        elif isinstance(x, dict):
+            stack[:0] = list(x.values())
+        elif isinstance(x, torch.Tensor):
+            if x.dtype in (torch.int8, torch.uint8):
+                return "int8"
+            if x.dtype in (torch.float16, torch.bfloat16):
+                return str(x.dtype).replace("torch.", "")
+            if x.dtype == torch.float32:
+                return "tf32"
+    return "float32"

@@ -76,12 +76,12 @@ def candidates(include: list[str] | None) -> list[tuple]:
 def run_ours(cands: list[tuple], **overrides: object) -> tuple[float, list]:
     from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
     from kbx_ray.extract import candidate_id
-    from kbx_ray.hardware import detect_local, peak_for
+    from kbx_ray.hardware import detect_local, peak_table
     from kbx_ray.types import Candidate
 
     pool = detect_local()
     cfg = EvalConfig(peak_gbps=pool.peak_gbps,
-                     peak_tflops={k: peak_for(pool, k) for k in ("float32", "float16", "bfloat16", "int8")})
+                     peak_tflops=peak_table(pool))
     for k, v in overrides.items():
         if k.startswith("timing."):
             setattr(cfg.timing, k[7:], v)

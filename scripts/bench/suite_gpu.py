@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
 from kbx_ray.extract import candidate_id
-from kbx_ray.hardware import detect_local, peak_for
+from kbx_ray.hardware import detect_local, peak_table
 from kbx_ray.suite import load_suite
 from kbx_ray.types import Candidate
 
@@ -35,7 +35,7 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     pool = detect_local()
     cfg = EvalConfig(peak_gbps=pool.peak_gbps,
-                     peak_tflops={k: peak_for(pool, k) for k in ("float32", "float16", "bfloat16", "int8")})
+                     peak_tflops=peak_table(pool))
     cfg.timing.budget_s = args.budget_s
     ev = Evaluator(cfg)
     out = Path(args.out or f"scripts/bench/results/suite_{pool.name}.json")

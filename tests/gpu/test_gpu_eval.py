@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
-from kbx_ray.hardware import detect_local, peak_for
+from kbx_ray.hardware import detect_local, peak_table
 from kbx_ray.suite import get_task
 from tests.conftest import FIXTURES, make_candidate
 
@@ -34,7 +34,7 @@ def relu(x: torch.Tensor) -> torch.Tensor:
 def gpu_evaluator():
     pool = detect_local()
     ev = Evaluator(EvalConfig(device="cuda", peak_gbps=pool.peak_gbps,
-                              peak_tflops={k: peak_for(pool, k) for k in ("float32", "float16", "bfloat16")}))
+                              peak_tflops=peak_table(pool)))
     yield ev
     ev.close()
 
