@@ -81,6 +81,7 @@ class EngineConfig:
     #                                      candidate) | noop (instant: engine overhead benchmark)
     retries: int = 2                     # re-tries of a candidate whose evaluator died
     pool_wait_s: float = 0.0             # wait this long for the autoscaler to bring up a pool
+    wal_fsync: bool = False              # fsync each logged generation (survive power loss too)
     evaluators: int = 0                  # evaluator actors per pool; 0: one per GPU (CPU: 1)
     flush_every: int = 32                # cells per Parquet part
     flush_s: float = 10.0                # ... or seconds, whichever comes first

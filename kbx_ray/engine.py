@@ -160,7 +160,7 @@ async def _drive(p: SweepPlan, sinks: Any) -> None:
 
     cfg = p.cfg
     pools = {name: EvaluatorPool(pool, cfg) for name, pool in p.pools.items()}
-    genlog = GenerationLog(p.sweep_dir)
+    genlog = GenerationLog(p.sweep_dir, cfg.engine.wal_fsync)
     writer = _Writer(sinks, genlog, cfg.engine.flush_every, cfg.engine.flush_s)
     backends: dict = {}
     cells = p.todo()

@@ -18,8 +18,9 @@ FILE = "generations.wal.jsonl"
 
 
 class GenerationLog:
-    def __init__(self, sweep_dir: Path) -> None:
+    def __init__(self, sweep_dir: Path, fsync: bool = False) -> None:
         self.path = Path(sweep_dir) / FILE
+        self.fsync = fsync  # flush alone survives a killed driver; fsync also a lost machine
         self.entries: dict[tuple[str, int, int], Generation] = {}
         if self.path.exists():
             for line in self.path.read_text().splitlines():
@@ -41,7 +42,8 @@ class GenerationLog:
         self._fp.write(json.dumps({"cell_id": cell_id, "round": rnd, "branch": branch,
                                    **asdict(gen)}) + "\n")
         self._fp.flush()
-        os.fsync(self._fp.fileno())
+        if self.fsync:
+            os.fsync(self._fp.fileno())
         self.entries[(cell_id, rnd, branch)] = gen
 
     def forget(self, cell_ids: set[str]) -> None:

@@ -106,6 +106,8 @@ class EvaluatorPool:
                 self.stats.retried += 1
                 log.warning("evaluator on pool %s died on %s (attempt %d/%d): %s", self.pool.name,
                             task.task_id, attempt + 1, self.retries + 1, last)
+                if actor is not None and attempt < self.retries:
+                    await self._await_restart(actor)
             finally:
                 self.stats.in_flight -= 1
                 self.free.put_nowait(actor)
@@ -114,3 +116,16 @@ class EvaluatorPool:
         return EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id, stage="compile",
                           error_kind="infra_error",
                           error_msg=f"evaluator died {self.retries + 1} times: {last}")
+
+    async def _await_restart(self, actor: Any, timeout_s: float = 300.0) -> None:
+        """Wait until Ray has restarted the actor (it answers `info`), so a retry is not wasted on
+        an actor that is still coming back."""
+        deadline = time.monotonic() + timeout_s
+        delay = 0.2
+        while time.monotonic() < deadline:
+            try:
+                await actor.info.remote()
+                return
+            except self.ray.exceptions.RayActorError:
+                await asyncio.sleep(delay)
+                delay = min(2.0, delay * 1.5)
