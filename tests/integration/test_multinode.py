@@ -1,0 +1,61 @@
+"""A heterogeneous cluster on one machine: fake GPU nodes of three types (ray.cluster_utils).
+
+The GPUs are fake, so evaluation runs the interpreter (`evaluation.device=cpu`); what is under test
+is placement: every evaluation row must come from a node of the pool it names, and killing a node
+mid-sweep must lose nothing.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import ray
+from ray.cluster_utils import Cluster
+
+from kbx_ray import engine
+from kbx_ray.config import load_config
+from kbx_ray.sinks import read_table
+
+TYPES = {"a100": "A100", "l4": "L4", "h100": "H100"}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    nodes = {}
+    for pool, accel in TYPES.items():
+        nodes[pool] = [c.add_node(num_cpus=1, num_gpus=1, resources={f"accelerator_type:{accel}": 1})]
+    nodes["a100"].append(c.add_node(num_cpus=1, num_gpus=1, resources={"accelerator_type:A100": 1}))
+    c.wait_for_nodes()
+    ray.init(address=c.address, configure_logging=False)
+    yield c, nodes
+    ray.shutdown()
+    c.shutdown()
+
+
+def test_rows_land_on_the_requested_types_and_a_node_loss_loses_nothing(cluster, tmp_path):
+    c, nodes = cluster
+    cfg = load_config([f"output_dir={tmp_path}", "hardware=[a100,l4,h100]", "evaluation.device=cpu",
+                       "suite.include=[activation/relu,math/exp,fusion/add_gelu,reduce/sum]",
+                       "wandb.mode=disabled", "engine.evaluators=1", "engine.flush_every=1",
+                       "engine.max_concurrency=1"])
+
+    def kill_one_a100() -> None:  # mid-sweep: as soon as the first cell is recorded
+        deadline = time.time() + 300
+        while time.time() < deadline and not list(tmp_path.rglob("evaluations/part-*.parquet")):
+            time.sleep(0.2)
+        c.remove_node(nodes["a100"][0])
+
+    killer = threading.Thread(target=kill_one_a100, daemon=True)
+    killer.start()
+    p = engine.run_sweep(cfg)
+    killer.join(timeout=5)
+    ev = read_table(p.sweep_dir, "evaluations")
+    assert len(ev) == 4 * 3  # 4 cells x 3 pools, nothing lost
+    assert set(zip(ev.cell_id, ev.hardware)).__len__() == 12  # and nothing twice
+    for pool, accel in TYPES.items():
+        rows = ev[ev.hardware == pool]
+        assert len(rows) == 4 and (rows.node_accelerator == accel).all(), rows.node_accelerator.tolist()
+    assert ev.exec_ok.all(), ev[~ev.exec_ok.astype(bool)][["task_id", "hardware", "error_msg"]]
+    assert (ev[ev.hardware == "a100"].node_id != nodes["a100"][0].node_id).any()
