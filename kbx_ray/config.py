@@ -14,8 +14,8 @@ from typing import Any, Iterator
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from kbx_ray.evaluate.evaluator import EvalConfig
-from kbx_ray.sinks.wandb import WandbConfig
+from kbx_ray.evaluate.settings import EvalConfig
+from kbx_ray.sinks.wandb_config import WandbConfig
 from kbx_ray.types import stable_hash
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"

@@ -10,11 +10,12 @@ import ast
 import logging
 import math
 import time
-from dataclasses import dataclass, field
+
 from typing import Any
 
 from kbx_ray.evaluate import timing as timing_mod
 from kbx_ray.evaluate.checks import static_check
+from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.evaluate.correctness import Verdict, compare, flatten
 from kbx_ray.evaluate.inputs import InputCache
 from kbx_ray.evaluate.protocol import tensor_from_wire
@@ -24,26 +25,6 @@ from kbx_ray.suite import load_module
 from kbx_ray.types import Candidate, CaseResult, EvalResult, Task, trim
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class EvalConfig:
-    device: str = "auto"             # auto | cuda | cpu
-    seeds: int = 3                   # correctness seeds per case
-    base_seed: int = 0
-    small_only: str = "auto"         # auto (small cases on CPU only) | "true" | "false"
-    torch_compute: str = "fail"      # fail | flag: aten compute seen at run time
-    load_timeout_s: float = 120.0
-    case_timeout_s: float = 120.0
-    timing: timing_mod.TimingConfig = field(default_factory=timing_mod.TimingConfig)
-    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
-    sol_limit: float = 1.05          # reject timings above this fraction of peak
-    recycle_after: int = 200         # respawn the warm worker after this many candidates
-    ref_cache_entries: int = 64      # reference outputs kept per (task, case, seed)
-    timing_cases: str = "large"      # large: time the non-small cases (launch-bound toys say
-    #                                  nothing about a kernel) | all
-    peak_gbps: float = 0.0           # filled from the hardware pool
-    peak_tflops: dict[str, float] = field(default_factory=dict)
 
 
 class _Fail(Exception):

@@ -20,28 +20,17 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from kbx_ray.sinks.base import Sink
+from kbx_ray.sinks.wandb_config import MODES, WandbConfig  # noqa: F401 - re-exported
 from kbx_ray.sinks.metrics import RunningMetrics
 from kbx_ray.sinks.parquet import EVALUATION_SCHEMA
 
 logger = logging.getLogger(__name__)
 
-MODES = ("offline", "online", "disabled")
 TABLE_COLUMNS = [name for name in EVALUATION_SCHEMA.names if name != "cases"]
-
-
-@dataclass
-class WandbConfig:
-    mode: str = "offline"            # offline (`wandb sync` later) | online | disabled
-    project: str = "kbx_ray"
-    entity: str | None = None        # None: the key's default entity
-    group: str | None = None         # groups sweeps of one study in the UI
-    dir: str | None = None           # None: the sweep's results dir, beside the Parquet
-    table_log_interval_s: float = 30.0  # min seconds between table logs (each is an artifact)
 
 
 class WandbSink(Sink):

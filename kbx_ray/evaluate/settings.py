@@ -1,0 +1,27 @@
+"""The evaluator's settings, kept free of torch so that loading a config stays fast."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kbx_ray.evaluate.sandbox import SandboxConfig
+from kbx_ray.evaluate.timing import TimingConfig
+
+
+@dataclass
+class EvalConfig:
+    device: str = "auto"             # auto | cuda | cpu
+    seeds: int = 3                   # correctness seeds per case
+    base_seed: int = 0
+    small_only: str = "auto"         # auto (small cases on CPU only) | "true" | "false"
+    torch_compute: str = "fail"      # fail | flag: aten compute seen at run time
+    load_timeout_s: float = 120.0
+    case_timeout_s: float = 120.0
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    sol_limit: float = 1.05          # reject timings above this fraction of peak
+    recycle_after: int = 200         # respawn the warm worker after this many candidates
+    ref_cache_entries: int = 64      # reference outputs kept per (task, case, seed)
+    timing_cases: str = "large"      # large: time the non-small cases (launch-bound toys say
+    #                                  nothing about a kernel) | all
+    peak_gbps: float = 0.0           # filled from the hardware pool
+    peak_tflops: dict[str, float] = field(default_factory=dict)

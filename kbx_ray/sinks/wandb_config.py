@@ -1,0 +1,16 @@
+"""The W&B sink's settings, importable without pandas, pyarrow or wandb (config loading needs it)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MODES = ("offline", "online", "disabled")
+
+
+@dataclass
+class WandbConfig:
+    mode: str = "offline"            # offline (`wandb sync` later) | online | disabled
+    project: str = "kbx_ray"
+    entity: str | None = None        # None: the key's default entity
+    group: str | None = None         # groups sweeps of one study in the UI
+    dir: str | None = None           # None: the sweep's results dir, beside the Parquet
+    table_log_interval_s: float = 30.0  # min seconds between table logs (each is an artifact)
