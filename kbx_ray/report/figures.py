@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import pandas as pd
 
-from kbx_ray.report.load import final_rows, variant_labels
+from kbx_ray.report.load import ReportError, final_rows, variant_labels
 from kbx_ray.report.tables import per_group, tally, timed_correct
 
 NO_TIMING = "no timed results\n(timing needs a GPU; CPU sweeps check correctness only)"
@@ -21,7 +21,11 @@ FIGURES = ("pass_heatmap", "repair_rounds", "speedup_cdf", "gpu_spread", "sol_fr
 
 
 def _figure(width: float = 7.0, height: float = 4.5) -> Any:
-    from matplotlib.figure import Figure
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ReportError("matplotlib is not installed; the report draws its figures with it: "
+                          "pip install matplotlib (or pip install -e '.[report]')") from None
 
     return Figure(figsize=(width, height), layout="constrained")
 
@@ -40,7 +44,23 @@ def _placeholder(ax: Any, text: str) -> None:
 
 
 def _with_variant(df: pd.DataFrame) -> pd.DataFrame:
-    return df.assign(variant=variant_labels(df)) if len(df) else df.assign(variant=[])
+    """Rows from `load_evaluations` already carry `variant`; tables (the ablation) get it here."""
+    return df if "variant" in df.columns else df.assign(variant=variant_labels(df))
+
+
+def palette(variants: Iterable[str]) -> dict[str, str]:
+    """One colour per variant, the same in every figure (matplotlib's C0..C9 cycle)."""
+    return {v: f"C{i % 10}" for i, v in enumerate(sorted(set(variants)))}
+
+
+def _times(ax: Any) -> None:
+    """Log-scale speedup axis labelled 0.5x, 1x, 2x instead of 5 x 10^-1."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=2))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
 
 
 def pass_heatmap(df: pd.DataFrame, path: Path) -> Path:
@@ -56,10 +76,10 @@ def pass_heatmap(df: pd.DataFrame, path: Path) -> Path:
     rate = table.pivot(index="category", columns="variant", values="exec_rate")
     cells = table.pivot(index="category", columns="variant", values="cells")
     image = ax.imshow(rate.to_numpy(dtype=float), cmap="viridis", vmin=0, vmax=1, aspect="auto")
-    for (i, j), v in pd.DataFrame(rate.to_numpy(dtype=float)).stack().items():
-        n = int(cells.iat[i, j])
-        ax.text(j, i, f"{v:.0%}\nn={n}", ha="center", va="center", fontsize=8,
-                color="white" if v < 0.6 else "black")
+    for i, j in zip(*rate.notna().to_numpy().nonzero()):  # empty combinations stay blank
+        v = rate.iat[i, j]
+        ax.text(j, i, f"{v:.0%}\nn={int(cells.iat[i, j])}", ha="center", va="center",
+                fontsize=8, color="white" if v < 0.6 else "black")
     ax.set_xticks(range(rate.shape[1]), rate.columns, rotation=20, ha="right")
     ax.set_yticks(range(rate.shape[0]), rate.index)
     ax.set_title("Exec (pass) rate by category and method")
@@ -67,7 +87,7 @@ def pass_heatmap(df: pd.DataFrame, path: Path) -> Path:
     return _save(fig, path)
 
 
-def repair_rounds(ablation: pd.DataFrame, path: Path) -> Path:
+def repair_rounds(ablation: pd.DataFrame, path: Path, colors: dict[str, str]) -> Path:
     """Call rate, exec rate and geomean speedup after k repair rounds, one line per variant."""
     fig = _figure(12.0, 4.0)
     axes = fig.subplots(1, 3)
@@ -80,7 +100,7 @@ def repair_rounds(ablation: pd.DataFrame, path: Path) -> Path:
             _placeholder(ax, NO_TIMING if col == "geomean_speedup" else "no evaluations")
             continue
         for variant, g in data.groupby("variant", sort=True):
-            ax.plot(g["k"], g[col], marker="o", label=variant)
+            ax.plot(g["k"], g[col], marker="o", label=variant, color=colors.get(variant))
         ax.set_xlabel("repair rounds k")
         ax.set_xticks(sorted(data["k"].unique()))
         if col != "geomean_speedup":
@@ -88,11 +108,11 @@ def repair_rounds(ablation: pd.DataFrame, path: Path) -> Path:
         else:
             ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
         ax.legend(fontsize=8)
-    fig.suptitle("State after k rounds (a cell's latest row with round <= k)")
+    fig.suptitle("After k repair rounds: each cell's answer from its first k rounds (primary pool)")
     return _save(fig, path)
 
 
-def speedup_cdf(df: pd.DataFrame, path: Path) -> Path:
+def speedup_cdf(df: pd.DataFrame, path: Path, colors: dict[str, str]) -> Path:
     """CDF of the speedup of correct kernels; the legend gives each variant's share below 1."""
     rows = _with_variant(timed_correct(df))
     fig = _figure()
@@ -102,11 +122,11 @@ def speedup_cdf(df: pd.DataFrame, path: Path) -> Path:
         ax.set_title("Speedup over eager of correct kernels")
         return _save(fig, path)
     for variant, g in rows.groupby("variant", sort=True):
-        v = g["speedup"].sort_values().to_numpy()
-        y = [(i + 1) / len(v) for i in range(len(v))]
-        ax.step(v, y, where="post", label=f"{variant}: n={len(v)}, {(v < 1).mean():.0%} slower")
+        v = g["speedup"].to_numpy(dtype=float)
+        ax.ecdf(v, color=colors.get(variant),
+                label=f"{variant}: n={len(v)}, {(v < 1).mean():.0%} slower than eager")
     ax.axvline(1.0, color="black", lw=1, ls="--", label="eager (1x)")
-    ax.set_xscale("log")
+    _times(ax)
     ax.set_xlabel("speedup over eager (log scale)")
     ax.set_ylabel("share of correct kernels")
     ax.set_ylim(0, 1.02)
@@ -130,17 +150,17 @@ def gpu_spread(spread: pd.DataFrame, path: Path, timed: bool, top: int = 30) -> 
         return _save(fig, path)
     labels = shown["task_id"] if shown["sweep_id"].nunique() == 1 else (
         shown["sweep_id"] + ": " + shown["task_id"])
-    ax.barh(range(len(shown)), shown["spread"], color="tab:orange")
+    ax.barh(range(len(shown)), shown["spread"] - 1, left=1, color="tab:orange")  # 1 = no spread
     ax.set_yticks(range(len(shown)), labels, fontsize=8)
     ax.invert_yaxis()
     ax.axvline(1.0, color="black", lw=0.8)
     ax.set_xlabel("max speedup / min speedup across pools")
-    if shown["spread"].max() > 20 * max(shown["spread"].min(), 1.0):
-        ax.set_xscale("log")
+    if shown["spread"].max() > 20:
+        _times(ax)
     return _save(fig, path)
 
 
-def sol_fraction(df: pd.DataFrame, path: Path) -> Path:
+def sol_fraction(df: pd.DataFrame, path: Path, colors: dict[str, str]) -> Path:
     """Histogram of the SOL (speed-of-light) fraction of correct timed kernels, per variant."""
     rows = _with_variant(final_rows(df))
     rows = rows[rows["exec_ok"] & rows["sol_fraction"].map(math.isfinite).astype(bool)]
@@ -152,7 +172,7 @@ def sol_fraction(df: pd.DataFrame, path: Path) -> Path:
         return _save(fig, path)
     bins = [i / 20 for i in range(21)]
     for variant, g in rows.groupby("variant", sort=True):
-        ax.hist(g["sol_fraction"].clip(0, 1), bins=bins, alpha=0.55,
+        ax.hist(g["sol_fraction"].clip(0, 1), bins=bins, alpha=0.55, color=colors.get(variant),
                 label=f"{variant} (n={len(g)}, mean {g['sol_fraction'].mean():.0%})")
     ax.set_xlabel("SOL fraction: max(GB/s / peak, TFLOP/s / peak)")
     ax.set_ylabel("kernels")
@@ -160,5 +180,5 @@ def sol_fraction(df: pd.DataFrame, path: Path) -> Path:
     return _save(fig, path)
 
 
-__all__ = ["FIGURES", "NO_TIMING", "gpu_spread", "pass_heatmap", "repair_rounds",
+__all__ = ["FIGURES", "NO_TIMING", "gpu_spread", "palette", "pass_heatmap", "repair_rounds",
            "sol_fraction", "speedup_cdf"]

@@ -3,10 +3,9 @@
 The views:
 - `final_rows`: each cell's answer (`final` true or null, as in sinks/metrics.py). Every rate in
   the report is over these, one row per cell, so the report agrees with the live W&B metrics.
-- `state_after_k`: each cell's state after k repair rounds (DESIGN.md, "Repair-round ablation").
-  A repair cell records every round and stops early once it is done, so the state after k rounds
-  is the state after min(k, stop) rounds of the one R-round run: the cell's latest row with
-  round <= k. One sweep at R rounds thus yields the whole curve for k = 0..R.
+- `state_after_k`: each cell's state after k repair rounds (DESIGN.md, "Repair-round ablation"):
+  the state after min(k, stop) rounds of the one R-round run, by kbx_ray/ablation.py's rule (the
+  methods' own choice of answer). One sweep at R rounds thus yields the whole curve for k = 0..R.
 
 Several sweeps are compared side by side, so `sweep_id` is part of every grouping, and cells are
 keyed by (sweep_id, cell_id): cell_id hashes the task, method, model, sample and hardware but not
@@ -17,7 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Literal
+from typing import Iterable
 
 import pandas as pd
 
@@ -26,7 +25,6 @@ from kbx_ray.sinks import read_table
 logger = logging.getLogger(__name__)
 
 VARIANT_KEYS = ("sweep_id", "model", "method")  # one line in a figure, one row in a table
-CELL_KEYS = ("sweep_id", "cell_id")
 _LABELS = ("sweep_id", "model", "method", "category", "hardware", "task_id", "candidate_id")
 
 
@@ -72,7 +70,8 @@ def load_evaluations(result_dirs: Iterable[Path]) -> tuple[pd.DataFrame, list[Sw
         logger.warning("no evaluation rows in %s; the report will be empty",
                        ", ".join(str(s.path) for s in sources))
         frames = [read_table(sources[0].path, "evaluations")]
-    return normalise(pd.concat(frames, ignore_index=True)), sources
+    df = normalise(pd.concat(frames, ignore_index=True))
+    return df.assign(variant=variant_labels(df)), sources
 
 
 def _unique_label(df: pd.DataFrame, sweep_dir: Path, taken: set[str]) -> str:
@@ -93,7 +92,7 @@ def normalise(df: pd.DataFrame) -> pd.DataFrame:
         df[col] = df[col].fillna(False).astype(bool)
     df["final"] = df["final"].fillna(True).astype(bool)
     df["round"] = df["round"].fillna(0).astype(int)
-    for col in ("speedup", "sol_fraction", "finished_at"):
+    for col in ("speedup", "sol_fraction"):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
     for col in _LABELS:
         df[col] = df[col].astype(object).where(df[col].notna(), "unknown").astype(str)
@@ -107,32 +106,37 @@ def final_rows(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["final"]]
 
 
-def state_after_k(df: pd.DataFrame, k: int,
-                  rule: Literal["latest", "best"] = "latest") -> pd.DataFrame:
-    """One row per cell: its state after k repair rounds (round 0 is the first attempt).
+def state_after_k(df: pd.DataFrame, k: int) -> pd.DataFrame:
+    """One row per cell: the answer a run with rounds=k would have given (round 0 is the first
+    attempt), with its sweep_id.
 
-    rule="latest" (the default, and what the repair method records): the cell's latest row with
-    round <= k; among rows of one round the `final` one, then the last finished, wins.
-    rule="best": the best row so far (exec_ok, then call_ok, then speedup, then latest), for a
-    method that answers with its best candidate rather than its last. Cells with no row at
-    round <= k are absent.
+    The rule is kbx_ray/ablation.py's, so the report and the methods cannot disagree: methods mark
+    their best attempt `final` (methods/base.py:select_best: correct, then faster, then callable,
+    ties to the earliest round), so the state after k rounds is the best of the cell's rows with
+    round <= k on its primary pool, not the latest. It is applied per sweep, because cell ids
+    repeat across sweeps of the same grid.
     """
-    if rule not in ("latest", "best"):
-        raise ValueError(f"rule={rule!r}: use 'latest' or 'best'")
-    rows = df[df["round"] <= k].assign(_speed=lambda d: d["speedup"].fillna(float("-inf")))
-    order = ["round", "final", "finished_at"]
-    if rule == "best":
-        order = ["exec_ok", "call_ok", "_speed", *order]
-    rows = rows.sort_values(order, kind="stable", na_position="first")
-    return rows.groupby(list(CELL_KEYS), sort=False).tail(1).drop(columns="_speed")
+    from kbx_ray.ablation import STATE_COLUMNS, rounds_state
+
+    frames = [rounds_state(g, max_rounds=k).assign(sweep_id=sweep)
+              for sweep, g in df.groupby("sweep_id", sort=True)]
+    if not frames:
+        return pd.DataFrame(columns=["sweep_id", *STATE_COLUMNS])
+    out = pd.concat(frames, ignore_index=True)
+    return out[out["k"] == k].reset_index(drop=True)
 
 
 def variant_labels(df: pd.DataFrame) -> pd.Series:
-    """The method, plus the model and the sweep where the data hold more than one of them."""
+    """The method, plus the model and the sweep where the data hold more than one of them.
+
+    Computed once on all rows (the `variant` column), so that a subset keeps the same labels.
+    """
+    if not len(df):
+        return pd.Series([], index=df.index, dtype=object)
     parts = [k for k in VARIANT_KEYS if k == "method" or df[k].nunique() > 1]
-    return df[parts].astype(str).agg(" / ".join, axis=1) if len(df) else pd.Series(dtype=str)
+    return df[parts].astype(str).agg(" / ".join, axis=1)
 
 
-__all__ = ["CELL_KEYS", "VARIANT_KEYS", "ReportError", "SweepSource",
+__all__ = ["VARIANT_KEYS", "ReportError", "SweepSource",
            "final_rows", "find_sweep_dirs", "load_evaluations", "normalise", "state_after_k",
            "variant_labels"]

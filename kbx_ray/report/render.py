@@ -26,7 +26,7 @@ PERCENT = frozenset({"call_rate", "exec_rate", "fast_1", "fast_1p5", "fast_2",
                      "slower_than_eager", "mean_sol_fraction"})
 TIMES = frozenset({"sum_ratio", "mean_task_ratio", "geomean_speedup", "min_speedup",
                    "max_speedup", "spread"})
-HEADERS = {"fast_1p5": "fast_1.5", "sum_ratio": "Σref/Σgen", "mean_task_ratio": "mean task ratio",
+HEADERS = {"call_rate": "call rate", "exec_rate": "exec rate", "fast_1p5": "fast_1.5", "sum_ratio": "Σref/Σgen", "mean_task_ratio": "mean task ratio",
            "geomean_speedup": "geomean speedup", "slower_than_eager": "slower than eager",
            "mean_sol_fraction": "mean SOL", "sweep_id": "sweep"}
 DEFINITIONS = (
@@ -35,7 +35,8 @@ DEFINITIONS = (
     "and faster than eager by more than p, over all cells. Speedups are over correct, timed "
     "kernels: Σref/Σgen = Σ eager ms / Σ candidate ms over all their timed cases; mean task ratio "
     "= the mean of each kernel's own Σ ratio; geomean speedup = the geometric mean of each "
-    "kernel's speedup (itself the geomean over its cases).")
+    "kernel's speedup (itself the geomean over its cases). – means not measured: fast_p of a "
+    "group with correct kernels but no timing (a CPU sweep) is unknown, not 0.")
 
 
 @dataclass(frozen=True)
@@ -63,20 +64,22 @@ def build_report(result_dirs: list[Path], out_dir: Path) -> ReportPaths:
     sections = build_sections(df, tables, figs)
     out_dir.mkdir(parents=True, exist_ok=True)
     md, page = out_dir / "report.md", out_dir / "report.html"
-    md.write_text(render_markdown(sections, sources, out_dir))
-    page.write_text(render_html(sections, sources))
-    logger.info("report: %s, %s, %d figures", md, page, len(figs))
+    md.write_text(render_markdown(sections, sources, out_dir), encoding="utf-8")
+    page.write_text(render_html(sections, sources), encoding="utf-8")
+    logger.debug("report: %s, %s, %d figures", md, page, len(figs))
     return ReportPaths(out_dir, md, page, list(figs.values()))
 
 
 def make_figures(df: pd.DataFrame, tables: Tables, fig_dir: Path) -> dict[str, Path]:
     timed = not timed_correct(df).empty
+    colors = figures.palette(df["variant"]) if "variant" in df.columns else {}
     return {
         "pass_heatmap": figures.pass_heatmap(df, fig_dir / "pass_heatmap.png"),
-        "repair_rounds": figures.repair_rounds(tables.ablation, fig_dir / "repair_rounds.png"),
-        "speedup_cdf": figures.speedup_cdf(df, fig_dir / "speedup_cdf.png"),
+        "repair_rounds": figures.repair_rounds(tables.ablation, fig_dir / "repair_rounds.png",
+                                               colors),
+        "speedup_cdf": figures.speedup_cdf(df, fig_dir / "speedup_cdf.png", colors),
         "gpu_spread": figures.gpu_spread(tables.gpu_spread, fig_dir / "gpu_spread.png", timed),
-        "sol_fraction": figures.sol_fraction(df, fig_dir / "sol_fraction.png"),
+        "sol_fraction": figures.sol_fraction(df, fig_dir / "sol_fraction.png", colors),
     }
 
 
@@ -92,7 +95,9 @@ def build_sections(df: pd.DataFrame, t: Tables, figs: dict[str, Path]) -> list[S
         Section("Rates by category", table=t.by_category),
         Section("Speedup of correct kernels, per GPU pool", table=t.speedup),
         Section("Repair rounds", "The result after k rounds is the state after min(k, stop) "
-                "rounds of one run: each cell's latest row with round ≤ k.",
+                "rounds of one run: the answer the method would have given from the cell's rows "
+                "with round ≤ k (its best: correct, then faster, then callable; ties to the "
+                "earliest), on the primary pool, where rounds are judged. Cells count once here.",
                 t.ablation, figs["repair_rounds"]),
         Section("Speedup distribution", slower, figure=figs["speedup_cdf"]),
         Section("Speedup of the same kernel across GPUs", "The widest max/min speedup ratio of "
@@ -117,13 +122,13 @@ def _cells(table: pd.DataFrame) -> Iterable[list[str]]:
         yield [fmt(c, v) for c, v in zip(table.columns, row)]
 
 
-def _summary(sources: list[SweepSource]) -> list[tuple[str, str]]:
-    return [(s.sweep_id, f"{s.path} ({s.rows} evaluation rows)") for s in sources]
+def _summary(sources: list[SweepSource]) -> list[tuple[str, str, str]]:
+    return [(s.sweep_id, str(s.path), f"{s.rows} evaluation rows") for s in sources]
 
 
 def render_markdown(sections: list[Section], sources: list[SweepSource], out_dir: Path) -> str:
     lines = ["# kbx_ray report", ""]
-    lines += [f"- **{sid}**: `{where}`" for sid, where in _summary(sources)] + [""]
+    lines += [f"- **{sid}**: `{where}`, {rows}" for sid, where, rows in _summary(sources)] + [""]
     for s in sections:
         lines += [f"## {s.title}", ""]
         if s.note:
@@ -153,7 +158,8 @@ td:first-child,th:first-child{text-align:left}img{max-width:100%;display:block;m
 def render_html(sections: list[Section], sources: list[SweepSource]) -> str:
     e = html.escape
     body = ["<h1>kbx_ray report</h1>", "<ul>"]
-    body += [f"<li><b>{e(sid)}</b>: <code>{e(where)}</code></li>" for sid, where in _summary(sources)]
+    body += [f"<li><b>{e(sid)}</b>: <code>{e(where)}</code>, {e(rows)}</li>"
+             for sid, where, rows in _summary(sources)]
     body.append("</ul>")
     for s in sections:
         body.append(f"<h2>{e(s.title)}</h2>")

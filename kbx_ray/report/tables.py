@@ -5,6 +5,7 @@ dashboard agree by construction. All over final rows, one per cell:
 - call_rate / exec_rate: share of cells whose kernel ran on the first case / was correct.
 - fast_1, fast_1p5, fast_2: share of cells whose kernel is correct AND faster than eager by more
   than p (KernelBench's fast_p); failed cells count in the denominator.
+  When correct kernels exist but none was timed (a CPU sweep), fast_p is NaN: unknown, not 0.
 - geomean_speedup: geometric mean of `speedup` (itself the geomean over a kernel's timed cases)
   over the correct, timed kernels.
 
@@ -24,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
-from kbx_ray.report.load import VARIANT_KEYS, final_rows, state_after_k
+from kbx_ray.report.load import VARIANT_KEYS, final_rows
 from kbx_ray.sinks.metrics import FAST_P, Tally, fast_key, geomean
 
 FAST_COLUMNS = tuple(fast_key(p) for p in FAST_P)
@@ -74,8 +75,17 @@ def per_group(df: pd.DataFrame, by: Sequence[str], fn: Callable[[pd.DataFrame], 
     return out
 
 
+def rates(rows: pd.DataFrame) -> dict[str, float]:
+    """Tally's rates, except that fast_p is unknown (NaN), not 0, when correct kernels exist but
+    none was timed (a CPU sweep): "not measured" must not read as "not fast"."""
+    m = tally(rows)
+    if m["exec_rate"] > 0 and "geomean_speedup" not in m:
+        m.update({k: math.nan for k in FAST_COLUMNS})
+    return m
+
+
 def rate_table(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    return per_group(final_rows(df), by, tally, RATE_COLUMNS)
+    return per_group(final_rows(df), by, rates, RATE_COLUMNS)
 
 
 def case_sums(cases: object) -> tuple[float, float] | None:
@@ -117,12 +127,18 @@ def speedup_table(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
 
 
 def ablation_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Rates after k = 0..R repair rounds, per variant, R being that variant's last round."""
+    """Rates after k = 0..R repair rounds, per variant, R being that variant's last round.
+
+    Over the cells' primary pool (where rounds are judged), so `cells` counts cells, not cell x
+    pool rows; the state rule is `load.state_after_k`'s (kbx_ray/ablation.py).
+    """
+    from kbx_ray.ablation import rounds_state
+
     frames = []
-    for key, g in df.groupby(list(VARIANT_KEYS), sort=True):
-        for k in range(int(g["round"].max()) + 1):
-            m = tally(state_after_k(g, k))
-            frames.append({**dict(zip(VARIANT_KEYS, key)), "k": k,
+    for key, g in df.groupby(list(VARIANT_KEYS), sort=True):  # sweep_id first: ids repeat
+        for k, state in rounds_state(g).groupby("k", sort=True):
+            m = tally(state)
+            frames.append({**dict(zip(VARIANT_KEYS, key)), "k": int(k),
                            **{c: m.get(c, math.nan) for c in ABLATION_COLUMNS}})
     out = pd.DataFrame(frames, columns=[*VARIANT_KEYS, "k", *ABLATION_COLUMNS])
     return out.astype({"k": int, "cells": int})

@@ -1,6 +1,8 @@
 """Report tables on a synthetic Parquet sweep with hand-computed numbers.
 
-The sweep: 2 methods (one_shot, repair with rounds 0..2) x 3 categories x 2 GPU pools = 12 cells.
+The sweep, shaped like the engine's: 2 methods (one_shot, repair with rounds 0..2) x 3 categories
+= 6 cells, each judged on its primary pool (h100) and its final kernel re-evaluated on a second
+pool (a100): 12 final rows, one per cell x pool.
 Every expected value below is worked out by hand in the comment beside it, so a change in a
 definition (final rows, fast_p's strict '>', Σref/Σgen vs mean of ratios, the ablation rule)
 fails here.
@@ -20,7 +22,7 @@ from kbx_ray.report import (
 )
 from kbx_ray.report.load import normalise
 from kbx_ray.report.tables import BY_CATEGORY, BY_HARDWARE, BY_METHOD
-from kbx_ray.sinks import ParquetSink
+from kbx_ray.sinks import EVALUATION_SCHEMA, ParquetSink
 
 TASKS = {"Activation": "activation/relu", "Reduce": "reduce/sum", "Fusion": "fusion/add_gelu"}
 
@@ -30,8 +32,8 @@ def row(method: str, category: str, hw: str, rnd: int, *, call: bool, ok: bool =
         cand: str | None = None, sol: float | None = None, sweep: str = "sw") -> dict:
     task = TASKS[category]
     return dict(
-        schema_version=1, sweep_id=sweep, cell_id=f"{method}|{task}|{hw}",
-        candidate_id=cand or f"{method}|{task}|{hw}|r{rnd}", task_id=task, task_hash="h",
+        schema_version=1, sweep_id=sweep, cell_id=f"{method}|{task}",
+        candidate_id=cand or f"{method}|{task}|r{rnd}", task_id=task, task_hash="h",
         category=category, level=1, method=method, model="org/coder", sample=0, round=rnd,
         hardware=hw, stage="done" if ok else "correctness", call_ok=call, exec_ok=ok,
         error_kind="" if ok else "mismatch", flags=[],
@@ -50,21 +52,18 @@ ONE_SHOT = [  # one row per cell, final
     row("one_shot", "Fusion", "h100", 0, call=False),
     row("one_shot", "Fusion", "a100", 0, call=False),
 ]
-REPAIR = [  # every round recorded; a cell stops once it is correct; the last row is final
+REPAIR = [  # rounds judged on h100 until correct; methods mark their best attempt final
     row("repair", "Activation", "h100", 0, call=True, final=False),
     row("repair", "Activation", "h100", 1, call=True, ok=True, speedup=3.0, cases=[(3, 1)]),
-    row("repair", "Activation", "a100", 0, call=True, ok=True, speedup=1.2, cases=[(1.2, 1)]),
     row("repair", "Reduce", "h100", 0, call=False, final=False),
     row("repair", "Reduce", "h100", 1, call=True, final=False),
     row("repair", "Reduce", "h100", 2, call=True, ok=True, speedup=1.5, cases=[(9, 4), (1, 1)]),
-    row("repair", "Reduce", "a100", 0, call=False, final=False),
-    row("repair", "Reduce", "a100", 1, call=False, final=False),
-    row("repair", "Reduce", "a100", 2, call=False),
     row("repair", "Fusion", "h100", 0, call=True, final=False),
     row("repair", "Fusion", "h100", 1, call=True, ok=True, speedup=0.8, cases=[(0.8, 1)]),
-    row("repair", "Fusion", "a100", 0, call=False, final=False),
-    row("repair", "Fusion", "a100", 1, call=True, final=False),
-    row("repair", "Fusion", "a100", 2, call=True),
+    # the same final kernels, re-evaluated on the second pool
+    row("repair", "Activation", "a100", 1, call=True, ok=True, speedup=1.2, cases=[(1.2, 1)]),
+    row("repair", "Reduce", "a100", 2, call=False),  # e.g. out of shared memory on this GPU
+    row("repair", "Fusion", "a100", 1, call=True),   # e.g. a race that shows only here
 ]
 
 
@@ -93,7 +92,7 @@ def test_rates_by_method_count_final_rows_only(df: pd.DataFrame) -> None:
     t = rate_table(df, BY_METHOD)
     assert list(t["method"]) == ["one_shot", "repair"] and set(t["sweep_id"]) == {"sw"}
     os_, rep = by(t, method="one_shot"), by(t, method="repair")
-    assert os_["cells"] == 6 and rep["cells"] == 6  # 20 rows, 12 final
+    assert os_["cells"] == 6 and rep["cells"] == 6  # 16 rows, 12 final: cell x pool
     assert os_["call_rate"] == pytest.approx(4 / 6) and os_["exec_rate"] == pytest.approx(2 / 6)
     # fast_p is strict: the 2.0x kernel is fast_1 and fast_1p5 but not fast_2.
     assert (os_["fast_1"], os_["fast_1p5"], os_["fast_2"]) == pytest.approx((1 / 6, 1 / 6, 0))
@@ -145,55 +144,54 @@ def test_case_sums_skip_untimed_cases() -> None:
     assert case_sums("[]") is None and case_sums(None) is None and case_sums("{bad") is None
 
 
-def test_state_after_k_is_the_latest_row_with_round_at_most_k(df: pd.DataFrame) -> None:
+def test_state_after_k_is_the_methods_answer_from_its_first_k_rounds(df: pd.DataFrame) -> None:
     rep = df[df["method"] == "repair"]
-    s0, s1, s9 = (state_after_k(rep, k).set_index("cell_id")["round"] for k in (0, 1, 9))
-    assert len(s0) == len(s1) == len(s9) == 6 and set(s0) == {0}
-    assert s1["repair|reduce/sum|h100"] == 1 and s1["repair|activation/relu|a100"] == 0
-    assert s9["repair|reduce/sum|h100"] == 2 and s9["repair|activation/relu|h100"] == 1
-    # After the last round, the state is exactly each cell's final row.
-    final = rep[rep["final"]].set_index("cell_id")["candidate_id"].sort_index()
-    assert state_after_k(rep, 2).set_index("cell_id")["candidate_id"].sort_index().equals(final)
+    st = {k: state_after_k(rep, k).set_index("cell_id") for k in (0, 1, 2, 9)}
+    assert all(len(s) == 3 for s in st.values())  # one per cell, on the primary pool
+    assert set(st[0]["round"]) == {0} and set(st[9]["hardware"]) == {"h100"}
+    assert st[1].loc["repair|reduce/sum", "round"] == 1
+    assert st[9].loc["repair|reduce/sum", "round"] == 2
+    assert st[9].loc["repair|activation/relu", "round"] == 1  # stopped after round 1: held
+    # After the last round the state is each cell's final answer on its primary pool.
+    final = rep[rep["final"] & (rep["hardware"] == "h100")].set_index("cell_id")["candidate_id"]
+    assert st[2]["candidate_id"].sort_index().equals(final.sort_index())
 
 
-def test_state_after_k_best_rule_keeps_the_best_so_far() -> None:
+def test_state_after_k_keeps_the_best_not_the_latest_and_separates_sweeps() -> None:
+    def r(sweep: str, rnd: int, ok: bool, speedup: float | None, cand: str) -> dict:
+        return dict(sweep_id=sweep, cell_id="c", hardware="h100", round=rnd, call_ok=True,
+                    exec_ok=ok, speedup=speedup, stage="done" if ok else "correctness",
+                    final=False, candidate_id=cand)
+
     rows = normalise(pd.DataFrame([
-        dict(sweep_id="s", cell_id="c", round=0, call_ok=True, exec_ok=True, speedup=2.0,
-             final=False, candidate_id="fast"),
-        dict(sweep_id="s", cell_id="c", round=1, call_ok=True, exec_ok=True, speedup=1.0,
-             final=False, candidate_id="slower"),
-        dict(sweep_id="s", cell_id="c", round=2, call_ok=True, exec_ok=False, speedup=None,
-             final=True, candidate_id="broken"),
-    ]).reindex(columns=list(_schema_names())))
-    assert state_after_k(rows, 2)["candidate_id"].tolist() == ["broken"]
-    assert state_after_k(rows, 2, rule="best")["candidate_id"].tolist() == ["fast"]
-    assert state_after_k(rows, 1, rule="latest")["candidate_id"].tolist() == ["slower"]
-    with pytest.raises(ValueError, match="rule"):
-        state_after_k(rows, 1, rule="first")  # type: ignore[arg-type]
-
-
-def _schema_names() -> list[str]:
-    from kbx_ray.sinks import EVALUATION_SCHEMA
-
-    return EVALUATION_SCHEMA.names
+        r("s1", 0, True, 2.0, "fast"), r("s1", 1, True, 1.0, "slower"),
+        r("s1", 2, False, None, "broken"),
+        r("s2", 0, False, None, "s2-wrong"),  # another sweep, same cell id
+    ]).reindex(columns=EVALUATION_SCHEMA.names))
+    assert state_after_k(rows, 2)[["sweep_id", "candidate_id"]].values.tolist() == \
+        [["s1", "fast"], ["s2", "s2-wrong"]]
+    assert state_after_k(rows, 0)["candidate_id"].tolist() == ["fast", "s2-wrong"]
+    assert state_after_k(rows, 0)["sweep_id"].tolist() == ["s1", "s2"]
 
 
 def test_ablation_table_rates_after_k_rounds(df: pd.DataFrame) -> None:
     t = ablation_table(df)
-    assert by(t, method="one_shot", k=0)[["call_rate", "exec_rate"]].tolist() == \
-        pytest.approx([4 / 6, 2 / 6])
-    assert len(t[t["method"] == "one_shot"]) == 1  # no repair rounds: one point
+    os_ = by(t, method="one_shot", k=0)
+    assert os_["cells"] == 3 and len(t[t["method"] == "one_shot"]) == 1  # one round: one point
+    assert os_[["call_rate", "exec_rate", "geomean_speedup"]].tolist() == \
+        pytest.approx([2 / 3, 1 / 3, 2.0])
     rep = t[t["method"] == "repair"].set_index("k")
-    assert list(rep.index) == [0, 1, 2] and set(rep["cells"]) == {6}
-    assert rep["call_rate"].tolist() == pytest.approx([3 / 6, 5 / 6, 5 / 6])
-    assert rep["exec_rate"].tolist() == pytest.approx([1 / 6, 3 / 6, 4 / 6])
-    assert rep["geomean_speedup"].tolist() == pytest.approx(
-        [1.2, (3.0 * 1.2 * 0.8) ** (1 / 3), (3.0 * 1.2 * 1.5 * 0.8) ** 0.25])
+    assert list(rep.index) == [0, 1, 2] and set(rep["cells"]) == {3}
+    assert rep["call_rate"].tolist() == pytest.approx([2 / 3, 1, 1])
+    assert rep["exec_rate"].tolist() == pytest.approx([0, 2 / 3, 1])
+    assert math.isnan(rep.loc[0, "geomean_speedup"])
+    assert rep["geomean_speedup"].tolist()[1:] == pytest.approx([2.4 ** 0.5, 3.6 ** (1 / 3)])
 
 
 def test_gpu_spread_compares_one_kernel_across_pools(df: pd.DataFrame) -> None:
     t = gpu_spread_table(df)
-    # Only relu's one-shot kernel ran (same candidate_id) correct on both pools.
+    # relu has two kernels correct on both pools: one-shot's (2.0 vs 0.5) and repair's (3.0 vs
+    # 1.2); the task keeps its widest.
     assert t[["task_id", "candidate_id", "pools"]].values.tolist() == \
         [["activation/relu", "relu-os", 2]]
     r = t.iloc[0]
@@ -207,7 +205,7 @@ def test_two_sweeps_side_by_side_from_a_parent_dir(results: Path) -> None:
                                  speedup=4.0, cases=[(4, 1)], sweep="sw2"),
                              row("one_shot", "Reduce", "h100", 0, call=False, sweep="sw2")])
     df, sources = load_evaluations([results])
-    assert [s.sweep_id for s in sources] == ["sw", "sw2"] and [s.rows for s in sources] == [20, 2]
+    assert [s.sweep_id for s in sources] == ["sw", "sw2"] and [s.rows for s in sources] == [16, 2]
     t = compute_tables(df).by_method
     assert t[["sweep_id", "method"]].values.tolist() == \
         [["sw", "one_shot"], ["sw", "repair"], ["sw2", "one_shot"]]
@@ -222,3 +220,17 @@ def test_missing_or_empty_dirs_name_the_fix(tmp_path: Path) -> None:
         find_sweep_dirs([tmp_path / "nope"])
     with pytest.raises(ReportError, match="no sweep results under .*run a sweep first"):
         find_sweep_dirs([tmp_path])
+
+
+def test_untimed_sweep_leaves_fast_p_unknown_not_zero(tmp_path: Path) -> None:
+    untimed = [{**r, "speedup": None, "sol_fraction": None, "cases": []} for r in ONE_SHOT]
+    ParquetSink(tmp_path / "cpu").write_evaluations(untimed)
+    df, _ = load_evaluations([tmp_path / "cpu"])
+    t = rate_table(df, BY_METHOD).iloc[0]
+    assert (t["call_rate"], t["exec_rate"]) == pytest.approx((4 / 6, 2 / 6))
+    assert all(math.isnan(t[k]) for k in ("fast_1", "fast_1p5", "fast_2", "geomean_speedup"))
+    fusion = by(rate_table(df, BY_CATEGORY), category="Fusion")
+    assert fusion["fast_1"] == 0  # nothing correct: not fast, and that is known
+    s = speedup_table(df, BY_HARDWARE).iloc[0]
+    assert s["correct"] == 1 and s["timed"] == 0 and math.isnan(s["sum_ratio"])
+

@@ -1,0 +1,106 @@
+"""report.html -> what a real browser made of its images: does every embedded figure decode?
+
+A PNG that is truncated, mis-encoded or given the wrong MIME type still sits in the HTML as text;
+only a browser tells whether it renders. This loads a copy of the page, with a probe script added
+before </body>, in headless Chromium (`--dump-dom`), and reads back each <img>'s `complete`,
+`naturalWidth` and `naturalHeight` after the load event, and how many dark pixels it paints on a
+canvas. The last matters: Chromium paints a truncated PNG as far as it decodes, with the full size
+from its header, so a PNG cut after its header reports its size but paints nothing. (A stream cut
+halfway still paints its top half; the Pillow decode in the tests catches that.) Nothing is
+fetched: the page is a local file, every asset is a data URI, and background networking is off.
+
+Used by tests/integration/test_report_html.py and scripts/bench/check_report_html.py.
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+PROBE_ID = "kbx-image-probe"
+PROBE = f"""<script>
+window.addEventListener("load", () => {{
+  const images = Array.from(document.images).map((im) => {{
+    let ink = 0;  // dark pixels painted: 0 for an image that decoded as a blank or not at all
+    try {{
+      const c = document.createElement("canvas");
+      c.width = im.naturalWidth; c.height = im.naturalHeight;
+      const ctx = c.getContext("2d");
+      ctx.drawImage(im, 0, 0);
+      const d = ctx.getImageData(0, 0, c.width, c.height).data;
+      for (let i = 0; i < d.length; i += 4) {{
+        if (d[i + 3] > 0 && d[i] + d[i + 1] + d[i + 2] < 384) ink++;
+      }}
+    }} catch (e) {{ ink = 0; }}
+    return {{alt: im.alt, complete: im.complete, width: im.naturalWidth,
+             height: im.naturalHeight, ink: ink}};
+  }});
+  const out = document.createElement("pre");
+  out.id = "{PROBE_ID}";
+  out.textContent = JSON.stringify(images);
+  document.body.appendChild(out);
+}});
+</script>
+"""
+
+
+class BrowserError(RuntimeError):
+    """Chromium is missing, failed, or the page never reported its images."""
+
+
+@dataclass(frozen=True)
+class ImageCheck:
+    alt: str        # the figure's title
+    complete: bool  # the browser finished loading it
+    width: int      # naturalWidth in pixels: 0 when the image did not decode
+    height: int
+    ink: int        # dark pixels it painted on a canvas: 0 when blank or undecodable
+
+    @property
+    def ok(self) -> bool:
+        return self.complete and self.width > 0 and self.height > 0 and self.ink > 0
+
+
+def find_chromium() -> str | None:
+    """$KBX_CHROMIUM, else the first Chromium or Chrome on PATH."""
+    explicit = os.environ.get("KBX_CHROMIUM")
+    if explicit:
+        return shutil.which(explicit)  # None when it is not an executable
+    return next((p for p in map(shutil.which, BROWSERS) if p), None)
+
+
+def check_images(html_path: Path, chromium: str | None = None,
+                 timeout_s: float = 120) -> list[ImageCheck]:
+    """Each <img> of the page as the browser loaded it, in document order."""
+    chromium = chromium or find_chromium()
+    if chromium is None:
+        raise BrowserError("no Chromium found; install it (apt-get install -y chromium) "
+                           "or set KBX_CHROMIUM to a Chrome/Chromium binary")
+    page = Path(html_path).read_text(encoding="utf-8")
+    if "</body>" not in page:
+        raise BrowserError(f"{html_path} has no </body>; is it a report.html?")
+    with tempfile.TemporaryDirectory(prefix="kbx-chromium-") as tmp:
+        probe = Path(tmp) / "page.html"
+        probe.write_text(page.replace("</body>", PROBE + "</body>", 1), encoding="utf-8")
+        cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu",
+               "--disable-background-networking", "--disable-component-update",
+               "--no-first-run", "--disable-dev-shm-usage", f"--user-data-dir={tmp}/profile",
+               "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise BrowserError(f"Chromium did not finish within {timeout_s:.0f} s") from None
+    found = re.search(f'<pre id="{PROBE_ID}">(.*?)</pre>', done.stdout, re.S)
+    if found is None:
+        tail = done.stderr.strip().splitlines()[-3:]
+        raise BrowserError(f"Chromium (exit {done.returncode}) did not report the images: "
+                           + " | ".join(tail))
+    return [ImageCheck(str(i["alt"]), bool(i["complete"]), int(i["width"]), int(i["height"]),
+                       int(i["ink"])) for i in json.loads(html.unescape(found.group(1)))]
