@@ -16,7 +16,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Awaitable, Callable, Protocol
 
 from kbx_ray.extract import extract
-from kbx_ray.prompts import FEEDBACK_KINDS, Prompt, Templates, TemplateError
+from kbx_ray.prompts import (
+    FEEDBACK_KINDS, Prompt, TemplateError, Templates, build_prompt, pick_exemplars,
+)
 from kbx_ray.types import STAGES, Candidate, EvalResult, Generation, Task
 
 
@@ -147,3 +149,12 @@ async def step(task: Task, generate: Generate, evaluate: Evaluate, prompt: Promp
     cand = extract(gen, task.task_id, task.name)
     return Attempt(rnd, prompt, gen, cand, await evaluate(cand), parent, final=False,
                    branch=branch)
+
+
+def first_prompt(task: Task, cfg: Any, templates: Templates, exemplars: int | None = None,
+                 cot: bool | None = None) -> Prompt:
+    """Round 0's prompt: the task, plus the exemplars and chain-of-thought the config asks for."""
+    k = getattr(cfg, "exemplars", 0) if exemplars is None else exemplars
+    think = getattr(cfg, "cot", False) if cot is None else cot
+    return build_prompt(task, exemplars=pick_exemplars(task, k) if k else (), cot=think,
+                        templates=templates)

@@ -1,19 +1,25 @@
-"""one_shot: one prompt, one completion, one evaluation."""
+"""one_shot: one prompt, one completion, one evaluation (AutoTriton, Claude, DeepSeek styles)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from kbx_ray.extract import extract
-from kbx_ray.methods.base import Attempt, Evaluate, Generate, Method
-from kbx_ray.prompts import build_prompt
+from kbx_ray.methods.base import Attempt, Evaluate, Generate, Method, finish, first_prompt, step
+from kbx_ray.prompts import Templates
 from kbx_ray.types import Task
 
 
-def one_shot(cfg: Any = None) -> Method:
+def single_round(cfg: Any, exemplars: int | None = None, cot: bool | None = None) -> Method:
+    """The shape one_shot, few_shot and cot share; they differ only in their first prompt."""
+    templates = Templates(getattr(cfg, "templates_dir", None))
+
     async def solve(task: Task, generate: Generate, evaluate: Evaluate) -> list[Attempt]:
-        prompt = build_prompt(task)
-        gen = await generate(prompt, 0)
-        cand = extract(gen, task.task_id, task.name)
-        return [Attempt(0, prompt, gen, cand, await evaluate(cand))]
+        prompt = first_prompt(task, cfg, templates, exemplars=exemplars, cot=cot)
+        a = await step(task, generate, evaluate, prompt, 0)
+        return finish([replace(a, stop_reason="max_rounds")])
 
     return solve
+
+
+def one_shot(cfg: Any = None) -> Method:
+    return single_round(cfg)

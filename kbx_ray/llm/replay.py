@@ -1,0 +1,146 @@
+"""The `replay` backend: serves completions from a previous sweep's generations table.
+
+Kernels can then be re-scored on new hardware or by a changed harness without paying for
+generation again, and every method can be driven deterministically in tests. A request is answered
+by the row with the same (task_id, sample, round, branch), taken from `GenParams.meta`; when the
+table names a method, the engine's method name is part of the key too (`match_method`). The prompt
+is not compared: a replay re-scores what the model said, whatever it was asked.
+
+Input (`model.options.path`): a sweep folder, its `generations/` folder or one `.parquet` file (the
+schema of kbx_ray/sinks/parquet.py), or a `.jsonl` file of objects with at least `task_id`,
+`sample`, `round` and `completion` (optional: `branch`, `method`, `model`, `finish_reason`, token
+counts).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from kbx_ray.config import ConfigError
+from kbx_ray.llm.base import GenParams, Messages
+from kbx_ray.types import Generation
+
+log = logging.getLogger(__name__)
+
+REQUIRED = ("task_id", "sample", "round", "completion")
+OPTIONAL = ("branch", "method", "model", "finish_reason", "prompt_tokens", "completion_tokens",
+            "created_at")
+Key = tuple[str, int, int, int, str | None]
+
+
+class ReplayError(ConfigError):
+    """The replay source cannot answer: a bad path, a missing column, a missing or ambiguous key."""
+
+
+@dataclass
+class ReplayOptions:
+    path: str = ""                  # sweep folder, generations/ folder, .parquet or .jsonl
+    on_missing: str = "error"       # error | skip (an empty completion, recorded as no_code_block)
+    match_method: bool = True       # rows that name a method answer only that method
+    where: dict[str, Any] = field(default_factory=dict)  # keep rows with these column values
+    duplicates: str = "error"       # error | first | last: a key with different completions
+
+
+def read_rows(path: str | Path, columns: tuple[str, ...] = REQUIRED + OPTIONAL) -> list[dict]:
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise ReplayError(f"replay source {p} does not exist: set model.options.path to a sweep "
+                          "folder, its generations/ folder, a .parquet file or a .jsonl file")
+    if p.is_dir() and (p / "generations").is_dir():
+        p = p / "generations"
+    if p.suffix in (".jsonl", ".ndjson", ".json"):
+        rows = []
+        for i, line in enumerate(p.read_text().splitlines(), 1):
+            try:
+                rows += [json.loads(line)] if line.strip() else []
+            except json.JSONDecodeError as e:
+                raise ReplayError(f"replay source {p}: line {i}: not JSON ({e.msg})") from None
+        return rows
+    import pyarrow.dataset as ds
+
+    data = ds.dataset(p, format="parquet")
+    return data.to_table(columns=[c for c in columns if c in data.schema.names]).to_pylist()
+
+
+def index_rows(rows: list[dict], opts: ReplayOptions, where: str) -> dict[Key, dict]:
+    """(task_id, sample, round, branch, method or None) -> row; ambiguity is an error by default."""
+    missing = [c for c in REQUIRED if rows and c not in rows[0]]
+    if missing or not rows:
+        raise ReplayError(f"replay source {where} has no rows or lacks columns {missing}: it needs "
+                          f"{', '.join(REQUIRED)}")
+    rows = [r for r in rows if all(r.get(k) == v for k, v in opts.where.items())]
+    rows.sort(key=lambda r: r.get("created_at") or 0.0)
+    table: dict[Key, dict] = {}
+    clashes: list[Key] = []
+    for r in rows:
+        method = r.get("method") if opts.match_method else None
+        key = (str(r["task_id"]), int(r["sample"]), int(r["round"]), int(r.get("branch") or 0),
+               method or None)
+        old = table.get(key)
+        if old is not None and old["completion"] != r["completion"] and opts.duplicates != "last":
+            if opts.duplicates == "error":
+                clashes.append(key)
+            continue
+        table[key] = r
+    if clashes:
+        raise ReplayError(f"replay source {where}: {len(clashes)} keys have different completions "
+                          f"(first: {clashes[0]}); narrow it with model.options.where={{model: ..., "
+                          "sweep_id: ...}} or set model.options.duplicates=first|last")
+    return table
+
+
+class ReplayBackend:
+    name = "replay"
+
+    def __init__(self, table: dict[Key, dict], opts: ReplayOptions, label: str) -> None:
+        self.table, self.opts, self.label = table, opts, label
+        self.skipped = 0
+
+    def lookup(self, meta: dict) -> dict | None:
+        base = (str(meta.get("task_id", "")), int(meta.get("sample", 0)), int(meta.get("round", 0)),
+                int(meta.get("branch", 0)))
+        return self.table.get((*base, meta.get("method"))) or self.table.get((*base, None))
+
+    async def generate(self, messages: Messages, params: GenParams) -> Generation:
+        t0 = time.perf_counter()
+        row = self.lookup(params.meta)
+        if row is None:
+            m = params.meta
+            if self.opts.on_missing != "skip":
+                raise ReplayError(
+                    f"replay: no completion for task {m.get('task_id')} sample {m.get('sample', 0)} "
+                    f"round {m.get('round', 0)} branch {m.get('branch', 0)} (method "
+                    f"{m.get('method')}) in {self.opts.path}; replay a run with these rounds and "
+                    "branches, or set model.options.on_missing=skip")
+            self.skipped += 1
+            log.debug("replay: no row for %s; answering with an empty completion", m)
+            return Generation(text="", latency_s=time.perf_counter() - t0, model=self.label)
+        return Generation(text=row["completion"] or "",
+                          prompt_tokens=int(row.get("prompt_tokens") or 0),
+                          completion_tokens=int(row.get("completion_tokens") or 0),
+                          latency_s=time.perf_counter() - t0,
+                          finish_reason=row.get("finish_reason") or "stop",
+                          model=row.get("model") or self.label)
+
+
+def build(cfg: Any) -> ReplayBackend:
+    raw = dict(getattr(cfg, "options", {}) or {})
+    known = {f.name for f in fields(ReplayOptions)}
+    if set(raw) - known:
+        raise ReplayError(f"unknown replay option(s) {sorted(set(raw) - known)}: use "
+                          f"{', '.join(sorted(known))} under model.options")
+    opts = ReplayOptions(**raw)
+    if not opts.path:
+        raise ReplayError("model=replay needs model.options.path: a sweep folder, its generations/ "
+                          "folder, a .parquet file or a .jsonl file")
+    if opts.on_missing not in ("error", "skip") or opts.duplicates not in ("error", "first", "last"):
+        raise ReplayError("model.options.on_missing must be error|skip and duplicates error|first|last")
+    opts.where = dict(opts.where)
+    cols = REQUIRED + OPTIONAL + tuple(k for k in opts.where if k not in REQUIRED + OPTIONAL)
+    table = index_rows(read_rows(opts.path, cols), opts, opts.path)
+    log.info("replay: %d completions from %s", len(table), opts.path)
+    return ReplayBackend(table, opts, getattr(cfg, "name", "replay"))

@@ -1,0 +1,47 @@
+"""agentic: generator -> evaluator -> reflector -> optimizer, C candidates per round (GEAK style).
+
+Round 0: the generator samples C candidates (branches 0..C-1) of the first prompt. The evaluator
+is the harness, whose report is the agent's tool output: compile, test (per-case errors), time
+(speedup per case) and roofline (SOL fraction). Each later round starts from the best candidate so
+far: if it fails, the reflector turn asks the model to analyse the failure (with the other
+candidates' errors as memory) and fix it; if it is correct, the optimizer turn asks for a faster
+kernel. Both are one LLM call per candidate, so every call is one generation row and one
+evaluation row, whose parent is the best candidate it started from. Unlike `parallel`, the branches
+share what they learn: every round restarts from the single best.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Any
+
+from kbx_ray.methods.base import (
+    Attempt, Evaluate, Generate, Method, cached, finish, first_prompt, select_best, step,
+    stop_reason,
+)
+from kbx_ray.prompts import Templates, agent_prompt
+from kbx_ray.types import Task
+
+
+def agentic(cfg: Any) -> Method:
+    templates = Templates(cfg.templates_dir)
+
+    async def solve(task: Task, generate: Generate, evaluate: Evaluate) -> list[Attempt]:
+        ev, first = cached(evaluate), first_prompt(task, cfg, templates)
+        attempts: list[Attempt] = []
+        prompt, parent, reason = first, "", ""
+        for rnd in range(cfg.rounds + 1):
+            batch = await asyncio.gather(*(step(task, generate, ev, prompt, rnd, c, parent)
+                                           for c in range(cfg.branches)))
+            attempts += batch
+            best = select_best(attempts)
+            reason = stop_reason(best.result, cfg)
+            if reason:
+                break
+            prompt = agent_prompt(first, best, list(batch), rnd + 1, cfg.feedback, templates)
+            parent = best.candidate.candidate_id
+        n = len(attempts) - cfg.branches  # the last round's attempts end every branch
+        attempts[n:] = [replace(a, stop_reason=reason or "max_rounds") for a in attempts[n:]]
+        return finish(attempts)
+
+    return solve

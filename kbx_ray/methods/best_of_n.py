@@ -1,0 +1,28 @@
+"""best_of_n: N independent samples of the first prompt (branches 0..N-1 of round 0), the best kept.
+
+The baseline every iterative method has to beat at equal LLM calls: repair with R rounds costs
+R + 1 calls, best_of_n with N = R + 1 costs the same.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Any
+
+from kbx_ray.methods.base import (
+    Attempt, Evaluate, Generate, Method, cached, finish, first_prompt, step,
+)
+from kbx_ray.prompts import Templates
+from kbx_ray.types import Task
+
+
+def best_of_n(cfg: Any) -> Method:
+    templates = Templates(cfg.templates_dir)
+
+    async def solve(task: Task, generate: Generate, evaluate: Evaluate) -> list[Attempt]:
+        prompt, ev = first_prompt(task, cfg, templates), cached(evaluate)
+        samples = await asyncio.gather(*(step(task, generate, ev, prompt, 0, branch=i)
+                                         for i in range(cfg.branches)))
+        return finish([replace(a, stop_reason="max_rounds") for a in samples])
+
+    return solve

@@ -1,0 +1,15 @@
+"""cot: one_shot with chain-of-thought instructions: reason about layout and edge cases, then code.
+
+Extraction takes the last Python block, so the reasoning (and any <think> block) costs nothing but
+tokens; a completion cut off mid-reasoning is recorded as `truncated`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kbx_ray.methods.base import Method
+from kbx_ray.methods.one_shot import single_round
+
+
+def cot(cfg: Any = None) -> Method:
+    return single_round(cfg, cot=True)

@@ -1,0 +1,13 @@
+"""few_shot: one_shot with k worked examples (conf/exemplars/, disjoint from the suite) first."""
+from __future__ import annotations
+
+from typing import Any
+
+from kbx_ray.methods.base import Method
+from kbx_ray.methods.one_shot import single_round
+
+DEFAULT_K = 2
+
+
+def few_shot(cfg: Any = None) -> Method:
+    return single_round(cfg, exemplars=getattr(cfg, "exemplars", 0) or DEFAULT_K)

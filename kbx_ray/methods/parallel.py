@@ -1,0 +1,28 @@
+"""parallel: W independent repair chains at once, keeping the best (KernelAgent style, 3 x 5).
+
+Worker w is branch w of the records; each refines only its own candidates, stops on its own
+`stop_when`, and draws its own seed per round, so workers explore different kernels even from the
+same first prompt. Running them concurrently puts every worker's request of a round in flight
+together, which the vLLM backend batches.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kbx_ray.methods.base import Attempt, Evaluate, Generate, Method, cached, finish
+from kbx_ray.methods.repair import run_chain
+from kbx_ray.prompts import Templates
+from kbx_ray.types import Task
+
+
+def parallel(cfg: Any) -> Method:
+    templates = Templates(cfg.templates_dir)
+
+    async def solve(task: Task, generate: Generate, evaluate: Evaluate) -> list[Attempt]:
+        ev = cached(evaluate)
+        chains = await asyncio.gather(*(run_chain(task, generate, ev, cfg, templates, branch=w)
+                                        for w in range(cfg.branches)))
+        return finish([a for chain in chains for a in chain])
+
+    return solve
