@@ -32,6 +32,10 @@ class Backend(Protocol):
 # name -> "module:factory"; the module is imported only when the backend is built.
 REGISTRY: dict[str, str] = {
     "reference": "kbx_ray.llm.reference:build",
+    "vllm": "kbx_ray.llm.vllm_actor:build",
+    "openai": "kbx_ray.llm.openai_http:build",
+    "replay": "kbx_ray.llm.replay:build",
+    "mutants": "kbx_ray.llm.mutants:build",
 }
 
 
