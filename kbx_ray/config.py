@@ -81,6 +81,7 @@ class EngineConfig:
     #                                      candidate) | noop (instant: engine overhead benchmark)
     retries: int = 2                     # re-tries of a candidate whose evaluator died
     pool_wait_s: float = 0.0             # wait this long for the autoscaler to bring up a pool
+    actor_ready_s: float = 300.0         # evaluators not up by then are dropped (none: an error)
     wal_fsync: bool = False              # fsync each logged generation (survive power loss too)
     evaluators: int = 0                  # evaluator actors per pool; 0: one per GPU (CPU: 1)
     flush_every: int = 32                # cells per Parquet part

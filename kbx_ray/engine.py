@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -115,10 +115,12 @@ class _Writer:
 async def _run_cell(cell: Cell, p: SweepPlan, backends: dict, pools: dict, genlog: GenerationLog,
                     writer: _Writer) -> None:
     task = p.tasks[cell.task_id]
-    key = stable_hash(asdict(cell.model))
-    if key not in backends:
-        backends[key] = build_backend(cell.model)
-    backend = backends[key]
+    # Model and method configs are shared by the cells of one grid variant: build each once.
+    if id(cell.model) not in backends:
+        backends[id(cell.model)] = build_backend(cell.model)
+    if id(cell.method) not in backends:
+        backends[id(cell.method)] = build_method(cell.method)
+    backend, method = backends[id(cell.model)], backends[id(cell.method)]
 
     async def generate(prompt: Any, rnd: int, branch: int = 0) -> Generation:
         logged = genlog.lookup(cell.cell_id, rnd, branch)
@@ -138,7 +140,7 @@ async def _run_cell(cell: Cell, p: SweepPlan, backends: dict, pools: dict, genlo
         return await pools[primary].evaluate(task, cand)
 
     started = time.time()
-    attempts: list[Attempt] = await build_method(cell.method)(task, generate, evaluate)
+    attempts: list[Attempt] = await method(task, generate, evaluate)
     rows = [evaluation_row(p.sweep_id, cell, task, a, started, primary) for a in attempts]
     finals = [a for a in attempts if a.final] or attempts[-1:]
     extra = await asyncio.gather(*(pools[hw].evaluate(task, a.candidate)
@@ -160,6 +162,7 @@ async def _drive(p: SweepPlan, sinks: Any) -> None:
 
     cfg = p.cfg
     pools = {name: EvaluatorPool(pool, cfg) for name, pool in p.pools.items()}
+    await asyncio.gather(*(pool.start() for pool in pools.values()))
     genlog = GenerationLog(p.sweep_dir, cfg.engine.wal_fsync)
     writer = _Writer(sinks, genlog, cfg.engine.flush_every, cfg.engine.flush_s)
     backends: dict = {}

@@ -79,7 +79,31 @@ class EvaluatorPool:
             self.actors = [EvaluatorActor.options(max_restarts=-1, **self.opts).remote(
                 self.ecfg, self.mode == "noop") for _ in range(n)]
         self.free: asyncio.Queue = asyncio.Queue()
+        self.ready_s = cfg.engine.actor_ready_s
+
+    async def start(self) -> None:
+        """Hand out only actors that came up: one that cannot be placed (too few CPUs or GPUs of
+        the type) would otherwise take candidates and never answer."""
+        if self.mode == "task":
+            for a in self.actors:
+                self.free.put_nowait(a)
+            return
+        pending = {a.info.remote(): a for a in self.actors}
+        ready, _ = await asyncio.to_thread(self.ray.wait, list(pending), num_returns=len(pending),
+                                           timeout=self.ready_s)
+        up = [pending[r] for r in ready]
         for a in self.actors:
+            if a not in up:
+                self.ray.kill(a, no_restart=True)
+        if not up:
+            raise ConfigError(f"no evaluator for pool {self.pool.name!r} started within "
+                              f"{self.ready_s:g} s: the cluster lacks free {self.opts} "
+                              "(add nodes, or lower engine.evaluators)")
+        if len(up) < len(self.actors):
+            log.warning("pool %s: %d of %d evaluators started (not enough free resources for the "
+                        "rest); going on with %d", self.pool.name, len(up), len(self.actors), len(up))
+        self.actors = up
+        for a in up:
             self.free.put_nowait(a)
 
     async def evaluate(self, task: Task, cand: Candidate) -> EvalResult:

@@ -156,5 +156,13 @@ def first_prompt(task: Task, cfg: Any, templates: Templates, exemplars: int | No
     """Round 0's prompt: the task, plus the exemplars and chain-of-thought the config asks for."""
     k = getattr(cfg, "exemplars", 0) if exemplars is None else exemplars
     think = getattr(cfg, "cot", False) if cot is None else cot
-    return build_prompt(task, exemplars=pick_exemplars(task, k) if k else (), cot=think,
-                        templates=templates)
+    key = (task.task_id, task.task_hash, k, think, id(templates))
+    if key not in _FIRST_PROMPTS:  # the same for every sample of a task: build it once
+        if len(_FIRST_PROMPTS) > 4096:
+            _FIRST_PROMPTS.clear()
+        _FIRST_PROMPTS[key] = (templates, build_prompt(
+            task, exemplars=pick_exemplars(task, k) if k else (), cot=think, templates=templates))
+    return _FIRST_PROMPTS[key][1]
+
+
+_FIRST_PROMPTS: dict[tuple, tuple[Templates, Prompt]] = {}  # holds templates: ids stay unique

@@ -39,7 +39,7 @@ def _pool(retries: int):
 
 
 async def _evaluate_while_killing(pool, task, cand, kills: int):
-    await pool.actors[0].info.remote()  # the actor is up: a kill now lands mid-candidate
+    await pool.start()  # the actor is up: a kill now lands mid-candidate
     job = asyncio.ensure_future(pool.evaluate(task, cand))
     for _ in range(kills):
         while pool.stats.in_flight == 0:
