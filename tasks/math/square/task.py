@@ -1,0 +1,82 @@
+"""Elementwise square.
+
+Implement `square(x)`: return a new tensor with the same shape and dtype as `x`, where
+
+    y = x * x
+
+- `x` is a float32, float16 or bfloat16 tensor of any shape on the GPU. It may be non-contiguous
+  (a transposed 2-D view, or a strided slice such as `t[..., ::2]`); the result is a new
+  contiguous tensor.
+- For float16/bfloat16 inputs compute in float32 and round the result once to the input dtype.
+- Results too large for float16 become inf after rounding, as in PyTorch.
+- The input must not be modified and the output must not share memory with it.
+
+The result is compared with `torch.square(x)`: shape and dtype must match exactly, NaN and
+infinities must sit in the same places, and finite values must agree within the default tolerance
+for the dtype (float32 rtol = atol = 1e-5, float16 5e-3, bfloat16 1e-2).
+"""
+import torch
+
+CATEGORY = "Math"
+LEVEL = 1
+
+
+def square(x: torch.Tensor) -> torch.Tensor:
+    """PyTorch reference."""
+    return torch.square(x)
+
+
+CASES = [
+    {"name": "fp32_small", "small": True, "shape": [37, 101], "dtype": "float32"},
+    {"name": "fp16_small", "small": True, "shape": [3, 1001], "dtype": "float16"},
+    {"name": "bf16_small", "small": True, "shape": [4097], "dtype": "bfloat16"},
+    {"name": "size1_small", "small": True, "shape": [1], "dtype": "float32"},
+    {"name": "transposed_small", "small": True, "shape": [33, 65], "dtype": "float32", "view": "t"},
+    {"name": "strided_3d_small", "small": True, "shape": [3, 7, 50], "dtype": "float16", "view": "s"},
+    {"name": "outliers_small", "small": True, "shape": [4001], "dtype": "float32", "outliers": True},
+    {"name": "fp32_16M", "small": False, "shape": [4096, 4096], "dtype": "float32"},
+    {"name": "fp16_16M_outliers", "small": False, "shape": [4096, 4096], "dtype": "float16", "outliers": True},
+    {"name": "bf16_16M", "small": False, "shape": [16777216], "dtype": "bfloat16"},
+    {"name": "fp32_transposed_16M", "small": False, "shape": [4000, 4200], "dtype": "float32", "view": "t"},
+]
+
+
+def _draw(g: torch.Generator, case: dict) -> torch.Tensor:
+    """Standard normal values in the storage shape of the case (outliers: 0.1% of them scaled by
+    10). A transposed case ("view": "t") draws the transposed shape, a strided one ("view": "s")
+    twice the last dimension."""
+    shape = list(case["shape"])
+    if case.get("view") == "t":
+        shape = shape[::-1]
+    elif case.get("view") == "s":
+        shape[-1] *= 2
+    z = torch.randn(shape, generator=g)
+    if case.get("outliers"):
+        z = torch.where(torch.rand(shape, generator=g) < 0.001, z * 10, z)
+    return z
+
+
+def _finish(x: torch.Tensor, case: dict, device: str) -> torch.Tensor:
+    """Cast to the case dtype, move to the device, and take the case's view (.t() or [..., ::2])."""
+    x = x.to(getattr(torch, case["dtype"])).to(device)
+    if case.get("view") == "t":
+        return x.t()
+    if case.get("view") == "s":
+        return x[..., ::2]
+    return x
+
+
+def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
+    """Normal values with standard deviation 3 (outliers: 0.1% scaled by 10)."""
+    g = torch.Generator().manual_seed(seed)
+    z = _draw(g, case)
+    x = 3 * z
+    return (_finish(x, case, device),), {}
+
+
+def cost(case: dict) -> dict:
+    n = 1
+    for s in case["shape"]:
+        n *= s
+    size = torch.tensor([], dtype=getattr(torch, case["dtype"])).element_size()
+    return {"flops": 1 * n, "bytes": 2 * n * size}
