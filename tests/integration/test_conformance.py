@@ -47,8 +47,9 @@ def test_inputs_are_deterministic_and_outputs_not_degenerate(task):
         a, _ = mod.make_inputs(case, 0, "cpu")
         b, _ = mod.make_inputs(case, 0, "cpu")
         for x, y in zip(a, b):
-            if isinstance(x, torch.Tensor):
-                assert torch.equal(x, y), case["name"]
+            if isinstance(x, torch.Tensor):  # NaN-aware: NaN inputs are legitimate edge cases
+                same = (x == y) | (x.isnan() & y.isnan()) if x.is_floating_point() else x == y
+                assert x.shape == y.shape and bool(same.all()), case["name"]
         args, kwargs = mod.make_inputs(case, 0, "cpu")
         out = ref(*args, **kwargs)
         bound = __import__("inspect").signature(ref).bind(*args, **kwargs).arguments
