@@ -161,3 +161,31 @@ def test_log_failure_mid_sweep_disables_and_finishes_the_run(
     assert sink.failed is not None and "No space left" in sink.failed and sink.run is None
     (run_dir,) = (tmp_path / "wandb").glob("offline-run-*")
     assert json.loads(leet("--summary", "--json", str(run_dir)))["exit_code"] == 1
+
+
+def test_real_sweep_offline_run_matches_parquet(tmp_path: Path) -> None:
+    """A real CPU sweep (scripts/sweep.py) with wandb.mode=offline: the offline run's table rows
+    equal the Parquet evaluation rows one for one."""
+    import os
+
+    root = Path(__file__).resolve().parents[2]
+    sweep = subprocess.run(
+        [sys.executable, str(root / "scripts/sweep.py"), f"output_dir={tmp_path / 'results'}",
+         "suite.include=[activation/relu,math/exp]", "wandb.mode=offline", "wandb.group=ci",
+         "wandb.table_log_interval_s=0"],
+        cwd=root, capture_output=True, text=True, timeout=900, env=dict(os.environ))
+    assert sweep.returncode == 0, sweep.stderr[-2000:]
+    (sweep_dir,) = [p for p in (tmp_path / "results").iterdir() if p.is_dir()]
+    (run_dir,) = (sweep_dir / "wandb").glob("offline-run-*")
+    records = [json.loads(line) for line in leet("--json", str(run_dir)).splitlines()]
+    logged = []
+    for item in (r["history"]["item"] for r in records if r["type"] == "history"):
+        if "evaluations.path" in item:
+            table = json.loads((run_dir / "files" / item["evaluations.path"]).read_text())
+            logged += [dict(zip(table["columns"], v)) for v in table["data"]]
+    written = read_table(sweep_dir, "evaluations")
+    key = ("cell_id", "candidate_id", "task_id", "exec_ok")
+    assert len(logged) == len(written) == 2
+    assert Counter(tuple(r[k] for k in key) for r in logged) == Counter(
+        tuple(bool(v) if k == "exec_ok" else v for k, v in zip(key, t))
+        for t in written[list(key)].itertuples(index=False))
