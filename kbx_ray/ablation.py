@@ -79,7 +79,9 @@ def rounds_state(evaluations: pd.DataFrame, max_rounds: int | None = None) -> pd
         rows = primary_rows(rows)
         last = max(r["round"] for r in rows)
         for k in range(top + 1):
-            best = max((r for r in rows if r["round"] <= k), key=_key)
+            best = max((r for r in rows if r["round"] <= k), key=_key, default=None)
+            if best is None:  # no row this early (e.g. round 0 missing): no state at k
+                continue
             out.append({**{c: best.get(c) for c in STATE_COLUMNS}, "k": k,
                         "rounds_used": min(k, last)})
     return pd.DataFrame(out, columns=list(STATE_COLUMNS))

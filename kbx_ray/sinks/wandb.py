@@ -26,6 +26,7 @@ from typing import Any, Callable
 from kbx_ray.sinks.base import Sink
 from kbx_ray.sinks.wandb_config import MODES, WandbConfig  # noqa: F401 - re-exported
 from kbx_ray.sinks.metrics import RunningMetrics
+from kbx_ray.sinks.wandb_plots import compact, final_charts
 from kbx_ray.sinks.parquet import EVALUATION_SCHEMA
 
 logger = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ class WandbSink(Sink):
         self._metrics = RunningMetrics()
         self._cells: set[str] = set()
         self._rows = 0
+        self._compact: list[dict] = []  # what the closing charts need, a few fields per row
 
     @property
     def active(self) -> bool:
@@ -96,6 +98,7 @@ class WandbSink(Sink):
     def _log(self, rows: list[dict]) -> None:
         for row in rows:
             self._table.add_data(*[_cell(row.get(c)) for c in TABLE_COLUMNS])
+            self._compact.append(compact(row))
         self._unlogged += len(rows)
         self._rows += len(rows)
         self._cells.update(str(r.get("cell_id")) for r in rows)
@@ -118,6 +121,7 @@ class WandbSink(Sink):
     def _close(self) -> None:
         if self._unlogged:
             self._send({"evaluations": self._table, "progress/cells_done": len(self._cells)})
+        self.run.log(final_charts(self._compact))
         run, self.run = self.run, None
         run.finish()
 

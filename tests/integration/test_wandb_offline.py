@@ -98,14 +98,15 @@ def test_offline_run_holds_every_row_and_the_metrics(tmp_path: Path) -> None:
     assert len(logged) == len(written) == 6
     assert {r["flags"] for r in logged} == {"a,b", ""}
 
-    last = history[-1]
+    steps = [h for h in history if "metrics/overall/fast_1p5" in h]  # not the closing charts
+    last = steps[-1]
     assert last["progress/cells_done"] == 5
     assert last["metrics/category/Activation/exec_rate"] == pytest.approx(2 / 3)
     assert last["metrics/category/Activation/geomean_speedup"] == pytest.approx(4.0)
     assert last["metrics/method/repair/fast_1"] == pytest.approx(0.5)
     assert last["metrics/model/org_coder-1.5b/call_rate"] == 1.0  # '/' in a value is escaped
     assert last["metrics/overall/fast_1p5"] == pytest.approx(2 / 5)
-    assert history[-2]["metrics/overall/fast_1p5"] == pytest.approx(1 / 3)
+    assert steps[-2]["metrics/overall/fast_1p5"] == pytest.approx(1 / 3)
 
     summary = json.loads(leet("--summary", "--json", str(run_dir)))
     assert summary["state"] == "finished" and summary["name"] == "sw"
@@ -189,3 +190,19 @@ def test_real_sweep_offline_run_matches_parquet(tmp_path: Path) -> None:
     assert Counter(tuple(r[k] for k in key) for r in logged) == Counter(
         tuple(bool(v) if k == "exec_ok" else v for k, v in zip(key, t))
         for t in written[list(key)].itertuples(index=False))
+
+
+def test_closing_charts_are_logged(tmp_path: Path) -> None:
+    """The ready-made dashboard: a bar, a repair-round line and a speedup histogram."""
+    sweep_dir = tmp_path / "results" / "sw"
+    sink = WandbSink(WandbConfig(mode="offline", table_log_interval_s=0), "sw", sweep_dir)
+    sink.start(5, {})
+    for batch in BATCHES:
+        sink.write_evaluations(batch)
+    sink.close()
+    assert sink.failed is None
+    (run_dir,) = (sweep_dir / "wandb").glob("offline-run-*")
+    records = [json.loads(line) for line in leet("--json", str(run_dir)).splitlines()]
+    keys = {k for r in records if r["type"] == "history" for k in r["history"]["item"]}
+    for chart in ("charts/exec_rate_by_category", "charts/repair_curve", "charts/speedup_log2"):
+        assert any(k.startswith(chart) for k in keys), sorted(keys)
