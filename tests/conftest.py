@@ -35,7 +35,15 @@ def make_candidate(task_id: str, entry: str, code: str) -> Candidate:
 
 
 @pytest.fixture(scope="session")
+def fast_timeout_evaluator():
+    ev = Evaluator(EvalConfig(device="cpu", case_timeout_s=5, load_timeout_s=120))
+    yield ev
+    ev.close()
+
+
+@pytest.fixture(scope="session")
 def cpu_evaluator():
-    ev = Evaluator(EvalConfig(device="cpu", case_timeout_s=15, load_timeout_s=60))
+    # Generous limits: a loaded 2-core CI box runs the interpreter slowly; hangs have their own test.
+    ev = Evaluator(EvalConfig(device="cpu", case_timeout_s=180, load_timeout_s=180))
     yield ev
     ev.close()

@@ -1,39 +1,29 @@
 """Static checks on candidate source (AST), run in the trusted parent before the code executes.
 
-Violations disqualify the candidate; flags are observations kept on the record. The import list is
-an allowlist, not a denylist: a Triton kernel needs torch, triton and a little of the standard
-library, and nothing that reaches the OS, the network, threads or the interpreter's internals.
+Violations disqualify the candidate; flags are observations kept on the record. The rules (tables
+and module resolution in `policy.py`) close the routes by which a candidate could reach the OS, the
+interpreter's namespaces, other streams or the harness: imports are allowlisted; chains rooted at an
+imported module are resolved against the real torch and triton, so `torch.os` or `typing.sys` is
+seen as the module it is; attribute names on runtime values are denylisted (frames, file readers,
+side streams); dunders, private attributes, monkeypatching, exception fallbacks, format-string
+traversal and hooks such as `__torch_function__` are refused. INTEGRITY.md explains what each rule
+stops.
 """
 from __future__ import annotations
 
 import ast
+import inspect
+import re
 from dataclasses import dataclass, field
 
-ALLOWED_IMPORTS = frozenset({
-    "torch", "triton", "triton.language", "math", "typing", "functools", "itertools",
-    "dataclasses", "enum", "__future__", "collections", "numbers",
-})
-BANNED_NAMES = frozenset({
-    "open", "eval", "exec", "compile", "__import__", "globals", "locals", "vars", "setattr",
-    "delattr", "getattr", "breakpoint", "input", "memoryview", "__builtins__", "help", "exit", "quit",
-})
-# Attribute chains that reach native code, side streams, the compiler stack or the checker.
-BANNED_ATTRS = (
-    "torch.ops", "torch._C", "torch.utils", "torch.library", "torch.compile", "torch._dynamo",
-    "torch._inductor", "torch.backends", "torch.testing", "torch.cuda.Stream", "torch.cuda.stream",
-    "torch.cuda.set_stream", "torch.cuda.Event", "torch.cuda.graph", "torch.cuda.CUDAGraph",
-    "torch.multiprocessing", "torch.distributed", "torch.hub", "torch.load", "torch.save",
-    "torch.jit", "torch.classes", "triton.testing", "triton.runtime", "triton.compiler",
-    "triton.knobs", "tl.inline_asm_elementwise", "triton.language.inline_asm_elementwise",
-)
-SAFE_DUNDERS = frozenset({"__init__", "__name__", "__future__", "__call__", "__repr__"})
-# Torch functions a candidate may call: allocation and views. Others are flagged as torch compute.
-TORCH_ALLOC = frozenset({
-    "empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
-    "empty_strided", "arange", "device", "Size", "is_tensor", "is_floating_point", "finfo", "iinfo",
-    "dtype", "get_default_dtype", "broadcast_shapes", "cdiv", "next_power_of_2", "jit", "autotune",
-    "Config", "heuristics", "constexpr", "is_available", "current_device", "get_device_properties",
-})
+from kbx_ray.evaluate import policy as P
+from kbx_ray.evaluate.policy import MISSING, resolve_chain, walk
+
+ALLOWED_IMPORTS = frozenset(P.STDLIB_ALLOW) | P.ROOTS
+TORCH_ALLOC = P.TORCH_ALLOC
+_FORMAT_FIELD = re.compile(r"\{[^{}!:]*[.\[]")
+_ENTRY_DECORATORS = {"torch.no_grad", "torch.inference_mode"}
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 @dataclass
@@ -43,87 +33,300 @@ class StaticReport:
     kernels: list[str] = field(default_factory=list)     # @triton.jit function names
 
 
-def _dotted(node: ast.AST) -> str:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return ""
-
-
-def _is_jit(dec: ast.AST) -> bool:
-    target = dec.func if isinstance(dec, ast.Call) else dec
-    return _dotted(target) in {"triton.jit", "jit"}
-
-
 def static_check(tree: ast.Module, entry: str) -> StaticReport:
-    rep = StaticReport()
-    aliases: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                _check_import(a.name, rep)
-                aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom):
-            mod = node.module or ""
-            _check_import(mod if node.level == 0 else "." + mod, rep)
-            for a in node.names:
-                aliases[a.asname or a.name] = f"{mod}.{a.name}"
-                full = f"{mod}.{a.name}"
-                if any(full == b or full.startswith(b + ".") for b in BANNED_ATTRS):
-                    rep.violations.append(f"imports {full}")
-        elif isinstance(node, ast.Name) and node.id in BANNED_NAMES:
-            rep.violations.append(f"uses the builtin {node.id!r}")
+    return _Checker(tree, entry).run()
+
+
+def _parts(node: ast.AST) -> list[str]:
+    """`a.b.c` -> ["a", "b", "c"]; [] when the chain is not rooted at a plain name."""
+    out: list[str] = []
+    while isinstance(node, ast.Attribute):
+        out.append(node.attr)
+        node = node.value
+    return [node.id, *reversed(out)] if isinstance(node, ast.Name) else []
+
+
+class _Checker:
+    def __init__(self, tree: ast.Module, entry: str) -> None:
+        self.tree, self.entry = tree, entry
+        self.rep = StaticReport()
+        self.aliases: dict[str, tuple[str, ...]] = {}   # name -> module-rooted chain
+        self.alias_nodes: set[int] = set()              # the import / alias statements
+        self.parent: dict[int, ast.AST] = {}
+
+    def bad(self, msg: str) -> None:
+        self.rep.violations.append(msg)
+
+    def run(self) -> StaticReport:
+        for node in ast.walk(self.tree):
+            for child in ast.iter_child_nodes(node):
+                self.parent[id(child)] = node
+        self._collect_aliases()
+        for node in ast.walk(self.tree):
+            self._visit(node)
+        self._check_structure()
+        self.rep.violations = sorted(set(self.rep.violations))
+        self.rep.flags = sorted(set(self.rep.flags))
+        return self.rep
+
+    # ---- aliases -----------------------------------------------------------------------------
+    def _collect_aliases(self) -> None:
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Import):
+                self.alias_nodes.add(id(node))
+                for a in node.names:
+                    self._check_import(a.name)
+                    if a.asname:
+                        self.aliases[a.asname] = tuple(a.name.split("."))
+                    else:
+                        self.aliases[a.name.split(".")[0]] = (a.name.split(".")[0],)
+            elif isinstance(node, ast.ImportFrom):
+                self.alias_nodes.add(id(node))
+                mod = node.module or ""
+                if node.level:
+                    self.bad(f"relative import {'.' * node.level}{mod}")
+                    continue
+                self._check_import(mod)
+                for a in node.names:
+                    if a.name == "*":
+                        self.bad(f"star import from {mod}")
+                        continue
+                    chain = (*mod.split("."), a.name)
+                    why = resolve_chain(chain) or P.banned_attr_name(a.name)
+                    if why:
+                        self.bad(f"imports {'.'.join(chain)}: {why}")
+                    self.aliases[a.asname or a.name] = chain
+        for _ in range(3):  # `F = torch.nn.functional`, `G = F` ...: module aliases by assignment
+            for node in ast.walk(self.tree):
+                if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                        and isinstance(node.targets[0], ast.Name)
+                        and self._module_chain(node.value)):
+                    self.aliases[node.targets[0].id] = self._expand(node.value)
+                    self.alias_nodes.add(id(node))
+
+    def _check_import(self, name: str) -> None:
+        root = name.split(".")[0]
+        if root in P.ROOTS:
+            why = resolve_chain(tuple(name.split(".")))
+            if why:
+                self.bad(f"imports {name}: {why}")
+        elif root not in P.STDLIB_ALLOW or name != root:
+            self.bad(f"imports {name!r} (allowed: torch, triton and "
+                     f"{', '.join(sorted(P.STDLIB_ALLOW))})")
+
+    def _expand(self, node: ast.AST) -> tuple[str, ...]:
+        parts = _parts(node)
+        if not parts or parts[0] not in self.aliases:
+            return ()
+        return (*self.aliases[parts[0]], *parts[1:])
+
+    def _module_chain(self, node: ast.AST) -> bool:
+        chain = self._expand(node)
+        return bool(chain) and chain[0] in P.ROOTS and inspect.ismodule(walk(list(chain)))
+
+    # ---- the walk ----------------------------------------------------------------------------
+    def _visit(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Name):
+            self._name(node)
         elif isinstance(node, ast.Attribute):
-            if node.attr.startswith("__") and node.attr not in SAFE_DUNDERS:
-                rep.violations.append(f"reaches the dunder attribute {node.attr!r}")
-            full = _expand(_dotted(node), aliases)
-            if any(full == b or full.startswith(b + ".") for b in BANNED_ATTRS):
-                rep.violations.append(f"uses {full}")
-        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for t in targets:
-                full = _expand(_dotted(t), aliases) if isinstance(t, ast.Attribute) else ""
-                if full.split(".")[0] in {"torch", "triton", "time", "math"}:
-                    rep.violations.append(f"monkeypatches {full}")
-        elif isinstance(node, ast.Try):
-            for h in node.handlers:
-                if not all(isinstance(s, ast.Raise) for s in h.body):
-                    rep.violations.append("try/except that does not re-raise (a fallback)")
+            self._attribute(node)
+        elif isinstance(node, ast.arg) and node.arg in self.aliases:
+            self.bad(f"rebinds the module name {node.arg!r}")
+        elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            self._try(node)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            self._definition(node)
         elif isinstance(node, ast.Call):
-            full = _expand(_dotted(node.func), aliases)
-            if full.startswith("torch.") and full.split(".")[-1] not in TORCH_ALLOC:
-                rep.flags.append(f"torch_call:{full}")
-        elif isinstance(node, ast.Global):
-            rep.flags.append("global_state")
-    funcs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    rep.kernels = [n for n, f in funcs.items() if any(_is_jit(d) for d in f.decorator_list)]
-    if entry not in funcs:
-        rep.violations.append(f"no top-level function named {entry!r}")
-    if not rep.kernels:
-        rep.violations.append("no @triton.jit kernel")
-    rep.violations = sorted(set(rep.violations))
-    rep.flags = sorted(set(rep.flags))
-    return rep
+            self._call(node)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            self.rep.flags.append("global_state")
+        for t in _targets(node):
+            self._target(t, node)
+
+    def _name(self, node: ast.Name) -> None:
+        name = node.id
+        if name in P.BANNED_NAMES and isinstance(node.ctx, ast.Load) and not self._shadowed(node):
+            self.bad(f"uses the builtin {name!r}")
+        elif name.startswith("__") and name.endswith("__") and name not in ("__name__", "__doc__"):
+            self.bad(f"uses the dunder name {name!r}")
+        if name not in self.aliases or not isinstance(node.ctx, ast.Load):
+            return
+        parent = self.parent.get(id(node))
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            return
+        if id(parent) not in self.alias_nodes and self._module_chain(node):
+            self.bad(f"passes the module {name!r} around as a value")
+
+    def _attribute(self, node: ast.Attribute) -> None:
+        attr, root = node.attr, _parts(node)[:1]
+        own = root in (["self"], ["cls"]) and root[0] not in self.aliases
+        if attr.startswith("__") and attr.endswith("__"):
+            if attr not in P.SAFE_DUNDER_ATTRS:
+                self.bad(f"reaches the dunder attribute {attr!r}")
+        elif attr.startswith("_") and not own:
+            self.bad(f"reaches the private attribute {attr!r}")
+        why = P.banned_attr_name(attr)
+        if why:
+            self.bad(why)
+        parent = self.parent.get(id(node))
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            return  # only whole chains are resolved (each prefix is judged on the way)
+        chain = self._expand(node)
+        if chain:
+            why = resolve_chain(chain)
+            if why:
+                self.bad(why)
+            elif id(parent) not in self.alias_nodes and self._module_chain(node) and not (
+                    isinstance(parent, ast.Call) and parent.func is node):
+                self.bad(f"passes the module {'.'.join(chain)} around as a value")
+
+    def _target(self, t: ast.AST, stmt: ast.AST) -> None:
+        if isinstance(t, (ast.Tuple, ast.List)):
+            for e in t.elts:
+                self._target(e, stmt)
+        elif isinstance(t, ast.Starred):
+            self._target(t.value, stmt)
+        elif isinstance(t, ast.Name):
+            if t.id in self.aliases and id(stmt) not in self.alias_nodes:
+                self.bad(f"rebinds the module name {t.id!r}")
+        elif isinstance(t, ast.Attribute):
+            root = _parts(t)[:1]
+            if root not in (["self"], ["cls"]) or root[0] in self.aliases:
+                what = ".".join(self._expand(t) or _parts(t)) or f"attribute {t.attr!r}"
+                self.bad(f"monkeypatches {what} (assigns to an object it does not own)")
+        elif isinstance(t, ast.Subscript) and self._expand(t.value):
+            what = ".".join(self._expand(t.value))
+            self.bad(f"monkeypatches {what} (assigns into library state)")
+
+    def _try(self, node: ast.AST) -> None:
+        for h in getattr(node, "handlers", []):
+            if not all(isinstance(s, ast.Raise) for s in h.body):
+                self.bad("try/except that does not re-raise (a fallback)")
+        for stmt in getattr(node, "finalbody", []):
+            for sub in _walk_local(stmt):
+                if isinstance(sub, (ast.Return, ast.Break, ast.Continue)):
+                    self.bad("return/break/continue in a finally block (swallows the exception)")
+
+    def _definition(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        name = node.name
+        if name.startswith("__") and name.endswith("__") and name not in P.SAFE_DUNDER_DEFS:
+            self.bad(f"defines the hook {name!r}")
+        if name in self.aliases:
+            self.bad(f"rebinds the module name {name!r}")
+        if not isinstance(node, ast.ClassDef):
+            return
+        if node.keywords:
+            self.bad(f"class {name} passes class keywords (a metaclass)")
+        for base in node.bases:
+            chain = self._expand(base)
+            obj = walk(list(chain)) if chain and chain[0] in P.ROOTS else MISSING
+            import torch
+
+            if isinstance(obj, type) and issubclass(obj, torch.Tensor):
+                self.bad(f"class {name} subclasses torch.Tensor (outputs must be plain tensors)")
+
+    def _call(self, node: ast.Call) -> None:
+        chain = self._expand(node.func)
+        if chain and chain[0] == "torch" and chain[-1] not in TORCH_ALLOC:
+            self.rep.flags.append(f"torch_call:{'.'.join(chain)}")
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+            recv = node.func.value
+            if not (isinstance(recv, ast.Constant) and isinstance(recv.value, str)):
+                self.bad("calls .format on a computed string")
+            elif _FORMAT_FIELD.search(recv.value):
+                self.bad("a format string that reads attributes or items of its arguments")
+
+    def _shadowed(self, node: ast.Name) -> bool:
+        """True when the name is bound by the candidate in a scope it is read from (a parameter
+        named `input`), so it does not refer to the builtin. Defaults and decorators belong to the
+        enclosing scope, and a comprehension's first iterable too."""
+        path: list[ast.AST] = [node]
+        while id(path[-1]) in self.parent:
+            scope = self.parent[id(path[-1])]
+            prev = path[-1]
+            path.append(scope)
+            if not isinstance(scope, _SCOPES):
+                continue
+            if isinstance(scope, _FUNCS) and prev not in scope.body:
+                continue
+            if isinstance(scope, ast.Lambda) and prev is not scope.body:
+                continue
+            if isinstance(scope, _COMPS) and prev is scope.generators[0] and path[-3] is prev.iter:
+                continue
+            if node.id in _bindings(scope):
+                return True
+        return False
+
+    # ---- the module's shape ------------------------------------------------------------------
+    def _check_structure(self) -> None:
+        funcs = {n.name: n for n in self.tree.body if isinstance(n, _FUNCS)}
+        self.rep.kernels = [n for n, f in funcs.items()
+                            if any(self._is_jit(d) for d in f.decorator_list)]
+        if self.entry not in funcs:
+            self.bad(f"no top-level function named {self.entry!r}")
+        else:
+            for d in funcs[self.entry].decorator_list:
+                name = ".".join(self._expand(d.func if isinstance(d, ast.Call) else d))
+                if name not in _ENTRY_DECORATORS:
+                    self.bad(f"decorates the entry function with {name or 'an expression'} "
+                             "(a cache or a wrapper)")
+        if not self.rep.kernels:
+            self.bad("no @triton.jit kernel")
+
+    def _is_jit(self, dec: ast.AST) -> bool:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        return self._expand(target) == ("triton", "jit")
 
 
-def _check_import(name: str, rep: StaticReport) -> None:
-    if any(name == b or name.startswith(b + ".") for b in BANNED_ATTRS):
-        rep.violations.append(f"imports {name}")
-    elif name.startswith("."):
-        rep.violations.append(f"relative import {name!r}")
-    elif name not in ALLOWED_IMPORTS and name.split(".")[0] not in {"torch", "triton"}:
-        rep.violations.append(f"imports {name!r} (allowed: torch, triton, math and typing helpers)")
+_COMPS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_SCOPES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, *_COMPS)
 
 
-def _expand(dotted: str, aliases: dict[str, str]) -> str:
-    if not dotted:
-        return ""
-    head, _, rest = dotted.partition(".")
-    base = aliases.get(head, head)
-    if base == "triton.language":
-        base = "tl"
-    return f"{base}.{rest}" if rest else base
+def _bindings(scope: ast.AST) -> set[str]:
+    """Names a scope binds: parameters, stores, defs, imports and `except ... as` names."""
+    names: set[str] = set()
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        a = scope.args
+        names |= {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x}
+    body = scope.generators if isinstance(scope, _COMPS) else scope.body
+    stack = list(body) if isinstance(body, list) else [body]
+    declared: set[str] = set()
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            names.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+            continue
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            names.add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            names |= {a.asname or a.name.split(".")[0] for a in n.names}
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            declared |= set(n.names)
+        if isinstance(n, (ast.Lambda, *_COMPS)):
+            continue
+        stack += list(ast.iter_child_nodes(n))
+    return names - declared if not isinstance(scope, ast.Module) else names
+
+
+def _targets(node: ast.AST) -> list[ast.AST]:
+    if isinstance(node, (ast.Assign, ast.Delete)):
+        return list(node.targets)
+    if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.comprehension,
+                         ast.NamedExpr)):
+        return [node.target]
+    if isinstance(node, (ast.With, ast.AsyncWith)):
+        return [i.optional_vars for i in node.items if i.optional_vars is not None]
+    return []
+
+
+def _walk_local(node: ast.AST) -> list[ast.AST]:
+    """The nodes of one block, not descending into nested functions or classes."""
+    out, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        stack += [c for c in ast.iter_child_nodes(n)
+                  if not isinstance(c, (*_FUNCS, ast.ClassDef, ast.Lambda))]
+    return out

@@ -3,7 +3,10 @@
 The worker gets its own session (so the whole process group can be killed), a scrubbed environment
 built from an allowlist, a private temp directory as cwd and HOME, resource limits, its output
 redirected to a capped log file, and no network where the kernel lets us make a network namespace.
-A hang, crash or CUDA error kills the group; the next request starts a fresh worker.
+CPU workers also confine themselves with Landlock (landlock.py). The task file is copied into the
+temp dir, so the worker never learns where the repository is; every string that comes back is
+scrubbed of the parent's secret values. A hang, crash or CUDA error kills the group; the next
+request starts a fresh worker. INTEGRITY.md describes the layers and what each one stops.
 """
 from __future__ import annotations
 
@@ -41,8 +44,30 @@ class SandboxConfig:
     extra_procs: int = 64          # RLIMIT_NPROC above the processes this user already runs
     memory_gb: float = 0.0         # RLIMIT_AS on CPU workers (0 = off; CUDA reserves huge VA)
     network: bool = False          # allow network (off: a private network namespace if possible)
+    landlock: str = "auto"         # on | off | auto (on for CPU workers; GPU once validated)
     max_output_mb: int = 2048      # cap on bytes a reply may carry
     extra_env: dict[str, str] = field(default_factory=dict)
+
+
+def _secret_values() -> list[str]:
+    """Values of the parent's secret-looking variables (long enough to be worth scrubbing)."""
+    return sorted({v for k, v in os.environ.items() if _SECRET.search(k) and len(v) >= 6},
+                  key=len, reverse=True)
+
+
+def redact(obj: Any, secrets: list[str] | None = None) -> Any:
+    """`obj` with every secret value replaced, in every string it holds: what the worker sends
+    back (error messages, its log) reaches Parquet and W&B, so it must never carry one."""
+    secrets = _secret_values() if secrets is None else secrets
+    if isinstance(obj, str):
+        for v in secrets:
+            obj = obj.replace(v, "[REDACTED]")
+        return obj
+    if isinstance(obj, dict):
+        return {k: redact(v, secrets) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [redact(v, secrets) for v in obj]
+    return obj
 
 
 class WorkerDied(RuntimeError):
@@ -55,8 +80,14 @@ def scrubbed_env(cfg: SandboxConfig, home: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if _ENV_ALLOW.match(k) and not _SECRET.search(k)}
     env.update(cfg.extra_env)
     env.update(HOME=home, TMPDIR=home, PYTHONPATH=_PKG_ROOT, PYTHONDONTWRITEBYTECODE="1",
-               KBX_DEVICE=cfg.device, PYTHONUNBUFFERED="1")
+               KBX_DEVICE=cfg.device, PYTHONUNBUFFERED="1",
+               # glibc fills fresh allocations with 0x7f and freed ones with 0x80: an uninitialised
+               # `torch.empty` on the CPU reads as garbage, never as a stale correct answer
+               MALLOC_PERTURB_="128",
+               KBX_LANDLOCK="1" if cfg.landlock == "on" or (
+                   cfg.landlock == "auto" and cfg.device == "cpu") else "0")
     env.setdefault("TRITON_CACHE_DIR", str(Path(tempfile.gettempdir()) / "kbx_triton_cache"))
+    os.makedirs(env["TRITON_CACHE_DIR"], exist_ok=True)
     return {k: v for k, v in env.items() if not _SECRET.search(k) or k == "TRITON_CACHE_DIR"}
 
 
@@ -124,7 +155,30 @@ class Sandbox:
         if not self.alive:
             self.kill()
             self._spawn()
-        return self._roundtrip(header, timeout)
+        if header.get("task_path"):
+            header = dict(header, task_path=self._private_copy(header["task_path"]))
+        reply = self._roundtrip(header, timeout)
+        if self._log_bytes() > (self.cfg.file_mb << 20) // 2:
+            self.kill()  # a flooded log would fail the next candidate's first print (EFBIG)
+        return reply
+
+    def _log_bytes(self) -> int:
+        try:
+            return os.path.getsize(os.path.join(self.home, "worker.log"))
+        except OSError:
+            return 0
+
+    def _private_copy(self, path: str) -> str:
+        """The task file, copied into the worker's temp dir: the repository path stays unknown."""
+        with open(path, "rb") as f:
+            data = f.read()
+        import hashlib
+
+        dest = os.path.join(self.home, f"kbx_task_{hashlib.sha256(data).hexdigest()[:16]}.py")
+        if not os.path.exists(dest):
+            with open(dest, "wb") as f:
+                f.write(data)
+        return dest
 
     def _roundtrip(self, header: dict, timeout: float) -> tuple[dict, list[bytes]]:
         assert self.proc and self.proc.stdin
@@ -140,7 +194,8 @@ class Sandbox:
             reply, blobs = protocol.recv(self.reply, self.cfg.max_output_mb << 20)
         except protocol.ProtocolError as e:
             raise self._died(str(e)) from None
-        if reply.get("error_kind") == "cuda_error":
+        reply = redact(reply)
+        if reply.get("error_kind") == "cuda_error" or reply.get("fatal"):
             self.kill()
         return reply, blobs
 
@@ -156,7 +211,7 @@ class Sandbox:
         cause = f"exit code {code}"
         if code is not None and code < 0:
             cause = f"killed by {signal.Signals(-code).name}"
-        return WorkerDied("crash", f"worker died ({cause}; {why}). {tail}".strip())
+        return WorkerDied("crash", redact(f"worker died ({cause}; {why}). {tail}".strip()))
 
     def log_tail(self, n: int = 1500) -> str:
         try:

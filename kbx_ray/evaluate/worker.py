@@ -28,9 +28,10 @@ POISON_MB = 256
 
 
 class CandidateError(Exception):
-    def __init__(self, kind: str, msg: str) -> None:
+    def __init__(self, kind: str, msg: str, fatal: bool = False) -> None:
         super().__init__(msg)
         self.kind, self.msg = kind, msg
+        self.fatal = fatal  # this process can no longer judge anyone: the parent must kill it
 
 
 class Worker:
@@ -40,10 +41,15 @@ class Worker:
         self.mutates: tuple[str, ...] = ()
         self.sig: inspect.Signature | None = None
         guards.install_launch_counter()
-        self.baseline = guards.sentinels()
+        if DEVICE == "cpu":
+            guards.install_bounds_checker()
         self.mode = guards.make_dispatch_mode()
+        self.sentinels = guards.Sentinels(_HARNESS)
         self.inputs = InputCache(int(os.environ.get("KBX_INPUT_CACHE_MB", "4096")) << 20)
         self.tasks: dict[str, Any] = {}
+        self.last: tuple | None = None  # (case name, args, kwargs, reused): the last run's buffers
+        self.landlocked = False  # set once main() has confined the process (landlock.py)
+        self.task_ids: dict[str, dict[str, int]] = {}  # identities of each task module's names
         self.task_key = ""
 
     def _inputs(self, case: dict, seed: int) -> tuple[tuple, dict]:
@@ -55,6 +61,7 @@ class Worker:
         import triton
 
         info["triton"] = triton.__version__
+        info["landlock"] = self.landlocked
         if DEVICE == "cuda":
             info["gpu_name"] = torch.cuda.get_device_name(0)
             info["driver"] = str(getattr(torch.version, "cuda", "") or "")
@@ -63,14 +70,19 @@ class Worker:
     def load(self, req: dict) -> tuple[dict, list[bytes]]:
         self.task_key = req.get("task_key") or req["task_path"]
         if self.task_key not in self.tasks:
-            self.tasks[self.task_key] = _import_path(f"kbx_task_{req['module']}", req["task_path"])
+            mod = _import_path(f"kbx_task_{req['module']}", req["task_path"])
+            self.tasks[self.task_key] = mod
+            self.task_ids[self.task_key] = {k: id(v) for k, v in vars(mod).items()}
         self.task = self.tasks[self.task_key]
+        self.last = None
         self.mutates = tuple(getattr(self.task, "MUTATES", ()))
         self.sig = inspect.signature(getattr(self.task, req["entry"]))
         try:
             module = _import_path(f"kbx_cand_{req['module']}", req["code_path"])
         except BaseException as e:  # noqa: BLE001 - SystemExit at import is the candidate's doing
+            self._check_tampering()
             raise CandidateError("import_error", _candidate_tb(e, req["code_path"])) from None
+        self._check_tampering()
         entry = getattr(module, req["entry"], None)
         if not callable(entry):
             raise CandidateError("missing_entry", f"the module defines no function {req['entry']!r}")
@@ -78,16 +90,32 @@ class Worker:
         return {}, []
 
     def run(self, req: dict) -> tuple[dict, list[bytes]]:
-        results, blobs = [], []
+        """Each seed's outputs, encoded as soon as they exist. Every other seed of a case reuses
+        the previous seed's buffers with fresh values written in (across requests), so a result
+        cached by pointer, tensor identity or shape comes back stale; the first seed runs twice,
+        to check determinism and that the second call did not hand back the first call's output
+        buffer."""
+        results: list[dict] = []
+        blobs: list[bytes] = []
         for i, seed in enumerate(req["seeds"]):
             args, kwargs = self._inputs(req["case"], seed)
-            info, outs = self._call_checked(args, kwargs)
+            last, reused = self.last, False
+            if (last and not (i == 0 and req.get("repeat", True)) and last[0] == req["case"]["name"]
+                    and not last[3] and _refill((last[1], last[2]), (args, kwargs))):
+                args, kwargs, reused = last[1], last[2], True
+            self.last = (req["case"]["name"], args, kwargs, reused)
+            info, returned, mutated = self._call_checked(args, kwargs)
+            outs = returned + mutated
+            info["outputs"] = _encode(outs, blobs)
             if i == 0 and req.get("repeat", True):
                 args2, kwargs2 = self._inputs(req["case"], seed)
-                _, outs2 = self._call_checked(args2, kwargs2)
+                _, returned2, mutated2 = self._call_checked(args2, kwargs2)
+                if any(_overlaps(a, b) for a in returned for b in returned2):
+                    raise CandidateError("disqualified", "the second call returned the first "
+                                         "call's output buffer: results are cached across calls")
+                outs2 = returned2 + mutated2
                 info["nondeterministic"] = len(outs) != len(outs2) or not all(
                     _same(a, b) for a, b in zip(outs, outs2))
-            info["outputs"] = _encode(outs, blobs)
             results.append(info)
         return {"results": results}, blobs
 
@@ -99,13 +127,13 @@ class Worker:
         fresh_args, fresh_kwargs = self._inputs(req["case"], req["fresh_seed"])
         for old, new in zip(_tensors((args, kwargs)), _tensors((fresh_args, fresh_kwargs))):
             old.copy_(new)
-        info, outs = self._call_checked(args, kwargs)
+        info, returned, mutated = self._call_checked(args, kwargs)
         blobs: list[bytes] = []
-        info["outputs"] = _encode(outs, blobs)
+        info["outputs"] = _encode(returned + mutated, blobs)
         return {"timing": t.to_dict(), "check": info}, blobs
 
     # ---- one checked call ------------------------------------------------------------------
-    def _call_checked(self, args: tuple, kwargs: dict) -> tuple[dict, list[Any]]:
+    def _call_checked(self, args: tuple, kwargs: dict) -> tuple[dict, list[Any], list[Any]]:
         pristine = [t.clone() for t in _tensors((args, kwargs))]
         _poison()
         guards.MONITOR.reset()
@@ -116,9 +144,11 @@ class Worker:
             if DEVICE == "cuda":
                 torch.cuda.synchronize()
         except BaseException as e:  # noqa: BLE001
+            self._check_tampering()
             raise CandidateError(_error_kind(e), _candidate_tb(e, "kbx_cand_")) from None
         finally:
             guards.MONITOR.active = False
+        self._check_tampering()
         returned = _flatten_output(out)
         bound = self.sig.bind(*args, **kwargs).arguments if self.sig else {}
         mutated_args = [bound[m] for m in self.mutates if m in bound]
@@ -132,9 +162,22 @@ class Worker:
             "structure": _structure(out),
             "stream_changed": DEVICE == "cuda"
             and torch.cuda.current_stream() != torch.cuda.default_stream(),
-            "tampered": guards.sentinels() != self.baseline,
+            "tampered": [],
         }
-        return info, returned + mutated_args
+        return info, returned, mutated_args
+
+    def _check_tampering(self) -> None:
+        changed = self._tampered()
+        if changed:
+            raise CandidateError("disqualified", "the candidate patched the harness runtime ("
+                                 f"{', '.join(changed)})", fatal=True)
+
+    def _tampered(self) -> list[str]:
+        """Harness, library or task-module names the candidate replaced (see guards.Sentinels)."""
+        changed = self.sentinels.changed()
+        ids = self.task_ids.get(self.task_key, {})
+        changed += [f"task.{k}" for k, v in vars(self.task).items() if k in ids and ids[k] != id(v)]
+        return changed[:5]
 
 
 # ---- helpers -----------------------------------------------------------------------------------
@@ -176,12 +219,20 @@ def _tensors(obj: Any) -> list[Any]:
 def _flatten_output(out: Any) -> list[Any]:
     if out is None:
         return []
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, (list, tuple)) and all(isinstance(t, torch.Tensor) for t in out):
-        return list(out)
-    raise CandidateError("runtime_error", f"the entry function returned {type(out).__name__}, "
-                                          "expected a tensor, a tuple of tensors or None")
+    outs = ([out] if isinstance(out, torch.Tensor)
+            else list(out) if isinstance(out, (list, tuple)) else None)
+    if outs is None or not all(isinstance(t, torch.Tensor) for t in outs):
+        raise CandidateError("runtime_error", f"the entry function returned {type(out).__name__}, "
+                                              "expected a tensor, a tuple of tensors or None")
+    for t in outs:
+        if type(t) is not torch.Tensor:  # noqa: E721 - a subclass runs its own code when read
+            raise CandidateError("disqualified", f"the entry function returned a "
+                                 f"{type(t).__name__}, a torch.Tensor subclass (its values could "
+                                 "be computed lazily)")
+        if t.layout != torch.strided or t.device.type != DEVICE:
+            raise CandidateError("runtime_error", f"an output is a {t.layout} tensor on "
+                                 f"{t.device}; expected a dense tensor on {DEVICE}")
+    return outs
 
 
 def _structure(out: Any) -> str:
@@ -204,6 +255,28 @@ def _overlaps(a: Any, b: Any) -> bool:
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
+def _refill(old: tuple, new: tuple) -> bool:
+    """Write `new`'s tensor values into `old`'s buffers; False when their layouts differ."""
+    a, b = _tensors(old), _tensors(new)
+    if len(a) != len(b) or _scalars(old) != _scalars(new) or any(
+            x.shape != y.shape or x.dtype != y.dtype or x.stride() != y.stride()
+            for x, y in zip(a, b)):
+        return False
+    for x, y in zip(a, b):
+        x.copy_(y)
+    return True
+
+
+def _scalars(obj: Any) -> list[Any]:
+    if isinstance(obj, torch.Tensor):
+        return []
+    if isinstance(obj, (list, tuple)):
+        return [s for x in obj for s in _scalars(x)]
+    if isinstance(obj, dict):
+        return [(k, _scalars(v)) for k, v in sorted(obj.items())]
+    return [obj]
+
+
 def _poison() -> None:
     """Fill free allocator memory with NaN bytes, so an uninitialised `empty` reads as garbage."""
     if DEVICE == "cuda":
@@ -219,10 +292,22 @@ def _encode(outs: list[Any], blobs: list[bytes]) -> list[dict]:
     return metas
 
 
+_HARNESS = (globals(), vars(protocol), vars(timing), vars(sys.modules[InputCache.__module__]),
+            vars(InputCache), vars(Worker))
+
+
 def main() -> None:
     out_fp = os.fdopen(int(sys.argv[1]), "wb")
     in_fp = sys.stdin.buffer
     worker = Worker()
+    if os.environ.get("KBX_LANDLOCK") == "1":  # after every import: the paths needed are known
+        from kbx_ray.evaluate import landlock
+
+        if DEVICE == "cuda":
+            torch.cuda.init()  # open the device nodes and load the driver while all is visible
+        pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        worker.landlocked = landlock.restrict(*landlock.worker_paths(
+            pkg, os.getcwd(), os.environ.get("TRITON_CACHE_DIR", ""), DEVICE))
     while True:
         try:
             req, _ = protocol.recv(in_fp)
@@ -233,7 +318,8 @@ def main() -> None:
             header, blobs = getattr(worker, op)(req)
             header["ok"] = True
         except CandidateError as e:
-            header, blobs = {"ok": False, "error_kind": e.kind, "error_msg": e.msg}, []
+            header = {"ok": False, "error_kind": e.kind, "error_msg": e.msg, "fatal": e.fatal}
+            blobs = []
         except BaseException as e:  # noqa: BLE001
             header = {"ok": False, "error_kind": "infra_error",
                       "error_msg": "".join(traceback.format_exception(type(e), e, e.__traceback__))}

@@ -1,0 +1,223 @@
+"""What candidate source may name: the tables behind the static checks (`checks.py`).
+
+Two kinds of rule, because an AST cannot know what a runtime value is:
+- chains rooted at an imported module (`torch.cuda.x`, `tl.core.y`) are *resolved* in the trusted
+  parent against the real torch and triton, so `torch.os`, `triton.language.core.np` or any alias a
+  library happens to keep (`bltns`, `mp`, ...) is seen for what it is: a module outside the sandbox;
+- attributes of runtime values (`t.untyped_storage().from_file`, `gen.gi_frame.f_back`) cannot be
+  resolved, so their *names* are checked against the denylists below.
+The stdlib helpers a kernel may use are allowlisted name by name: `typing.get_type_hints` and
+`functools.singledispatch` evaluate strings, so "import typing" alone must not open them.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+from functools import lru_cache
+from typing import Any
+
+MISSING = object()
+
+# Standard-library helper modules a candidate may import, and the names it may take from each
+# (None: every public name; none of math, itertools or numbers reaches code or the OS).
+STDLIB_ALLOW: dict[str, frozenset[str] | None] = {
+    "math": None, "itertools": None, "numbers": None,
+    "__future__": frozenset({"annotations"}),
+    "typing": frozenset({
+        "Any", "Optional", "Union", "Tuple", "List", "Dict", "Set", "FrozenSet", "Sequence",
+        "Callable", "Iterable", "Iterator", "Mapping", "MutableMapping", "Type", "TypeVar",
+        "Literal", "Final", "ClassVar", "NamedTuple", "TYPE_CHECKING", "cast", "overload",
+        "Generic", "Protocol", "SupportsInt", "SupportsFloat", "Annotated", "TypeAlias",
+    }),
+    "functools": frozenset({"partial", "reduce", "wraps", "total_ordering", "lru_cache", "cache"}),
+    "dataclasses": frozenset({"dataclass", "field", "fields", "asdict", "astuple", "replace"}),
+    "enum": frozenset({"Enum", "IntEnum", "Flag", "IntFlag", "auto", "unique"}),
+    "collections": frozenset({"namedtuple", "OrderedDict", "defaultdict", "deque", "Counter"}),
+}
+ROOTS = frozenset({"torch", "triton"})
+
+# Builtins that reach code, files, the interpreter's namespaces or raw memory.
+BANNED_NAMES = frozenset({
+    "open", "eval", "exec", "compile", "__import__", "globals", "locals", "vars", "setattr",
+    "delattr", "getattr", "breakpoint", "input", "memoryview", "__builtins__", "help", "exit",
+    "quit", "type", "id", "__loader__", "__spec__", "__file__", "__build_class__", "copyright",
+    "credits", "license",
+})
+# Dunders a candidate may name: constructors and a class's own name.
+SAFE_DUNDER_ATTRS = frozenset({"__init__", "__name__", "__qualname__", "__doc__"})
+SAFE_DUNDER_DEFS = frozenset({"__init__", "__call__", "__repr__", "__str__", "__post_init__"})
+
+# Modules that give the OS, the interpreter or the network. Any module named so (with or without
+# leading underscores), and the aliases libraries keep of them, is out of reach.
+DANGER_MODULES = frozenset({
+    "os", "posix", "nt", "sys", "subprocess", "builtins", "importlib", "imp", "ctypes", "cffi",
+    "socket", "ssl", "selectors", "shutil", "pathlib", "io", "signal", "threading", "thread",
+    "multiprocessing", "concurrent", "asyncio", "inspect", "gc", "platform", "mmap", "pickle",
+    "cPickle", "marshal", "shelve", "dill", "types", "tempfile", "glob", "fcntl", "resource",
+    "runpy", "pty", "pdb", "bdb", "linecache", "traceback", "logging", "urllib", "http", "ftplib",
+    "smtplib", "numpy", "code", "codeop", "zipfile", "tarfile", "gzip", "weakref", "sysconfig",
+    "site", "atexit", "copyreg", "tokenize", "pkgutil", "zipimport", "dis", "ast", "operator",
+    "webbrowser", "getpass", "pwd", "grp", "faulthandler", "tracemalloc", "functools", "contextlib",
+    "warnings", "opcode", "readline", "termios", "tty", "sqlite3", "dbm", "configparser", "netrc",
+    "codecs", "uuid",
+})
+# Aliases of such modules that torch and triton keep (found by walking their namespaces).
+MODULE_ALIASES = frozenset({
+    "np", "bltns", "mp", "stdlib_re", "reducer", "reduction", "python_multiprocessing", "_sys",
+    "_os", "_functools", "_thread", "_io", "_imp", "_weakref", "_ctypes", "_socket", "_pickle",
+    "_posixsubprocess", "osp", "os_path", "path", "environ",
+})
+# Attribute names on runtime values that reach files, frames, code, raw memory or side streams.
+FRAME_ATTRS = frozenset({
+    "f_back", "f_builtins", "f_code", "f_globals", "f_locals", "f_trace", "f_lasti", "gi_frame",
+    "gi_code", "gi_yieldfrom", "gi_running", "gi_suspended", "cr_frame", "cr_code", "cr_await",
+    "cr_origin", "ag_frame", "ag_code", "ag_await", "tb_frame", "tb_next", "tb_lasti", "co_code",
+    "co_consts", "co_names", "co_varnames", "co_filename", "func_globals", "func_code",
+    "func_closure", "im_func", "im_self", "cell_contents",
+})
+BANNED_ATTRS = frozenset({
+    "from_file", "tofile", "fromfile", "as_subclass", "share_memory_", "format_map", "environ",
+    "getenv", "putenv", "system", "popen", "spawn", "fork", "execv", "execve", "kill", "remove",
+    "unlink", "rmtree", "rename", "listdir", "scandir", "walk", "read_text", "read_bytes",
+    "write_text", "write_bytes", "import_module", "exec_module", "load_module", "get_data",
+    "get_type_hints", "ForwardRef", "attrgetter", "methodcaller", "getattr_static", "getmembers",
+    "currentframe", "settrace", "setprofile", "modules", "Stream", "stream", "streams",
+    "set_stream", "ExternalStream", "StreamContext", "Event", "graph", "graphs", "CUDAGraph",
+    "make_graphed_callables", "cudart", "jiterator", "caching_allocator_alloc",
+    "caching_allocator_delete", "change_current_allocator", "MemPool", "use_mem_pool",
+    "CUDAPluggableAllocator", "inline_asm_elementwise", "singledispatch", "mro", "library", "ops",
+    "classes", "load_inline", "cpp_extension",
+})
+
+# torch/triton submodules that reach native code, other streams, the compiler stack, files,
+# processes or the checker. A chain that resolves into one of them is rejected.
+BANNED_MODULES = (
+    "torch.ops", "torch.classes", "torch.utils", "torch.library", "torch.testing",
+    "torch.multiprocessing", "torch.distributed", "torch.hub", "torch.jit", "torch.package",
+    "torch.serialization", "torch.fx", "torch.export", "torch.overrides", "torch.onnx",
+    "torch.compiler", "torch.profiler", "torch.autograd.profiler", "torch.cuda.streams",
+    "torch.cuda.graphs", "torch.cuda.jiterator", "torch.accelerator", "torch.backends",
+    "torch.storage", "torch.monitor", "triton.testing", "triton.runtime", "triton.compiler",
+    "triton.knobs", "triton.backends", "triton.tools", "triton.profiler", "triton.experimental",
+)
+# Individual torch/triton objects with the same reach, by dotted path (resolved lazily).
+BANNED_OBJECTS = (
+    "torch.ops", "torch.classes", "torch.from_file", "torch.compile", "torch.load", "torch.save",
+    "torch.Stream", "torch.Event", "torch.cuda.Stream", "torch.cuda.Event", "torch.cuda.stream",
+    "torch.cuda.set_stream", "torch.cuda.ExternalStream", "torch.cuda.StreamContext",
+    "torch.cuda.cudart", "torch.cuda.caching_allocator_alloc",
+    "torch.cuda.caching_allocator_delete",
+    "torch.cuda.MemPool", "torch.cuda.use_mem_pool", "torch.cuda.graph", "torch.cuda.CUDAGraph",
+    "torch.cuda.make_graphed_callables", "torch.UntypedStorage", "torch.TypedStorage",
+    "triton.compile", "triton.language.inline_asm_elementwise",
+)
+
+# Torch functions a candidate may call freely: allocation, views and queries. Other torch calls
+# are recorded as `torch_call:<name>` flags; the runtime monitor decides whether they computed.
+TORCH_ALLOC = frozenset({
+    "empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
+    "empty_strided", "arange", "device", "Size", "is_tensor", "is_floating_point", "finfo", "iinfo",
+    "dtype", "get_default_dtype", "broadcast_shapes", "cdiv", "next_power_of_2", "jit", "autotune",
+    "Config", "heuristics", "constexpr", "is_available", "current_device", "get_device_properties",
+})
+
+
+def banned_attr_name(name: str) -> str | None:
+    """Why an attribute name is out of reach whatever object it is read from, or None."""
+    bare = name.lstrip("_")
+    if name in BANNED_ATTRS:
+        return f"reaches {name!r}"
+    if bare in DANGER_MODULES or name in MODULE_ALIASES:
+        return f"reaches the module attribute {name!r}"
+    if name in FRAME_ATTRS:
+        return f"reaches the interpreter internals {name!r}"
+    return None
+
+
+# ---- resolution of module-rooted chains against the real torch and triton -------------------
+@lru_cache(maxsize=None)
+def _banned_ids() -> frozenset[int]:
+    ids = set()
+    for path in BANNED_OBJECTS:
+        obj = walk(path.split("."))
+        if obj is not MISSING:
+            ids.add(id(obj))
+    return frozenset(ids)
+
+
+def walk(parts: list[str]) -> Any:
+    """The object a dotted chain names (importing submodules as Python would), or MISSING."""
+    try:
+        obj = importlib.import_module(parts[0])
+    except ImportError:
+        return MISSING
+    for a in parts[1:]:
+        obj = _step(obj, a)
+        if obj is MISSING:
+            break
+    return obj
+
+
+def _step(obj: Any, attr: str) -> Any:
+    if inspect.ismodule(obj):
+        nxt = getattr(obj, attr, MISSING)
+        name = f"{obj.__name__}.{attr}"
+        if nxt is MISSING and not _banned_module(name):
+            try:
+                nxt = importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - not a submodule: the candidate fails at run time
+                nxt = MISSING
+        return nxt
+    return inspect.getattr_static(obj, attr, MISSING)
+
+
+def _banned_module(name: str) -> bool:
+    return any(name == b or name.startswith(b + ".") for b in BANNED_MODULES)
+
+
+@lru_cache(maxsize=4096)
+def resolve_chain(chain: tuple[str, ...]) -> str | None:
+    """Why the module-rooted chain `chain` is out of reach, or None when it is fine."""
+    root = chain[0]
+    if root in STDLIB_ALLOW:
+        allow = STDLIB_ALLOW[root]
+        name = chain[1] if len(chain) > 1 else ""
+        if name and (name.startswith("_") or (allow is not None and name not in allow)):
+            return f"uses {root}.{name} (allowed from {root}: {', '.join(sorted(allow or []))})"
+        return None
+    obj = walk([root])
+    if obj is MISSING:
+        return f"uses the module {root!r}"
+    for i, attr in enumerate(chain[1:], 2):
+        full = ".".join(chain[:i])
+        if attr.startswith("_") and not (attr.startswith("__") and attr.endswith("__")):
+            return f"reaches the private {full}"
+        if inspect.ismodule(obj) and _banned_module(f"{obj.__name__}.{attr}"):
+            return f"uses {full}"
+        obj = _step(obj, attr)
+        if obj is MISSING:
+            return None  # not in this torch/triton: the candidate fails at run time
+        why = _judge(obj, full)
+        if why:
+            return why
+    return None
+
+
+def _judge(obj: Any, full: str) -> str | None:
+    if id(obj) in _banned_ids():
+        return f"uses {full}"
+    if inspect.ismodule(obj):
+        name = obj.__name__
+        if name.split(".")[0] not in ROOTS:
+            return f"reaches the module {name} through {full}"
+        return f"uses {full}" if _banned_module(name) else None
+    try:
+        mod = getattr(obj, "__module__", None)
+    except Exception:  # noqa: BLE001
+        mod = None
+    if isinstance(mod, str):
+        if mod.split(".")[0] in DANGER_MODULES:
+            return f"uses {full} (from {mod})"
+        if mod == "builtins" and getattr(obj, "__name__", "") in BANNED_NAMES:
+            return f"uses {full} (the builtin {obj.__name__})"
+    return None
