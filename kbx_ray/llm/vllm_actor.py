@@ -1,0 +1,247 @@
+"""The `vllm` backend: N Ray actor replicas, each an async actor around one vLLM AsyncLLM engine.
+
+The driver awaits `generate` from every cell coroutine at once; `ReplicaPool` spreads the requests
+over the replicas (least in flight, capped at ~1.1 x max_num_seqs each), so every prompt of a round
+is inside an engine together and vLLM batches them continuously. Sampling is seeded per request
+(GenParams.seed), so a cell's completion is reproducible. vllm is imported only inside the actor:
+the driver's node needs none of it.
+"""
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import os
+import re
+import time
+import uuid
+from typing import Any
+
+from kbx_ray.llm.base import GenParams, Messages
+from kbx_ray.llm.errors import BackendError
+from kbx_ray.llm.pool import ReplicaPool
+from kbx_ray.llm.vllm_spec import VLLMSpec, actor_options, for_cluster, placement_hint, spec_from
+from kbx_ray.types import Generation
+
+log = logging.getLogger(__name__)
+
+
+class VLLMReplica:
+    """One engine. Runs as a Ray async actor; all its requests share one event loop and batch."""
+
+    def __init__(self, engine_kwargs: dict[str, Any], name: str, sampling: dict[str, Any]) -> None:
+        path = str(engine_kwargs["model"])
+        if path.startswith(("/", "./", "~")) and not os.path.isdir(os.path.expanduser(path)):
+            raise FileNotFoundError(f"model folder {path} does not exist on this node")
+        from vllm import AsyncEngineArgs
+        from vllm.usage.usage_lib import UsageContext
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        # A sweep is an offline batch job: take vLLM's batch defaults (LLM_CLASS: e.g. a larger
+        # max_num_batched_tokens), not its server ones, unless the preset sets them.
+        self.engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_kwargs),
+                                                usage_context=UsageContext.LLM_CLASS)
+        self.tokenizer = self.engine.get_tokenizer()
+        self.max_len = int(self.engine.model_config.max_model_len)
+        self.name, self.sampling = name, dict(sampling)
+
+    def ready(self) -> dict[str, Any]:
+        import ray
+
+        return {"max_model_len": self.max_len, "pid": os.getpid(),
+                "node_id": ray.get_runtime_context().get_node_id()}
+
+    def shutdown(self) -> None:
+        """Stop the engine's processes. Ray's kill takes only the actor's own process and its
+        direct children, which would leave vLLM's worker processes running."""
+        self.engine.shutdown()
+
+    def load(self) -> int:
+        """Requests inside the engine right now (running or queued): proof of batching."""
+        return int(self.engine.get_num_unfinished_requests())
+
+    def render(self, messages: Messages) -> str:
+        """Chat template -> prompt text (a model without a template gets the contents joined)."""
+        if getattr(self.tokenizer, "chat_template", None):
+            return self.tokenizer.apply_chat_template(messages, tokenize=False,
+                                                      add_generation_prompt=True)
+        return "\n\n".join(m["content"] for m in messages) + "\n\n"
+
+    def encode(self, messages: Messages) -> list[int]:
+        """The prompt's token ids, as the engine makes them (the template holds any BOS)."""
+        return list(self.tokenizer.encode(self.render(messages), add_special_tokens=False))
+
+    async def generate(self, messages: Messages, params: GenParams) -> Generation:
+        """Tokenization runs in vLLM's own thread pool, off this event loop, as in `vllm serve`."""
+        from vllm import SamplingParams
+        from vllm.exceptions import VLLMValidationError
+        from vllm.sampling_params import RequestOutputKind
+        from vllm.v1.engine.exceptions import EngineDeadError
+
+        t0 = time.perf_counter()
+        sp = SamplingParams(temperature=params.temperature, top_p=params.top_p, seed=params.seed,
+                            max_tokens=params.max_tokens, output_kind=RequestOutputKind.FINAL_ONLY,
+                            **self.sampling)
+        final = None
+        try:
+            async for out in self.engine.generate(
+                    {"prompt": self.render(messages)}, sp, uuid.uuid4().hex,
+                    tokenization_kwargs={"add_special_tokens": False}):
+                final = out
+        except VLLMValidationError as e:
+            if not re.search(r"maximum (model|context) length", str(e)):
+                raise
+            # The prompt alone fills the context: nothing can be generated (extract: truncated).
+            return Generation(text="", prompt_tokens=len(self.encode(messages)),
+                              finish_reason="length", latency_s=time.perf_counter() - t0,
+                              model=self.name)
+        except EngineDeadError:
+            import ray
+
+            if ray.get_runtime_context().get_actor_id() is None:  # not a Ray actor: just raise
+                raise
+            log.error("vLLM engine of %s died; exiting so Ray restarts this replica", self.name)
+            os._exit(1)
+        assert final is not None and final.outputs
+        c = final.outputs[0]
+        return Generation(text=c.text, prompt_tokens=len(final.prompt_token_ids or ()),
+                          completion_tokens=len(c.token_ids), latency_s=time.perf_counter() - t0,
+                          finish_reason="length" if c.finish_reason == "length" else "stop",
+                          model=self.name)
+
+
+def _free_resources() -> str:
+    import ray
+
+    free = ray.available_resources()
+    return ", ".join(f"{k}={v:g}" for k, v in sorted(free.items())
+                     if k in ("CPU", "GPU", "gen") or k.startswith("accelerator_type")) or "nothing"
+
+
+def root_cause(err: BaseException) -> str:
+    """The last `SomeError: message` line of a Ray error's embedded traceback."""
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    causes = [ln for ln in lines if re.match(r"^[\w.]*(Error|Exception|Exit)\b.*:", ln)]
+    return (causes or lines or [type(err).__name__])[-1][:300]
+
+
+class VLLMBackend:
+    name = "vllm"
+
+    def __init__(self, spec: VLLMSpec) -> None:
+        import ray
+
+        self.spec = spec
+        hint = placement_hint(spec)
+        if hint:
+            log.warning(hint)
+        remote = ray.remote(VLLMReplica)
+        self.actors, self.groups = [], []
+        for _ in range(spec.replicas):
+            opts = actor_options(spec)
+            if "scheduling_strategy" in opts:
+                self.groups.append(opts["scheduling_strategy"].placement_group)
+            self.actors.append(remote.options(**opts).remote(spec.engine, spec.name, spec.sampling))
+        self.pool = ReplicaPool(self.actors, spec.max_inflight)
+        self.info: list[dict] | None = None
+        self._starting: dict[int, asyncio.Future] = {}
+
+    async def wait_ready(self) -> list[dict]:
+        """Block until every replica's engine is up (one check per event loop, shared by every
+        waiting request); a failed start is one line."""
+        if self.info is not None:
+            return self.info
+        loop = asyncio.get_running_loop()
+        if id(loop) not in self._starting:
+            self._starting = {id(loop): asyncio.ensure_future(self._start())}
+        return await self._starting[id(loop)]
+
+    async def _start(self) -> list[dict]:
+        import ray
+
+        ready = asyncio.ensure_future(self.pool.broadcast("ready"))
+        t0 = time.monotonic()
+        try:
+            while not ready.done():
+                left = self.spec.startup_timeout_s - (time.monotonic() - t0)
+                if left <= 0:
+                    ready.cancel()
+                    raise BackendError(
+                        f"vllm replicas of {self.spec.name} did not start within "
+                        f"{self.spec.startup_timeout_s:g} s: "
+                        f"{placement_hint(self.spec) or 'check the replica logs'}")
+                await asyncio.wait({ready}, timeout=min(60.0, left))
+                if not ready.done():
+                    log.warning("still waiting for %d vllm replica(s) of %s after %.0f s; free in "
+                                "the cluster: %s", len(self.actors), self.spec.name,
+                                time.monotonic() - t0, _free_resources())
+            self.info = ready.result()
+        except ray.exceptions.RayError as e:
+            _LIVE.pop(_live_key(self.spec), None)  # a later build starts fresh replicas
+            raise BackendError(f"vLLM engine for {self.spec.name} failed to start: {root_cause(e)}"
+                               ": fix model.path / model.engine") from None
+        log.info("vllm %s: %d replica(s) ready in %.0f s, at most %d requests in flight each",
+                 self.spec.name, len(self.info), time.monotonic() - t0, self.spec.max_inflight)
+        return self.info
+
+    async def generate(self, messages: Messages, params: GenParams) -> Generation:
+        import ray
+
+        await self.wait_ready()
+        try:
+            return await self.pool.call("generate", messages, params)
+        except ray.exceptions.RayTaskError as e:
+            raise BackendError(f"vllm replica of {self.spec.name} failed a request: "
+                               f"{root_cause(e)}") from None
+
+    def close(self) -> None:
+        """Shut the engines down cleanly, then end the replicas and their placement groups."""
+        import ray
+
+        try:
+            ray.get([a.shutdown.remote() for a in self.actors], timeout=120)
+        except Exception as e:  # noqa: BLE001 - a dead or hung replica is killed below anyway
+            log.warning("vllm %s: a replica did not shut down cleanly: %s", self.spec.name,
+                        root_cause(e))
+        for a in self.actors:
+            ray.kill(a)
+        for pg in self.groups:
+            ray.util.remove_placement_group(pg)
+        _LIVE.pop(_live_key(self.spec), None)
+
+
+_LIVE: dict[str, VLLMBackend] = {}  # engines already up in this Ray session, by spec
+
+
+def _close_all() -> None:
+    """At driver exit, stop every engine this driver started. Registered by `build` after ray is
+    imported, so it runs before Ray's own exit handler (atexit runs the last registered first)."""
+    import ray
+
+    if ray.is_initialized():
+        for backend in list(_LIVE.values()):
+            backend.close()
+
+
+def _live_key(spec: VLLMSpec) -> str:
+    import ray
+
+    return f"{ray.get_runtime_context().get_job_id()}-{spec.key()}"
+
+
+def build(cfg: Any) -> VLLMBackend:
+    """Replicas for this model config; a driver that builds the same config again (a resumed or
+    repeated sweep in one process) reuses the engines already loaded instead of reloading them."""
+    import ray
+
+    spec = spec_from(cfg)
+    if not ray.is_initialized():
+        ray.init(include_dashboard=False, configure_logging=False)
+    spec = for_cluster(spec)
+    key = _live_key(spec)
+    if key not in _LIVE:
+        if not _LIVE:
+            atexit.unregister(_close_all)
+            atexit.register(_close_all)
+        _LIVE[key] = VLLMBackend(spec)
+    return _LIVE[key]

