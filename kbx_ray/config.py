@@ -217,8 +217,13 @@ def _methods(cfg: Config) -> list[MethodConfig]:
     return methods
 
 
+def models(cfg: Config) -> list[ModelConfig]:
+    """The model axis: the sweep's `models`, else the `model`."""
+    return _variants("model", cfg.sweep.models, cfg.model)
+
+
 def grid_axes(cfg: Config, tasks: list[Any]) -> tuple[list[Any], list[Any], list[Any], range]:
-    return tasks, _methods(cfg), _variants("model", cfg.sweep.models, cfg.model), \
+    return tasks, _methods(cfg), models(cfg), \
         range(cfg.sweep.samples)
 
 

@@ -46,18 +46,51 @@ def eval_config_for(pool: hardware.HardwarePool, cfg: Config) -> Any:
     return ecfg
 
 
-def actors_for(pool: hardware.HardwarePool, requested: int) -> int:
-    """One evaluator per GPU of the pool's type in the cluster (or `engine.evaluators` if set)."""
+def generation_reserve(pool: hardware.HardwarePool, cfg: Config) -> int:
+    """GPUs of the pool's type that the sweep's vLLM replicas will hold beside its evaluators.
+
+    On a cluster laid out like cluster.yaml (kbx-role labels) generation has nodes of its own and
+    nothing is reserved. On one machine started by `ray.init()` the replicas and the evaluators
+    share its GPUs, and evaluators that took them all would leave the replicas pending forever.
+    """
+    if not pool.is_gpu:
+        return 0
+    from kbx_ray.config import models
+    from kbx_ray.llm.vllm_spec import generation_gpus, has_roles
+
+    if has_roles():
+        return 0
+    return sum(generation_gpus(m, pool.accelerator_type) for m in models(cfg))
+
+
+def pool_gpus(pool: hardware.HardwarePool) -> float:
+    """GPUs of the pool's type on the live nodes of the cluster."""
     import ray
 
-    if requested > 0:
-        return requested
-    if not pool.is_gpu:
-        return max(1, min(4, int(ray.cluster_resources().get("CPU", 1)) // 2))
     key = f"accelerator_type:{pool.accelerator_type}" if pool.accelerator_type else None
-    gpus = sum(n.get("Resources", {}).get("GPU", 0) for n in ray.nodes()
+    return sum(n.get("Resources", {}).get("GPU", 0) for n in ray.nodes()
                if n.get("Alive") and (key is None or key in n.get("Resources", {})))
-    return max(1, int(gpus // max(pool.num_gpus_per_actor, 1)))
+
+
+def actors_for(pool: hardware.HardwarePool, requested: int, reserved: int = 0) -> int:
+    """One evaluator per GPU of the pool's type in the cluster, less the `reserved` GPUs that
+    generation holds there (or `engine.evaluators` if set)."""
+    import ray
+
+    if not pool.is_gpu:
+        return requested or max(1, min(4, int(ray.cluster_resources().get("CPU", 1)) // 2))
+    gpus, per = pool_gpus(pool), max(pool.num_gpus_per_actor, 1)
+    if reserved and gpus and gpus - reserved < per:  # gpus == 0: the autoscaler may add some
+        raise ConfigError(
+            f"pool {pool.name!r} has no GPU left for evaluators: the cluster has {gpus:g} and "
+            f"the sweep's vLLM replicas need {reserved} of them: add a GPU, or serve the model "
+            "elsewhere (model=openai, or a cluster with generation nodes: cluster.yaml)")
+    if requested > 0:
+        if reserved and requested * per > gpus - reserved:
+            log.warning("pool %s: engine.evaluators=%d leaves fewer than the %d GPU(s) the vLLM "
+                        "replicas need; they will wait for them", pool.name, requested, reserved)
+        return requested
+    return max(1, int((gpus - reserved) // per))
 
 
 class EvaluatorPool:
@@ -70,7 +103,8 @@ class EvaluatorPool:
         self.retries, self.stats = cfg.engine.retries, PoolStats()
         self.ecfg = eval_config_for(pool, cfg)
         self.opts = dict(hardware.ray_options(pool), num_cpus=1)
-        n = actors_for(pool, cfg.engine.evaluators)
+        self.reserved = generation_reserve(pool, cfg)
+        n = actors_for(pool, cfg.engine.evaluators, self.reserved)
         if self.mode == "task":
             self.task_fn = evaluate_in_fresh_process.options(max_retries=0, **self.opts)
             n = max(n, 1)

@@ -136,15 +136,21 @@ def placement_hint(spec: VLLMSpec) -> str | None:
             "until one joins: add a generation node (cluster.yaml gen.*) or change model.placement")
 
 
-def for_cluster(spec: VLLMSpec, nodes: list[dict] | None = None) -> VLLMSpec:
-    """Drop the generation-node pins (resource `gen`, label `kbx-role`) on a cluster none of whose
-    nodes (default: `ray.nodes()`) carries a kbx-role label: a single machine started by
-    ray.init(), where the presets written for cluster.yaml would otherwise never be placed."""
+def has_roles(nodes: list[dict] | None = None) -> bool:
+    """Whether a live node (default: `ray.nodes()`) carries a kbx-role label: a cluster laid out
+    like cluster.yaml, with generation nodes apart from the evaluation nodes."""
     if nodes is None:
         import ray
 
         nodes = ray.nodes()
-    if any((n.get("Labels") or {}).get("kbx-role") for n in nodes if n.get("Alive")):
+    return any((n.get("Labels") or {}).get("kbx-role") for n in nodes if n.get("Alive"))
+
+
+def for_cluster(spec: VLLMSpec, nodes: list[dict] | None = None) -> VLLMSpec:
+    """Drop the generation-node pins (resource `gen`, label `kbx-role`) on a cluster none of whose
+    nodes (default: `ray.nodes()`) carries a kbx-role label: a single machine started by
+    ray.init(), where the presets written for cluster.yaml would otherwise never be placed."""
+    if has_roles(nodes):
         return spec
     resources = {k: v for k, v in spec.resources.items() if k != "gen"}
     labels = {k: v for k, v in spec.labels.items() if k != "kbx-role"}
@@ -154,11 +160,14 @@ def for_cluster(spec: VLLMSpec, nodes: list[dict] | None = None) -> VLLMSpec:
     return dataclasses.replace(spec, resources=resources, labels=labels)
 
 
-def generation_gpus(cfg: Any) -> int:
-    """GPUs that a model config's vllm replicas hold (0 for other backends). On a single machine
-    the engine must leave these to generation when it sizes its evaluator pools, or the replicas
+def generation_gpus(cfg: Any, accelerator_type: str | None = None) -> int:
+    """GPUs that a model config's vllm replicas hold (0 for other backends); with
+    `accelerator_type`, only if the replicas may land on GPUs of that type. On a single machine
+    the engine leaves these to generation when it sizes its evaluator pools, or the replicas
     wait forever for GPUs the evaluators hold."""
     if getattr(cfg, "backend", "") != "vllm":
         return 0
     spec = spec_from(cfg)
+    if accelerator_type and spec.accelerator_type not in (None, accelerator_type):
+        return 0
     return spec.replicas * spec.gpus_per_replica
