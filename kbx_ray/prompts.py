@@ -134,7 +134,7 @@ def feedback(r: EvalResult, kinds: list[str] | tuple[str, ...], t: Templates) ->
 def mismatch_summary(r: EvalResult) -> str:
     lines = []
     for c in r.cases:
-        status = "ok" if c.ok else f"FAILED: {c.message}"
+        status = "ok" if c.ok else f"FAILED: {c.error_kind}: {c.message}"
         lines.append(f"- {c.case}: max abs err {c.max_abs_err:.3g}, max rel err "
                      f"{c.max_rel_err:.3g}; {status}")
     return "\n".join(lines) or "- (no case finished)"

@@ -99,6 +99,7 @@ class CaseResult:
     max_abs_err: float = 0.0        # worst absolute error over seeds
     max_rel_err: float = 0.0        # worst relative error over seeds
     message: str = ""               # why it failed, one line
+    error_kind: str = ""            # an ErrorKind when it failed
     cand_ms: float | None = None    # candidate median time
     cand_p20_ms: float | None = None
     cand_p80_ms: float | None = None
@@ -131,6 +132,7 @@ class EvalResult:
     torch_version: str = ""
     triton_version: str = ""
     eval_wall_s: float = 0.0
+    stage_s: dict[str, float] = field(default_factory=dict)  # wall seconds per stage (profiling)
     node_id: str = ""               # the Ray node the evaluator ran on ("" outside Ray)
     node_accelerator: str = ""      # that node's advertised accelerator type
 

@@ -86,6 +86,7 @@ class Evaluator:
 
     # ---- stages ----------------------------------------------------------------------------
     def _run(self, task: Task, cand: Candidate, res: EvalResult) -> None:
+        t_run = time.perf_counter()
         if cand.error_kind:
             raise _Fail("extract", cand.error_kind, cand.error_msg)
         res.stage = "static"
@@ -98,10 +99,12 @@ class Evaluator:
         if rep.violations:
             raise _Fail("static", "disqualified", "; ".join(rep.violations))
         res.stage = "compile"
+        mark = self._clock(res, "static", t_run)
         module = f"{cand.candidate_id}_{self.count}"
         path = self.sandbox.write_code(f"kbx_cand_{module}", cand.code)
         self._ask({"op": "load", "code_path": path, "task_path": task.path, "entry": task.name,
                    "module": module, "task_key": task.task_hash}, self.cfg.load_timeout_s, "compile")
+        mark = self._clock(res, "load", mark)
         ref_mod = load_module(task.path)
         cases = self.cases_for(task)
         seeds = [self.cfg.base_seed + i for i in range(self.cfg.seeds)]
@@ -109,8 +112,8 @@ class Evaluator:
             cr = self._check_case(ref_mod, task, case, seeds, res, first=i == 0)
             res.cases.append(cr)
             if not cr.ok:
-                raise _Fail("correctness", cr.message.split(":", 1)[0], f"case {case['name']}: "
-                            f"{cr.message.split(':', 1)[-1].strip()}")
+                raise _Fail("correctness", cr.error_kind, f"case {case['name']}: {cr.message}")
+        mark = self._clock(res, "correctness", mark)
         if self.device != "cuda":
             res.timing_skipped = "no GPU: correctness ran under the Triton interpreter"
             return
@@ -118,12 +121,19 @@ class Evaluator:
         timed = [(c, cr) for c, cr in zip(cases, res.cases) if self._timed(c, cases)]
         for case, cr in timed:
             self._time_case(ref_mod, task, case, cr, res)
+        self._clock(res, "timing", mark)
         timed = [c for c in res.cases if c.speedup]
         if timed:
             res.speedup = math.exp(sum(math.log(c.speedup) for c in timed) / len(timed))
         sols = [c.sol_fraction for c in res.cases if c.sol_fraction]
         if sols:
             res.sol_fraction = math.exp(sum(math.log(s) for s in sols) / len(sols))
+
+    @staticmethod
+    def _clock(res: EvalResult, stage: str, since: float) -> float:
+        now = time.perf_counter()
+        res.stage_s[stage] = round(now - since, 4)
+        return now
 
     def _timed(self, case: dict, cases: list[dict]) -> bool:
         """Which cases are timed: the realistic (non-small) ones, unless a task has none."""
@@ -145,22 +155,28 @@ class Evaluator:
         cr = CaseResult(case=case["name"], seeds=len(seeds))
         outs_by_seed = []
         for i, seed in enumerate(seeds):  # one seed per request: a reply holds one seed's outputs
+            t0 = time.perf_counter()
             reply, blobs = self._ask({"op": "run", "case": case, "seeds": [seed], "repeat": i == 0},
                                      self.cfg.case_timeout_s,
                                      "compile" if first and i == 0 else "correctness")
             res.stage, res.call_ok = "correctness", True
             info = reply["results"][0]
+            t1 = time.perf_counter()
             outs = [tensor_from_wire(m, b).to(self.device) for m, b in zip(info["outputs"], blobs)]
             outs_by_seed.append(outs)
+            t2 = time.perf_counter()
             v = self._integrity(info, task, res) or self._verdict(ref_mod, task, case, seed, outs, info)
+            for key, dt in (("worker_run", t1 - t0), ("decode", t2 - t1),
+                            ("judge", time.perf_counter() - t2)):
+                res.stage_s[key] = round(res.stage_s.get(key, 0.0) + dt, 4)
             cr.max_abs_err = max(cr.max_abs_err, v.max_abs_err)
             cr.max_rel_err = max(cr.max_rel_err, v.max_rel_err)
             if not v.ok:
-                cr.message = f"{v.kind}: seed {seed}: {v.message}"
+                cr.error_kind, cr.message = v.kind, f"seed {seed}: {v.message}"
                 return cr
         if task.random and len(outs_by_seed) > 1 and all(
                 a.shape == b.shape and bool((a == b).all()) for a, b in zip(*outs_by_seed[:2])):
-            cr.message = "mismatch: different seeds gave identical outputs"
+            cr.error_kind, cr.message = "mismatch", "different seeds gave identical outputs"
             return cr
         cr.ok = True
         return cr

@@ -1,10 +1,9 @@
 """Seeded task inputs, made once and handed out as fresh copies.
 
-A task's `make_inputs` draws on the CPU (so every process and device sees identical values) and then
-moves to the device: for a 16M-element case that is ~0.1 s, paid per seed and per side on every
-candidate. Inputs depend only on (task, case, seed), so both the parent and the worker keep them,
-and each call gets a copy with the same sizes and strides: fresh memory, the same values. Standard
-library and torch only (the worker imports this).
+A task's `make_inputs` draws on the device with a seeded generator (tasks/README.md). Inputs depend
+only on (task, case, seed, device), so both the parent and the worker keep them, and each call gets a
+copy with the same sizes and strides: fresh memory, the same values. Standard library and torch only
+(the worker imports this).
 """
 from __future__ import annotations
 

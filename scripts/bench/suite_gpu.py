@@ -50,7 +50,7 @@ def main() -> int:
         rows.append({"task_id": task.task_id, "category": task.category, "exec_ok": res.exec_ok,
                      "error_kind": res.error_kind, "error_msg": res.error_msg,
                      "speedup": res.speedup, "sol_fraction": res.sol_fraction,
-                     "eval_wall_s": round(res.eval_wall_s, 2), "flags": res.flags,
+                     "eval_wall_s": round(res.eval_wall_s, 2), "stage_s": res.stage_s, "flags": res.flags,
                      "cases": [asdict(c) for c in res.cases]})
         write(out, ev.sandbox.info, pool, cfg, rows, t0)  # after every task: a timeout keeps them
     ev.close()

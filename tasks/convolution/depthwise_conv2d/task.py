@@ -54,15 +54,15 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x ~ normal (outliers: 0.1% scaled by 10); weight ~ normal / sqrt(KH * KW); bias ~ 0.5 *
     normal. A channels_last case draws an NHWC tensor and returns its NCHW permuted view."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     n, c, h, w = case["x"]
     kh, kw = case["k"]
     shape = [n, h, w, c] if case.get("channels_last") else [n, c, h, w]
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
-    weight = torch.randn(c, 1, kh, kw, generator=g) / (kh * kw) ** 0.5
-    bias = 0.5 * torch.randn(c, generator=g)
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    weight = torch.randn(c, 1, kh, kw, generator=g, device=g.device) / (kh * kw) ** 0.5
+    bias = 0.5 * torch.randn(c, generator=g, device=g.device)
     x, weight, bias = x.to(device), weight.to(device), bias.to(device)
     if case.get("channels_last"):
         x = x.permute(0, 3, 1, 2)

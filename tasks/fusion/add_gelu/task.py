@@ -45,13 +45,13 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal (outliers: 0.1% scaled by 10); y: 0.5 * normal. With `transposed`, x is
     the `.t()` view of a contiguous tensor of the transposed shape and y is contiguous."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"]
     x_shape = shape[::-1] if case.get("transposed") else shape
-    x = torch.randn(x_shape, generator=g)
+    x = torch.randn(x_shape, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(x_shape, generator=g) < 0.001, x * 10, x)
-    y = 0.5 * torch.randn(shape, generator=g)
+        x = torch.where(torch.rand(x_shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    y = 0.5 * torch.randn(shape, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     x, y = x.to(dtype).to(device), y.to(dtype).to(device)
     if case.get("transposed"):

@@ -41,13 +41,13 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal (outliers: 0.1% scaled by 10); y: 0.5 * normal. With `transposed`, y is
     the `.t()` view of a contiguous tensor of the transposed shape."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"]
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
     y_shape = shape[::-1] if case.get("transposed") else shape
-    y = 0.5 * torch.randn(y_shape, generator=g)
+    y = 0.5 * torch.randn(y_shape, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     x, y = x.to(dtype).to(device), y.to(dtype).to(device)
     if case.get("transposed"):

@@ -49,16 +49,16 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """q, k, v: standard normal (outliers: 0.1% of q and k scaled by 10); slopes: the standard ALiBi
     geometric sequence 2 ** (-8 (h + 1) / H)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     b, h, s, d = case["b"], case["h"], case["s"], case["d"]
     dtype = getattr(torch, case["dtype"])
     out = []
     for i in range(3):
-        t = torch.randn(b, h, s, d, generator=g)
+        t = torch.randn(b, h, s, d, generator=g, device=g.device)
         if case.get("outliers") and i < 2:
-            t = torch.where(torch.rand(b, h, s, d, generator=g) < 0.001, t * 10, t)
+            t = torch.where(torch.rand(b, h, s, d, generator=g, device=g.device) < 0.001, t * 10, t)
         out.append(t.to(dtype).to(device))
-    slopes = 2.0 ** (-8.0 * torch.arange(1, h + 1, dtype=torch.float32) / h)
+    slopes = 2.0 ** (-8.0 * torch.arange(1, h + 1, dtype=torch.float32, device=device) / h)
     return tuple(out) + (slopes.to(device),), {}
 
 

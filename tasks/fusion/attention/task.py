@@ -46,14 +46,14 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """q, k, v: standard normal (outliers: 0.1% of q and k scaled by 10). With `bshd`, each is the
     `.transpose(1, 2)` view of a contiguous [B, S, H, D] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     b, h, s, d = case["b"], case["h"], case["s"], case["d"]
     shape = [b, s, h, d] if case.get("bshd") else [b, h, s, d]
     out = []
     for i in range(3):
-        t = torch.randn(shape, generator=g)
+        t = torch.randn(shape, generator=g, device=g.device)
         if case.get("outliers") and i < 2:
-            t = torch.where(torch.rand(shape, generator=g) < 0.001, t * 10, t)
+            t = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, t * 10, t)
         t = t.to(getattr(torch, case["dtype"])).to(device)
         out.append(t.transpose(1, 2) if case.get("bshd") else t)
     return tuple(out), {}

@@ -48,16 +48,16 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal (outliers: 0.1% scaled by 10); running_mean: 0.5 * normal; running_var:
     uniform in [0.25, 2.25); weight: 1 + 0.3 * normal; bias: 0.3 * normal (so about half the
     outputs are positive). With `channels_last`, x is converted to that memory format."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"]
     c = shape[1]
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
-    mean = 0.5 * torch.randn(c, generator=g)
-    var = 0.25 + 2 * torch.rand(c, generator=g)
-    weight = 1 + 0.3 * torch.randn(c, generator=g)
-    bias = 0.3 * torch.randn(c, generator=g)
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    mean = 0.5 * torch.randn(c, generator=g, device=g.device)
+    var = 0.25 + 2 * torch.rand(c, generator=g, device=g.device)
+    weight = 1 + 0.3 * torch.randn(c, generator=g, device=g.device)
+    bias = 0.3 * torch.randn(c, generator=g, device=g.device)
     x = x.to(getattr(torch, case["dtype"]))
     if case.get("channels_last"):
         x = x.contiguous(memory_format=torch.channels_last)

@@ -43,14 +43,14 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal (outliers: 0.1% scaled by 10); bias: 0.5 * normal; residual: standard
     normal; keep_mask: Bernoulli(1 - p)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = list(case["shape"])
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
-    bias = 0.5 * torch.randn(shape[-1], generator=g)
-    residual = torch.randn(shape, generator=g)
-    keep = torch.rand(shape, generator=g) >= case["p"]
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    bias = 0.5 * torch.randn(shape[-1], generator=g, device=g.device)
+    residual = torch.randn(shape, generator=g, device=g.device)
+    keep = torch.rand(shape, generator=g, device=g.device) >= case["p"]
     dtype = getattr(torch, case["dtype"])
     x, bias, residual = (t.to(dtype).to(device) for t in (x, bias, residual))
     return (x, bias, residual, keep.to(device), case["p"]), {}

@@ -44,14 +44,14 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: 1.5 * standard normal (outliers: 0.1% scaled by 10); bias: 0.5 * normal. A sliced case
     returns the first N columns of a tensor 5 columns wider."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = list(case["shape"])
     n = shape[-1]
     full = shape[:-1] + [n + 5] if case.get("sliced") else shape
-    x = 1.5 * torch.randn(full, generator=g)
+    x = 1.5 * torch.randn(full, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(full, generator=g) < 0.001, x * 10, x)
-    bias = 0.5 * torch.randn(n, generator=g)
+        x = torch.where(torch.rand(full, generator=g, device=g.device) < 0.001, x * 10, x)
+    bias = 0.5 * torch.randn(n, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     x, bias = x.to(dtype).to(device), bias.to(dtype).to(device)
     if case.get("sliced"):

@@ -48,17 +48,17 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: normal with per-row offsets in [0, 2) and scales in [0.5, 2) (outliers: 0.1% scaled by
     10); bias: 0.5 * normal; residual: standard normal; ln_weight: 1 + 0.3 * normal; ln_bias:
     0.5 * normal."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = list(case["shape"])
     d = shape[-1]
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
-    x = x * (0.5 + 1.5 * torch.rand(shape[:-1] + [1], generator=g)) + 2 * torch.rand(shape[:-1] + [1], generator=g)
-    bias = 0.5 * torch.randn(d, generator=g)
-    residual = torch.randn(shape, generator=g)
-    ln_weight = 1 + 0.3 * torch.randn(d, generator=g)
-    ln_bias = 0.5 * torch.randn(d, generator=g)
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = x * (0.5 + 1.5 * torch.rand(shape[:-1] + [1], generator=g, device=g.device)) + 2 * torch.rand(shape[:-1] + [1], generator=g, device=g.device)
+    bias = 0.5 * torch.randn(d, generator=g, device=g.device)
+    residual = torch.randn(shape, generator=g, device=g.device)
+    ln_weight = 1 + 0.3 * torch.randn(d, generator=g, device=g.device)
+    ln_bias = 0.5 * torch.randn(d, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     args = tuple(t.to(dtype).to(device) for t in (x, bias, residual, ln_weight, ln_bias))
     kwargs = {"eps": case["eps"]} if "eps" in case else {}

@@ -50,17 +50,17 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """a: standard normal (outliers: 0.1% scaled by 10); b: normal / sqrt(K) with per-column scales
     in [0.5, 2); norm_weight: 1 + 0.2 * normal. With `b_transposed`, b is the `.transpose(1, 2)`
     view of a contiguous [B, N, K] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     bt, m, n, k = case["bt"], case["m"], case["n"], case["k"]
-    a = torch.randn(bt, m, k, generator=g)
+    a = torch.randn(bt, m, k, generator=g, device=g.device)
     if case.get("outliers"):
-        a = torch.where(torch.rand(bt, m, k, generator=g) < 0.001, a * 10, a)
-    col_scale = 0.5 + 1.5 * torch.rand(n, generator=g)
+        a = torch.where(torch.rand(bt, m, k, generator=g, device=g.device) < 0.001, a * 10, a)
+    col_scale = 0.5 + 1.5 * torch.rand(n, generator=g, device=g.device)
     if case.get("b_transposed"):
-        b = torch.randn(bt, n, k, generator=g) / k ** 0.5 * col_scale[None, :, None]
+        b = torch.randn(bt, n, k, generator=g, device=g.device) / k ** 0.5 * col_scale[None, :, None]
     else:
-        b = torch.randn(bt, k, n, generator=g) / k ** 0.5 * col_scale
-    nw = 1 + 0.2 * torch.randn(n, generator=g)
+        b = torch.randn(bt, k, n, generator=g, device=g.device) / k ** 0.5 * col_scale
+    nw = 1 + 0.2 * torch.randn(n, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     a, b, nw = (t.to(dtype).to(device) for t in (a, b, nw))
     if case.get("b_transposed"):

@@ -47,12 +47,12 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """scores: 3 * standard normal (outliers: 0.1% scaled by 10); scale = 1 / sqrt(64). With
     `strided`, scores is the `.transpose(1, 2)` view of a contiguous [B, Sq, H, Sk] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     b, h, sq, sk = case["b"], case["h"], case["sq"], case["sk"]
     shape = [b, sq, h, sk] if case.get("strided") else [b, h, sq, sk]
-    scores = 3 * torch.randn(shape, generator=g)
+    scores = 3 * torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        scores = torch.where(torch.rand(shape, generator=g) < 0.001, scores * 10, scores)
+        scores = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, scores * 10, scores)
     scores = scores.to(getattr(torch, case["dtype"])).to(device)
     if case.get("strided"):
         scores = scores.transpose(1, 2)

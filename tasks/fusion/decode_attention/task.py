@@ -57,16 +57,16 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """q, caches: standard normal (outliers: 0.1% of q and k_cache scaled by 10); cache_seqlens:
     uniform in [1, Smax] with sequence 0 at Smax (and, with `force_len1`, sequence 1 at 1)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     b, hq, hkv, smax, d = case["b"], case["hq"], case["hkv"], case["smax"], case["d"]
     dtype = getattr(torch, case["dtype"])
-    q = torch.randn(b, hq, d, generator=g)
-    kc = torch.randn(b, hkv, smax, d, generator=g)
-    vc = torch.randn(b, hkv, smax, d, generator=g)
+    q = torch.randn(b, hq, d, generator=g, device=g.device)
+    kc = torch.randn(b, hkv, smax, d, generator=g, device=g.device)
+    vc = torch.randn(b, hkv, smax, d, generator=g, device=g.device)
     if case.get("outliers"):
-        q = torch.where(torch.rand(b, hq, d, generator=g) < 0.001, q * 10, q)
-        kc = torch.where(torch.rand(b, hkv, smax, d, generator=g) < 0.001, kc * 10, kc)
-    lens = torch.randint(1, smax + 1, (b,), generator=g, dtype=torch.int32)
+        q = torch.where(torch.rand(b, hq, d, generator=g, device=g.device) < 0.001, q * 10, q)
+        kc = torch.where(torch.rand(b, hkv, smax, d, generator=g, device=g.device) < 0.001, kc * 10, kc)
+    lens = torch.randint(1, smax + 1, (b,), generator=g, dtype=torch.int32, device=g.device)
     lens[0] = smax
     if case.get("force_len1"):
         lens[1] = 1

@@ -49,16 +49,16 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """input_ids: uniform in [0, V) with the first and last forced to 0 and V - 1; token_type_ids:
     uniform in [0, T); tables: 0.5, 0.2 and 0.1 * normal (word, position, type); ln_weight:
     1 + 0.2 * normal; ln_bias: 0.2 * normal."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     b, s, v, p, t, e = case["b"], case["s"], case["v"], case["p"], case["t"], case["e"]
-    ids = torch.randint(0, v, (b, s), generator=g)
+    ids = torch.randint(0, v, (b, s), generator=g, device=g.device)
     ids[0, 0] = 0
     ids[-1, -1] = v - 1
-    tt = torch.randint(0, t, (b, s), generator=g)
+    tt = torch.randint(0, t, (b, s), generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
-    tabs = [0.5 * torch.randn(v, e, generator=g), 0.2 * torch.randn(p, e, generator=g),
-            0.1 * torch.randn(t, e, generator=g), 1 + 0.2 * torch.randn(e, generator=g),
-            0.2 * torch.randn(e, generator=g)]
+    tabs = [0.5 * torch.randn(v, e, generator=g, device=g.device), 0.2 * torch.randn(p, e, generator=g, device=g.device),
+            0.1 * torch.randn(t, e, generator=g, device=g.device), 1 + 0.2 * torch.randn(e, generator=g, device=g.device),
+            0.2 * torch.randn(e, generator=g, device=g.device)]
     return (ids.to(device), tt.to(device)) + tuple(x.to(dtype).to(device) for x in tabs), {}
 
 

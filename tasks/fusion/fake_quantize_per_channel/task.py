@@ -53,16 +53,16 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """w: normal with per-row std in [0.01, 0.1) (outliers: 0.1% scaled by 10); scale: 0.8 x the
     row's absmax / qmax (so some values clamp); zero_point: random integers in [-3, 3]. A sliced w
     is the first K columns of a tensor 5 columns wider."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     n, k = case["n"], case["k"]
     qmin, qmax = case.get("qmin", -128), case.get("qmax", 127)
     width = k + 5 if case.get("sliced") else k
-    w = torch.randn(n, width, generator=g) * (0.01 + 0.09 * torch.rand(n, 1, generator=g))
+    w = torch.randn(n, width, generator=g, device=g.device) * (0.01 + 0.09 * torch.rand(n, 1, generator=g, device=g.device))
     if case.get("outliers"):
-        w = torch.where(torch.rand(n, width, generator=g) < 0.001, w * 10, w)
+        w = torch.where(torch.rand(n, width, generator=g, device=g.device) < 0.001, w * 10, w)
     w = w.to(getattr(torch, case["dtype"]))
     scale = 0.8 * w[:, :k].float().abs().amax(dim=1) / qmax
-    zero_point = torch.randint(-3, 4, (n,), generator=g, dtype=torch.int32)
+    zero_point = torch.randint(-3, 4, (n,), generator=g, dtype=torch.int32, device=g.device)
     w = w.to(device)
     if case.get("sliced"):
         w = w[:, :k]

@@ -54,12 +54,12 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: normal with std 2 plus 1 (outliers: 0.1% scaled by 10). scale = 0.05, zero_point = 100 for
     the uint8 range and 0.04 / 3 for the int8 range, so both ends clamp. With `transposed`, x is
     the `.t()` view of a contiguous tensor of the transposed shape."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"]
     t_shape = shape[::-1] if case.get("transposed") else shape
-    x = 1 + 2 * torch.randn(t_shape, generator=g)
+    x = 1 + 2 * torch.randn(t_shape, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(t_shape, generator=g) < 0.001, x * 10, x)
+        x = torch.where(torch.rand(t_shape, generator=g, device=g.device) < 0.001, x * 10, x)
     x = x.to(getattr(torch, case["dtype"])).to(device)
     if case.get("transposed"):
         x = x.t()

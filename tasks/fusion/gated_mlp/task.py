@@ -47,14 +47,14 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal (outliers: 0.1% scaled by 10); w_gate, w_up: normal / sqrt(E); w_down:
     2 * normal / sqrt(F)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     m, e, f = case["m"], case["e"], case["f"]
-    x = torch.randn(m, e, generator=g)
+    x = torch.randn(m, e, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(m, e, generator=g) < 0.001, x * 10, x)
-    w_gate = torch.randn(f, e, generator=g) / e ** 0.5
-    w_up = torch.randn(f, e, generator=g) / e ** 0.5
-    w_down = 2 * torch.randn(e, f, generator=g) / f ** 0.5
+        x = torch.where(torch.rand(m, e, generator=g, device=g.device) < 0.001, x * 10, x)
+    w_gate = torch.randn(f, e, generator=g, device=g.device) / e ** 0.5
+    w_up = torch.randn(f, e, generator=g, device=g.device) / e ** 0.5
+    w_down = 2 * torch.randn(e, f, generator=g, device=g.device) / f ** 0.5
     dtype = getattr(torch, case["dtype"])
     return tuple(t.to(dtype).to(device) for t in (x, w_gate, w_up, w_down)), {}
 

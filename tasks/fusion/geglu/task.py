@@ -40,14 +40,14 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """gate: 1.5 * standard normal (outliers: 0.1% scaled by 10); up: standard normal. With
     `fused`, both are the two column halves of one contiguous [M, 2N] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = list(case["shape"])
     n = shape[-1]
     dtype = getattr(torch, case["dtype"])
-    gate = 1.5 * torch.randn(shape, generator=g)
+    gate = 1.5 * torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        gate = torch.where(torch.rand(shape, generator=g) < 0.001, gate * 10, gate)
-    up = torch.randn(shape, generator=g)
+        gate = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, gate * 10, gate)
+    up = torch.randn(shape, generator=g, device=g.device)
     if case.get("fused"):
         h = torch.cat([gate, up], dim=-1).to(dtype).to(device)
         return (h[..., :n], h[..., n:]), {}

@@ -46,14 +46,14 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: normal with per-channel offsets in [-1, 1) and scales in [0.5, 2) (outliers: 0.1% scaled
     by 10); weight: 1 + 0.2 * normal; bias: 0.2 * normal."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     n, c, h, w = case["shape"]
-    x = torch.randn(n, c, h, w, generator=g)
+    x = torch.randn(n, c, h, w, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(n, c, h, w, generator=g) < 0.001, x * 10, x)
-    x = x * (0.5 + 1.5 * torch.rand(1, c, 1, 1, generator=g)) + (2 * torch.rand(1, c, 1, 1, generator=g) - 1)
-    weight = 1 + 0.2 * torch.randn(c, generator=g)
-    bias = 0.2 * torch.randn(c, generator=g)
+        x = torch.where(torch.rand(n, c, h, w, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = x * (0.5 + 1.5 * torch.rand(1, c, 1, 1, generator=g, device=g.device)) + (2 * torch.rand(1, c, 1, 1, generator=g, device=g.device) - 1)
+    weight = 1 + 0.2 * torch.randn(c, generator=g, device=g.device)
+    bias = 0.2 * torch.randn(c, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     x, weight, bias = (t.to(dtype).to(device) for t in (x, weight, bias))
     return (x, case["groups"], weight, bias), {}

@@ -57,14 +57,14 @@ CASES = [
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """q, k, v: standard normal (outliers: 0.1% of q and k scaled by 10), contiguous [B, S, H, D]."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     b, sq, sk, hq, hkv, d = case["b"], case["sq"], case["sk"], case["hq"], case["hkv"], case["d"]
     dtype = getattr(torch, case["dtype"])
     out = []
     for i, shape in enumerate(([b, sq, hq, d], [b, sk, hkv, d], [b, sk, hkv, d])):
-        t = torch.randn(shape, generator=g)
+        t = torch.randn(shape, generator=g, device=g.device)
         if case.get("outliers") and i < 2:
-            t = torch.where(torch.rand(shape, generator=g) < 0.001, t * 10, t)
+            t = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, t * 10, t)
         out.append(t.to(dtype).to(device))
     return tuple(out), {}
 

@@ -57,21 +57,21 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """key, value, and both caches: standard normal. slot_mapping: distinct random slots, with a
     fraction `padding` of tokens set to -1. With `fused`, key and value are views into a
     contiguous [T, 3 * Hk * D] tensor (as from a QKV projection with as many query heads)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     t, hk, d, nb, bs = case["t"], case["hk"], case["d"], case["blocks"], case["block_size"]
     dtype = getattr(torch, case["dtype"])
-    qkv = torch.randn(t, 3, hk, d, generator=g).to(dtype).to(device)
+    qkv = torch.randn(t, 3, hk, d, generator=g, device=g.device).to(dtype).to(device)
     if case.get("fused"):
         flat = qkv.view(t, 3 * hk * d)
         key = flat[:, hk * d:2 * hk * d].view(t, hk, d)
         value = flat[:, 2 * hk * d:].view(t, hk, d)
     else:
         key, value = qkv[:, 1].contiguous(), qkv[:, 2].contiguous()
-    key_cache = torch.randn(nb, bs, hk, d, generator=g).to(dtype).to(device)
-    value_cache = torch.randn(nb, bs, hk, d, generator=g).to(dtype).to(device)
-    slots = torch.randperm(nb * bs, generator=g)[:t]
+    key_cache = torch.randn(nb, bs, hk, d, generator=g, device=g.device).to(dtype).to(device)
+    value_cache = torch.randn(nb, bs, hk, d, generator=g, device=g.device).to(dtype).to(device)
+    slots = torch.randperm(nb * bs, generator=g, device=g.device)[:t]
     if case.get("padding"):
-        slots = torch.where(torch.rand(t, generator=g) < case["padding"], -1, slots)
+        slots = torch.where(torch.rand(t, generator=g, device=g.device) < case["padding"], -1, slots)
     return (key, value, key_cache, value_cache, slots.to(device)), {}
 
 

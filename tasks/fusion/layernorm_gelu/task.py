@@ -47,16 +47,16 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: normal with per-row offsets in [0, 2) and scales in [0.5, 2) (outliers: 0.1% scaled by
     10); weight: 1 + 0.5 * normal; bias: 0.5 * normal. A sliced x is the first D columns of a
     tensor 7 columns wider."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = list(case["shape"])
     d = shape[-1]
     full = shape[:-1] + [d + 7] if case.get("sliced") else shape
-    x = torch.randn(full, generator=g)
+    x = torch.randn(full, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(full, generator=g) < 0.001, x * 10, x)
-    x = x * (0.5 + 1.5 * torch.rand(full[:-1] + [1], generator=g)) + 2 * torch.rand(full[:-1] + [1], generator=g)
-    weight = 1 + 0.5 * torch.randn(d, generator=g)
-    bias = 0.5 * torch.randn(d, generator=g)
+        x = torch.where(torch.rand(full, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = x * (0.5 + 1.5 * torch.rand(full[:-1] + [1], generator=g, device=g.device)) + 2 * torch.rand(full[:-1] + [1], generator=g, device=g.device)
+    weight = 1 + 0.5 * torch.randn(d, generator=g, device=g.device)
+    bias = 0.5 * torch.randn(d, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     x, weight, bias = (t.to(dtype).to(device) for t in (x, weight, bias))
     if case.get("sliced"):

@@ -48,16 +48,16 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: normal with per-row offsets in [0, 2) and scales in [0.5, 2) (outliers: 0.1% scaled by
     10); ln_weight: 1 + 0.3 * normal; ln_bias: 0.3 * normal; weight: normal / sqrt(K); bias: 0.5 *
     normal."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     m, n, k = case["m"], case["n"], case["k"]
-    x = torch.randn(m, k, generator=g)
+    x = torch.randn(m, k, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(m, k, generator=g) < 0.001, x * 10, x)
-    x = x * (0.5 + 1.5 * torch.rand(m, 1, generator=g)) + 2 * torch.rand(m, 1, generator=g)
-    lw = 1 + 0.3 * torch.randn(k, generator=g)
-    lb = 0.3 * torch.randn(k, generator=g)
-    w = torch.randn(n, k, generator=g) / k ** 0.5
-    bias = 0.5 * torch.randn(n, generator=g)
+        x = torch.where(torch.rand(m, k, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = x * (0.5 + 1.5 * torch.rand(m, 1, generator=g, device=g.device)) + 2 * torch.rand(m, 1, generator=g, device=g.device)
+    lw = 1 + 0.3 * torch.randn(k, generator=g, device=g.device)
+    lb = 0.3 * torch.randn(k, generator=g, device=g.device)
+    w = torch.randn(n, k, generator=g, device=g.device) / k ** 0.5
+    bias = 0.5 * torch.randn(n, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     return tuple(t.to(dtype).to(device) for t in (x, lw, lb, w, bias)), {}
 

@@ -49,13 +49,13 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: normal with per-row offsets in [0, 2) and scales in [0.5, 2) (outliers: 0.1% scaled by
     10); shift: 0.5 * normal; scale: 0.5 * normal. With `chunked`, shift and scale are chunks 0 and
     1 of a contiguous [B, 6 * D] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     b, s, d = case["b"], case["s"], case["d"]
-    x = torch.randn(b, s, d, generator=g)
+    x = torch.randn(b, s, d, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(b, s, d, generator=g) < 0.001, x * 10, x)
-    x = x * (0.5 + 1.5 * torch.rand(b, s, 1, generator=g)) + 2 * torch.rand(b, s, 1, generator=g)
-    mod = 0.5 * torch.randn(b, 6 * d if case.get("chunked") else 2 * d, generator=g)
+        x = torch.where(torch.rand(b, s, d, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = x * (0.5 + 1.5 * torch.rand(b, s, 1, generator=g, device=g.device)) + 2 * torch.rand(b, s, 1, generator=g, device=g.device)
+    mod = 0.5 * torch.randn(b, 6 * d if case.get("chunked") else 2 * d, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     x, mod = x.to(dtype).to(device), mod.to(dtype).to(device)
     if case.get("chunked"):

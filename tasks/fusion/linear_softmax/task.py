@@ -43,12 +43,12 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal (outliers: 0.1% scaled by 10); w_gate: 2 * normal / sqrt(K) (logits of
     standard deviation about 2)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     m, e, k = case["m"], case["e"], case["k"]
-    x = torch.randn(m, k, generator=g)
+    x = torch.randn(m, k, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(m, k, generator=g) < 0.001, x * 10, x)
-    w = 2 * torch.randn(e, k, generator=g) / k ** 0.5
+        x = torch.where(torch.rand(m, k, generator=g, device=g.device) < 0.001, x * 10, x)
+    w = 2 * torch.randn(e, k, generator=g, device=g.device) / k ** 0.5
     dtype = getattr(torch, case["dtype"])
     return (x.to(dtype).to(device), w.to(dtype).to(device)), {}
 

@@ -45,12 +45,12 @@ CASES = [
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal (outliers: 0.1% scaled by 10); w_gate_up: normal / sqrt(K)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     m, f, k = case["m"], case["f"], case["k"]
-    x = torch.randn(m, k, generator=g)
+    x = torch.randn(m, k, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(m, k, generator=g) < 0.001, x * 10, x)
-    w = torch.randn(2 * f, k, generator=g) / k ** 0.5
+        x = torch.where(torch.rand(m, k, generator=g, device=g.device) < 0.001, x * 10, x)
+    w = torch.randn(2 * f, k, generator=g, device=g.device) / k ** 0.5
     dtype = getattr(torch, case["dtype"])
     return (x.to(dtype).to(device), w.to(dtype).to(device)), {}
 

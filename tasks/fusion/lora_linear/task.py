@@ -48,15 +48,15 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal (outliers: 0.1% scaled by 10); weight: normal / sqrt(K); bias: 0.5 *
     normal; lora_a: normal / sqrt(K); lora_b: normal / sqrt(R); scaling = 16 / R * 0.5 (so the
     adapter contributes about as much as the base layer)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     m, n, k, r = case["m"], case["n"], case["k"], case["r"]
-    x = torch.randn(m, k, generator=g)
+    x = torch.randn(m, k, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(m, k, generator=g) < 0.001, x * 10, x)
-    w = torch.randn(n, k, generator=g) / k ** 0.5
-    bias = 0.5 * torch.randn(n, generator=g)
-    a = torch.randn(r, k, generator=g) / k ** 0.5
-    b = torch.randn(n, r, generator=g) / r ** 0.5
+        x = torch.where(torch.rand(m, k, generator=g, device=g.device) < 0.001, x * 10, x)
+    w = torch.randn(n, k, generator=g, device=g.device) / k ** 0.5
+    bias = 0.5 * torch.randn(n, generator=g, device=g.device)
+    a = torch.randn(r, k, generator=g, device=g.device) / k ** 0.5
+    b = torch.randn(n, r, generator=g, device=g.device) / r ** 0.5
     dtype = getattr(torch, case["dtype"])
     args = tuple(t.to(dtype).to(device) for t in (x, w, bias, a, b))
     return args + (8.0 / r,), {}

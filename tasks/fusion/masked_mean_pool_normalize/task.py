@@ -47,15 +47,15 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: 0.3 + standard normal (outliers: 0.1% scaled by 10); mask: each sequence keeps a random
     prefix of length 1..S (right padding). With `empty_row`, sequence 1 is fully masked."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     b, s, d = case["b"], case["s"], case["d"]
-    x = 0.3 + torch.randn(b, s, d, generator=g)
+    x = 0.3 + torch.randn(b, s, d, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(b, s, d, generator=g) < 0.001, x * 10, x)
-    lengths = torch.randint(1, s + 1, (b,), generator=g)
+        x = torch.where(torch.rand(b, s, d, generator=g, device=g.device) < 0.001, x * 10, x)
+    lengths = torch.randint(1, s + 1, (b,), generator=g, device=g.device)
     if case.get("empty_row"):
         lengths[1] = 0
-    mask = torch.arange(s)[None, :] < lengths[:, None]
+    mask = torch.arange(s, device=device)[None, :] < lengths[:, None]
     return (x.to(getattr(torch, case["dtype"])).to(device), mask.to(device)), {}
 
 

@@ -43,14 +43,14 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal (outliers: 0.1% scaled by 10); weight: normal / sqrt(K); bias: 0.5 *
     normal; residual: standard normal. With `w_transposed`, weight is the `.t()` view of a
     contiguous [K, N] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     m, n, k = case["m"], case["n"], case["k"]
-    x = torch.randn(m, k, generator=g)
+    x = torch.randn(m, k, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(m, k, generator=g) < 0.001, x * 10, x)
-    w = torch.randn([k, n] if case.get("w_transposed") else [n, k], generator=g) / k ** 0.5
-    bias = 0.5 * torch.randn(n, generator=g)
-    residual = torch.randn(m, n, generator=g)
+        x = torch.where(torch.rand(m, k, generator=g, device=g.device) < 0.001, x * 10, x)
+    w = torch.randn([k, n] if case.get("w_transposed") else [n, k], generator=g, device=g.device) / k ** 0.5
+    bias = 0.5 * torch.randn(n, generator=g, device=g.device)
+    residual = torch.randn(m, n, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     x, w, bias, residual = (t.to(dtype).to(device) for t in (x, w, bias, residual))
     if case.get("w_transposed"):

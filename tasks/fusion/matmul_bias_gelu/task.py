@@ -44,13 +44,13 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal (outliers: 0.1% scaled by 10); weight: normal / sqrt(K); bias: 0.5 *
     normal."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     lead, n, k = case["lead"], case["n"], case["k"]
-    x = torch.randn(lead + [k], generator=g)
+    x = torch.randn(lead + [k], generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(lead + [k], generator=g) < 0.001, x * 10, x)
-    w = torch.randn(n, k, generator=g) / k ** 0.5
-    bias = 0.5 * torch.randn(n, generator=g)
+        x = torch.where(torch.rand(lead + [k], generator=g, device=g.device) < 0.001, x * 10, x)
+    w = torch.randn(n, k, generator=g, device=g.device) / k ** 0.5
+    bias = 0.5 * torch.randn(n, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     return tuple(t.to(dtype).to(device) for t in (x, w, bias)), {}
 

@@ -46,13 +46,13 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal (outliers: 0.1% scaled by 10); weight: normal / sqrt(K) scaled per output
     row by [0.5, 2); norm_weight: 1 + 0.2 * normal."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     m, n, k = case["m"], case["n"], case["k"]
-    x = torch.randn(m, k, generator=g)
+    x = torch.randn(m, k, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(m, k, generator=g) < 0.001, x * 10, x)
-    w = torch.randn(n, k, generator=g) / k ** 0.5 * (0.5 + 1.5 * torch.rand(n, 1, generator=g))
-    nw = 1 + 0.2 * torch.randn(n, generator=g)
+        x = torch.where(torch.rand(m, k, generator=g, device=g.device) < 0.001, x * 10, x)
+    w = torch.randn(n, k, generator=g, device=g.device) / k ** 0.5 * (0.5 + 1.5 * torch.rand(n, 1, generator=g, device=g.device))
+    nw = 1 + 0.2 * torch.randn(n, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     return tuple(t.to(dtype).to(device) for t in (x, w, nw)), {}
 

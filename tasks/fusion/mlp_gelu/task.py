@@ -46,15 +46,15 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal (outliers: 0.1% scaled by 10); w1: normal / sqrt(E); b1: 0.5 * normal;
     w2: 2 * normal / sqrt(F); b2: 0.5 * normal."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     m, e, f = case["m"], case["e"], case["f"]
-    x = torch.randn(m, e, generator=g)
+    x = torch.randn(m, e, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(m, e, generator=g) < 0.001, x * 10, x)
-    w1 = torch.randn(f, e, generator=g) / e ** 0.5
-    b1 = 0.5 * torch.randn(f, generator=g)
-    w2 = 2 * torch.randn(e, f, generator=g) / f ** 0.5
-    b2 = 0.5 * torch.randn(e, generator=g)
+        x = torch.where(torch.rand(m, e, generator=g, device=g.device) < 0.001, x * 10, x)
+    w1 = torch.randn(f, e, generator=g, device=g.device) / e ** 0.5
+    b1 = 0.5 * torch.randn(f, generator=g, device=g.device)
+    w2 = 2 * torch.randn(e, f, generator=g, device=g.device) / f ** 0.5
+    b2 = 0.5 * torch.randn(e, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     return tuple(t.to(dtype).to(device) for t in (x, w1, b1, w2, b2)), {}
 

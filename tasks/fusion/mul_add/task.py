@@ -42,14 +42,14 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x, y, z: standard normal (outliers: 0.1% of x scaled by 10). With `transposed`, x and z are
     `.t()` views of contiguous tensors of the transposed shape; y is contiguous."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"]
     t_shape = shape[::-1] if case.get("transposed") else shape
-    x = torch.randn(t_shape, generator=g)
+    x = torch.randn(t_shape, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(t_shape, generator=g) < 0.001, x * 10, x)
-    y = torch.randn(shape, generator=g)
-    z = torch.randn(t_shape, generator=g)
+        x = torch.where(torch.rand(t_shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    y = torch.randn(shape, generator=g, device=g.device)
+    z = torch.randn(t_shape, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     x, y, z = (t.to(dtype).to(device) for t in (x, y, z))
     if case.get("transposed"):

@@ -47,14 +47,14 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """q, k, v: standard normal (outliers: 0.1% of q and k scaled by 10). With `fused_kv`, k and v
     are the two halves of the last dimension of a contiguous [B, 1, S, 2D] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     b, h, s, d = case["b"], case["h"], case["s"], case["d"]
     dtype = getattr(torch, case["dtype"])
-    q = torch.randn(b, h, s, d, generator=g)
-    kv = torch.randn(b, 1, s, 2 * d, generator=g)
+    q = torch.randn(b, h, s, d, generator=g, device=g.device)
+    kv = torch.randn(b, 1, s, 2 * d, generator=g, device=g.device)
     if case.get("outliers"):
-        q = torch.where(torch.rand(b, h, s, d, generator=g) < 0.001, q * 10, q)
-        kv = torch.where(torch.rand(b, 1, s, 2 * d, generator=g) < 0.001, kv * 10, kv)
+        q = torch.where(torch.rand(b, h, s, d, generator=g, device=g.device) < 0.001, q * 10, q)
+        kv = torch.where(torch.rand(b, 1, s, 2 * d, generator=g, device=g.device) < 0.001, kv * 10, kv)
     q, kv = q.to(dtype).to(device), kv.to(dtype).to(device)
     if case.get("fused_kv"):
         k, v = kv[..., :d], kv[..., d:]

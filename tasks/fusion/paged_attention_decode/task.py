@@ -69,28 +69,28 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     sequence 1 at 1). Each sequence gets distinct physical blocks drawn from a shuffled pool with
     25% spare blocks; unused table entries point at block 0. q, caches: standard normal (outliers:
     0.1% of q and key_cache scaled by 10)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     b, hq, hkv, d, bs, max_len = case["b"], case["hq"], case["hkv"], case["d"], case["block_size"], case["max_len"]
     dtype = getattr(torch, case["dtype"])
-    lens = torch.randint(1, max_len + 1, (b,), generator=g, dtype=torch.int32)
+    lens = torch.randint(1, max_len + 1, (b,), generator=g, dtype=torch.int32, device=g.device)
     lens[0] = max_len
     if case.get("force_len1"):
         lens[1] = 1
     maxb = (max_len + bs - 1) // bs
     need = [(int(n) + bs - 1) // bs for n in lens]
     num_blocks = sum(need) + max(1, sum(need) // 4)
-    perm = torch.randperm(num_blocks, generator=g)
-    tables = torch.zeros(b, maxb, dtype=torch.int32)
+    perm = torch.randperm(num_blocks, generator=g, device=g.device)
+    tables = torch.zeros(b, maxb, dtype=torch.int32, device=device)
     at = 0
     for i, n in enumerate(need):
         tables[i, :n] = perm[at:at + n].to(torch.int32)
         at += n
-    q = torch.randn(b, hq, d, generator=g)
-    kc = torch.randn(num_blocks, bs, hkv, d, generator=g)
-    vc = torch.randn(num_blocks, bs, hkv, d, generator=g)
+    q = torch.randn(b, hq, d, generator=g, device=g.device)
+    kc = torch.randn(num_blocks, bs, hkv, d, generator=g, device=g.device)
+    vc = torch.randn(num_blocks, bs, hkv, d, generator=g, device=g.device)
     if case.get("outliers"):
-        q = torch.where(torch.rand(b, hq, d, generator=g) < 0.001, q * 10, q)
-        kc = torch.where(torch.rand(num_blocks, bs, hkv, d, generator=g) < 0.001, kc * 10, kc)
+        q = torch.where(torch.rand(b, hq, d, generator=g, device=g.device) < 0.001, q * 10, q)
+        kc = torch.where(torch.rand(num_blocks, bs, hkv, d, generator=g, device=g.device) < 0.001, kc * 10, kc)
     return (q.to(dtype).to(device), kc.to(dtype).to(device), vc.to(dtype).to(device), tables.to(device),
             lens.to(device)), {}
 

@@ -62,18 +62,18 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     1 + 0.2 * normal; cos/sin: standard RoPE tables (base 10000) over T + 37 positions;
     positions: a random permutation of table rows. With `fused`, q and k are views into a
     contiguous [T, (Hq + 2Hk) * D] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     t, hq, hk, d = case["t"], case["hq"], case["hk"], case["d"]
     h = hq + 2 * hk
-    qkv = torch.randn(t, h, d, generator=g) * (0.3 + 2.7 * torch.rand(t, h, 1, generator=g))
+    qkv = torch.randn(t, h, d, generator=g, device=g.device) * (0.3 + 2.7 * torch.rand(t, h, 1, generator=g, device=g.device))
     if case.get("outliers"):
-        qkv = torch.where(torch.rand(t, h, d, generator=g) < 0.001, qkv * 10, qkv)
-    qw = 1 + 0.2 * torch.randn(d, generator=g)
-    kw = 1 + 0.2 * torch.randn(d, generator=g)
+        qkv = torch.where(torch.rand(t, h, d, generator=g, device=g.device) < 0.001, qkv * 10, qkv)
+    qw = 1 + 0.2 * torch.randn(d, generator=g, device=g.device)
+    kw = 1 + 0.2 * torch.randn(d, generator=g, device=g.device)
     p = t + 37
-    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
-    ang = torch.arange(p, dtype=torch.float64)[:, None] * inv_freq[None, :]
-    positions = torch.randperm(p, generator=g)[:t]
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.float64, device=device) / d))
+    ang = torch.arange(p, dtype=torch.float64, device=device)[:, None] * inv_freq[None, :]
+    positions = torch.randperm(p, generator=g, device=g.device)[:t]
     dtype = getattr(torch, case["dtype"])
     qkv, qw, kw = (x.to(dtype).to(device) for x in (qkv, qw, kw))
     if case.get("fused"):

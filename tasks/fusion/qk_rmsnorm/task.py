@@ -53,14 +53,14 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """q, k: normal with per-head scales in [0.3, 3) (outliers: 0.1% scaled by 10); weights:
     1 + 0.2 * normal. With `fused`, q and k are views into a contiguous [B, S, (Hq + 2Hk) * Dh]
     tensor (q first, then k, then v)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     b, s, hq, hk, dh = case["b"], case["s"], case["hq"], case["hk"], case["dh"]
     h = hq + 2 * hk
-    qkv = torch.randn(b, s, h, dh, generator=g) * (0.3 + 2.7 * torch.rand(b, s, h, 1, generator=g))
+    qkv = torch.randn(b, s, h, dh, generator=g, device=g.device) * (0.3 + 2.7 * torch.rand(b, s, h, 1, generator=g, device=g.device))
     if case.get("outliers"):
-        qkv = torch.where(torch.rand(b, s, h, dh, generator=g) < 0.001, qkv * 10, qkv)
-    q_weight = 1 + 0.2 * torch.randn(dh, generator=g)
-    k_weight = 1 + 0.2 * torch.randn(dh, generator=g)
+        qkv = torch.where(torch.rand(b, s, h, dh, generator=g, device=g.device) < 0.001, qkv * 10, qkv)
+    q_weight = 1 + 0.2 * torch.randn(dh, generator=g, device=g.device)
+    k_weight = 1 + 0.2 * torch.randn(dh, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     qkv, q_weight, k_weight = (t.to(dtype).to(device) for t in (qkv, q_weight, k_weight))
     if case.get("fused"):

@@ -48,14 +48,14 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """qkv: standard normal (outliers: 0.1% scaled by 10); bias: 0.5 * normal. With `sliced`, qkv
     is the first 3E columns of a [B, S, 3E + 8] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     b, s, h, dh = case["b"], case["s"], case["h"], case["dh"]
     e3 = 3 * h * dh
     width = e3 + 8 if case.get("sliced") else e3
-    qkv = torch.randn(b, s, width, generator=g)
+    qkv = torch.randn(b, s, width, generator=g, device=g.device)
     if case.get("outliers"):
-        qkv = torch.where(torch.rand(b, s, width, generator=g) < 0.001, qkv * 10, qkv)
-    bias = 0.5 * torch.randn(e3, generator=g)
+        qkv = torch.where(torch.rand(b, s, width, generator=g, device=g.device) < 0.001, qkv * 10, qkv)
+    bias = 0.5 * torch.randn(e3, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     qkv, bias = qkv.to(dtype).to(device), bias.to(dtype).to(device)
     if case.get("sliced"):

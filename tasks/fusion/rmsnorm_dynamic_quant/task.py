@@ -48,12 +48,12 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: normal with per-row scales in [0.2, 5) (outliers: 0.1% scaled by 10); weight:
     1 + 0.3 * normal."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     m, n = case["m"], case["n"]
-    x = torch.randn(m, n, generator=g) * (0.2 + 4.8 * torch.rand(m, 1, generator=g))
+    x = torch.randn(m, n, generator=g, device=g.device) * (0.2 + 4.8 * torch.rand(m, 1, generator=g, device=g.device))
     if case.get("outliers"):
-        x = torch.where(torch.rand(m, n, generator=g) < 0.001, x * 10, x)
-    w = 1 + 0.3 * torch.randn(n, generator=g)
+        x = torch.where(torch.rand(m, n, generator=g, device=g.device) < 0.001, x * 10, x)
+    w = 1 + 0.3 * torch.randn(n, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     return (x.to(dtype).to(device), w.to(dtype).to(device)), {}
 

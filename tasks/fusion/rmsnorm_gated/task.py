@@ -51,14 +51,14 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal (outliers: 0.1% scaled by 10); z: 1.5 * normal; weight: 1 + 0.2 * normal.
     With `z_sliced`, z is the second half of a contiguous [..., 2D] tensor whose first half is
     unrelated data."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = list(case["shape"])
     d = shape[-1]
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
-    zfull = 1.5 * torch.randn(shape[:-1] + [2 * d] if case.get("z_sliced") else shape, generator=g)
-    weight = 1 + 0.2 * torch.randn(d, generator=g)
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    zfull = 1.5 * torch.randn(shape[:-1] + [2 * d] if case.get("z_sliced") else shape, generator=g, device=g.device)
+    weight = 1 + 0.2 * torch.randn(d, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     x, zfull, weight = (t.to(dtype).to(device) for t in (x, zfull, weight))
     z = zfull[..., d:] if case.get("z_sliced") else zfull

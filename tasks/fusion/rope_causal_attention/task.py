@@ -60,19 +60,19 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """q, k, v: standard normal (outliers: 0.1% of q and k scaled by 10); cos/sin: standard RoPE
     tables (base 10000) for positions 0..S-1. With `packed`, q, k, v are views into a contiguous
     [B, S, 3, H, D] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     b, s, h, d = case["b"], case["s"], case["h"], case["d"]
-    qkv = torch.randn(b, s, 3, h, d, generator=g)
+    qkv = torch.randn(b, s, 3, h, d, generator=g, device=g.device)
     if case.get("outliers"):
-        qkv[:, :, :2] = torch.where(torch.rand(b, s, 2, h, d, generator=g) < 0.001, qkv[:, :, :2] * 10,
+        qkv[:, :, :2] = torch.where(torch.rand(b, s, 2, h, d, generator=g, device=g.device) < 0.001, qkv[:, :, :2] * 10,
                                     qkv[:, :, :2])
     qkv = qkv.to(getattr(torch, case["dtype"])).to(device)
     if case.get("packed"):
         q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
     else:
         q, k, v = (qkv[:, :, i].contiguous() for i in range(3))
-    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
-    ang = torch.arange(s, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.float64, device=device) / d))
+    ang = torch.arange(s, dtype=torch.float64, device=device)[:, None] * inv_freq[None, :]
     return (q, k, v, ang.cos().float().to(device), ang.sin().float().to(device)), {}
 
 

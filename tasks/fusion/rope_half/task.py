@@ -63,17 +63,17 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     base 10000 over P = T + 37 positions; positions: a random permutation of offsets into the
     table (so they are not simply 0..T-1). With `fused`, q and k are views into a contiguous
     [T, (Hq + 2Hk) * D] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     t, hq, hk, d, r = case["t"], case["hq"], case["hk"], case["d"], case["r"]
     h = hq + 2 * hk
-    qkv = torch.randn(t, h, d, generator=g)
+    qkv = torch.randn(t, h, d, generator=g, device=g.device)
     if case.get("outliers"):
-        qkv = torch.where(torch.rand(t, h, d, generator=g) < 0.001, qkv * 10, qkv)
+        qkv = torch.where(torch.rand(t, h, d, generator=g, device=g.device) < 0.001, qkv * 10, qkv)
     p = t + 37
-    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, r, 2, dtype=torch.float64) / r))
-    ang = torch.arange(p, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, r, 2, dtype=torch.float64, device=device) / r))
+    ang = torch.arange(p, dtype=torch.float64, device=device)[:, None] * inv_freq[None, :]
     cos, sin = ang.cos().float(), ang.sin().float()
-    positions = torch.randperm(p, generator=g)[:t]
+    positions = torch.randperm(p, generator=g, device=g.device)[:t]
     dtype = getattr(torch, case["dtype"])
     qkv = qkv.to(dtype).to(device)
     if case.get("fused"):

@@ -50,15 +50,15 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal (outliers: 0.1% scaled by 10); cos/sin: the standard RoPE angles for base
     10000 at positions start..start+S-1 with a random start. With `bhsd`, x is the
     `.transpose(1, 2)` view of a contiguous [B, H, S, D] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     b, s, h, d = case["b"], case["s"], case["h"], case["d"]
     shape = [b, h, s, d] if case.get("bhsd") else [b, s, h, d]
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
-    start = int(torch.randint(0, 1000, (1,), generator=g))
-    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
-    ang = torch.arange(start, start + s, dtype=torch.float64)[:, None] * inv_freq[None, :]
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    start = int(torch.randint(0, 1000, (1,), generator=g, device=g.device))
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.float64, device=device) / d))
+    ang = torch.arange(start, start + s, dtype=torch.float64, device=device)[:, None] * inv_freq[None, :]
     x = x.to(getattr(torch, case["dtype"])).to(device)
     if case.get("bhsd"):
         x = x.transpose(1, 2)

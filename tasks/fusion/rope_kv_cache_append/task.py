@@ -72,22 +72,22 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     standard RoPE tables (base 10000) over T + 37 positions; positions: a random permutation of
     table rows; slot_mapping: distinct random slots with a fraction `padding` set to -1. With
     `fused`, q, k, v are views into a contiguous [T, (Hq + 2Hk) * D] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     t, hq, hk, d, nb, bs = case["t"], case["hq"], case["hk"], case["d"], case["blocks"], case["block_size"]
     h = hq + 2 * hk
     dtype = getattr(torch, case["dtype"])
-    qkv = torch.randn(t, h, d, generator=g)
+    qkv = torch.randn(t, h, d, generator=g, device=g.device)
     if case.get("outliers"):
-        qkv = torch.where(torch.rand(t, h, d, generator=g) < 0.001, qkv * 10, qkv)
+        qkv = torch.where(torch.rand(t, h, d, generator=g, device=g.device) < 0.001, qkv * 10, qkv)
     p = t + 37
-    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
-    ang = torch.arange(p, dtype=torch.float64)[:, None] * inv_freq[None, :]
-    positions = torch.randperm(p, generator=g)[:t]
-    key_cache = torch.randn(nb, bs, hk, d, generator=g).to(dtype).to(device)
-    value_cache = torch.randn(nb, bs, hk, d, generator=g).to(dtype).to(device)
-    slots = torch.randperm(nb * bs, generator=g)[:t]
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.float64, device=device) / d))
+    ang = torch.arange(p, dtype=torch.float64, device=device)[:, None] * inv_freq[None, :]
+    positions = torch.randperm(p, generator=g, device=g.device)[:t]
+    key_cache = torch.randn(nb, bs, hk, d, generator=g, device=g.device).to(dtype).to(device)
+    value_cache = torch.randn(nb, bs, hk, d, generator=g, device=g.device).to(dtype).to(device)
+    slots = torch.randperm(nb * bs, generator=g, device=g.device)[:t]
     if case.get("padding"):
-        slots = torch.where(torch.rand(t, generator=g) < case["padding"], -1, slots)
+        slots = torch.where(torch.rand(t, generator=g, device=g.device) < case["padding"], -1, slots)
     qkv = qkv.to(dtype).to(device)
     if case.get("fused"):
         flat = qkv.reshape(t, h * d)

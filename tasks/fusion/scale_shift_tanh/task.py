@@ -39,15 +39,15 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal (outliers: 0.1% scaled by 10); scale: uniform in [0.2, 2], random sign;
     shift: 0.5 * normal."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"]
     c = shape[1]
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
-    sign = torch.where(torch.rand(c, generator=g) < 0.5, -1.0, 1.0)
-    scale = (0.2 + 1.8 * torch.rand(c, generator=g)) * sign
-    shift = 0.5 * torch.randn(c, generator=g)
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    sign = torch.where(torch.rand(c, generator=g, device=g.device) < 0.5, -1.0, 1.0)
+    scale = (0.2 + 1.8 * torch.rand(c, generator=g, device=g.device)) * sign
+    shift = 0.5 * torch.randn(c, generator=g, device=g.device)
     x = x.to(getattr(torch, case["dtype"]))
     return (x.to(device), scale.to(device), shift.to(device)), {}
 

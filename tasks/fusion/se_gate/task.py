@@ -41,12 +41,12 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal (outliers: 0.1% scaled by 10); gate: 2 * standard normal. With `gate_t`,
     gate is the `.t()` view of a contiguous [C, B] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     b, c, h, w = case["shape"]
-    x = torch.randn(b, c, h, w, generator=g)
+    x = torch.randn(b, c, h, w, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(b, c, h, w, generator=g) < 0.001, x * 10, x)
-    gate = 2 * torch.randn(c, b, generator=g) if case.get("gate_t") else 2 * torch.randn(b, c, generator=g)
+        x = torch.where(torch.rand(b, c, h, w, generator=g, device=g.device) < 0.001, x * 10, x)
+    gate = 2 * torch.randn(c, b, generator=g, device=g.device) if case.get("gate_t") else 2 * torch.randn(b, c, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     x, gate = x.to(dtype).to(device), gate.to(dtype).to(device)
     if case.get("gate_t"):

@@ -52,14 +52,14 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """q, k: 2.5 * standard normal (raw scores of std about 6; outliers: 0.1% scaled by 10); v:
     standard normal. With `bshd`, each is the `.transpose(1, 2)` view of a contiguous
     [B, S, H, D] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     b, h, s, d = case["b"], case["h"], case["s"], case["d"]
     shape = [b, s, h, d] if case.get("bshd") else [b, h, s, d]
     out = []
     for i in range(3):
-        t = torch.randn(shape, generator=g) * (2.5 if i < 2 else 1.0)
+        t = torch.randn(shape, generator=g, device=g.device) * (2.5 if i < 2 else 1.0)
         if case.get("outliers") and i < 2:
-            t = torch.where(torch.rand(shape, generator=g) < 0.001, t * 10, t)
+            t = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, t * 10, t)
         t = t.to(getattr(torch, case["dtype"])).to(device)
         out.append(t.transpose(1, 2) if case.get("bshd") else t)
     return tuple(out) + (case["cap"],), {}

@@ -42,12 +42,12 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """logits: 8 * standard normal plus a per-row offset (outliers: 0.1% scaled by 10), so that the
     cap matters for the largest logits."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     m, v = case["m"], case["v"]
-    x = 8 * torch.randn(m, v, generator=g)
+    x = 8 * torch.randn(m, v, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(m, v, generator=g) < 0.001, x * 10, x)
-    x = x + 4 * torch.randn(m, 1, generator=g)
+        x = torch.where(torch.rand(m, v, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = x + 4 * torch.randn(m, 1, generator=g, device=g.device)
     return (x.to(getattr(torch, case["dtype"])).to(device), case["cap"]), {}
 
 

@@ -46,14 +46,14 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """scores: 3 * standard normal (outliers: 0.1% scaled by 10); mask: key padding (each sequence
     keeps a random prefix of keys, at least one) combined with 10% random dropped positions;
     scale = 1 / sqrt(64). With `empty_row`, query row 1 of sequence 0 is fully masked."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     b, h, sq, sk = case["b"], case["h"], case["sq"], case["sk"]
-    scores = 3 * torch.randn(b, h, sq, sk, generator=g)
+    scores = 3 * torch.randn(b, h, sq, sk, generator=g, device=g.device)
     if case.get("outliers"):
-        scores = torch.where(torch.rand(b, h, sq, sk, generator=g) < 0.001, scores * 10, scores)
-    lengths = torch.randint(1, sk + 1, (b,), generator=g)
-    keep = torch.arange(sk)[None, None, :] < lengths[:, None, None]
-    keep = keep & (torch.rand(b, sq, sk, generator=g) >= 0.1)
+        scores = torch.where(torch.rand(b, h, sq, sk, generator=g, device=g.device) < 0.001, scores * 10, scores)
+    lengths = torch.randint(1, sk + 1, (b,), generator=g, device=g.device)
+    keep = torch.arange(sk, device=device)[None, None, :] < lengths[:, None, None]
+    keep = keep & (torch.rand(b, sq, sk, generator=g, device=g.device) >= 0.1)
     keep[:, :, 0] = True
     if case.get("empty_row"):
         keep[0, 1, :] = False

@@ -40,11 +40,11 @@ CASES = [
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: 1.5 * standard normal (outliers: 0.1% scaled by 10)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"]
-    x = 1.5 * torch.randn(shape, generator=g)
+    x = 1.5 * torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
     return (x.to(getattr(torch, case["dtype"])).to(device),), {}
 
 

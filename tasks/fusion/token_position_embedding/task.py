@@ -46,14 +46,14 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """input_ids: uniform in [0, V) with the first and last ids forced to 0 and V - 1; tok_emb:
     0.5 * normal; pos_emb: 0.2 * normal."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     b, s, v, p, e = case["b"], case["s"], case["v"], case["p"], case["e"]
-    ids = torch.randint(0, v, (b, s), generator=g)
+    ids = torch.randint(0, v, (b, s), generator=g, device=g.device)
     ids[0, 0] = 0
     ids[-1, -1] = v - 1
     dtype = getattr(torch, case["dtype"])
-    tok = (0.5 * torch.randn(v, e, generator=g)).to(dtype)
-    pos = (0.2 * torch.randn(p, e, generator=g)).to(dtype)
+    tok = (0.5 * torch.randn(v, e, generator=g, device=g.device)).to(dtype)
+    pos = (0.2 * torch.randn(p, e, generator=g, device=g.device)).to(dtype)
     kwargs = {"past_length": case["past"]} if "past" in case else {}
     return (ids.to(device), tok.to(device), pos.to(device)), kwargs
 

@@ -55,7 +55,7 @@ CASES = [
 
 def _lengths(case: dict, g: torch.Generator) -> list:
     if case["lens"] == "random":
-        lens = torch.randint(1, case["max"] + 1, (case["b"],), generator=g)
+        lens = torch.randint(1, case["max"] + 1, (case["b"],), generator=g, device=g.device)
         lens[0] = case["max"]
         return [int(x) for x in lens]
     return list(case["lens"])
@@ -65,19 +65,19 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Lengths as listed (or uniform in [1, max] with the first at max); q, k, v: standard normal
     (outliers: 0.1% of q and k scaled by 10). With `packed`, q, k, v are views into one contiguous
     [T, 3, H, D] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     lens = _lengths(case, g)
     t, h, d = sum(lens), case["h"], case["d"]
-    qkv = torch.randn(t, 3, h, d, generator=g)
+    qkv = torch.randn(t, 3, h, d, generator=g, device=g.device)
     if case.get("outliers"):
-        qkv[:, :2] = torch.where(torch.rand(t, 2, h, d, generator=g) < 0.001, qkv[:, :2] * 10, qkv[:, :2])
+        qkv[:, :2] = torch.where(torch.rand(t, 2, h, d, generator=g, device=g.device) < 0.001, qkv[:, :2] * 10, qkv[:, :2])
     qkv = qkv.to(getattr(torch, case["dtype"])).to(device)
     if case.get("packed"):
         q, k, v = qkv[:, 0], qkv[:, 1], qkv[:, 2]
     else:
         q, k, v = (qkv[:, i].contiguous() for i in range(3))
-    cu = torch.zeros(len(lens) + 1, dtype=torch.int32)
-    cu[1:] = torch.tensor(lens, dtype=torch.int32).cumsum(0)
+    cu = torch.zeros(len(lens) + 1, dtype=torch.int32, device=device)
+    cu[1:] = torch.tensor(lens, dtype=torch.int32, device=device).cumsum(0)
     return (q, k, v, cu.to(device), max(lens)), {}
 
 

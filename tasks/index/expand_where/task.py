@@ -48,11 +48,11 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """cond true with probability 0.5; x standard normal; y = 5 + standard normal (so the two
     branches are distinguishable)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     dtype = getattr(torch, case["dtype"])
-    cond = torch.rand(case["cond"], generator=g) < 0.5
-    x = torch.randn(case["x"], generator=g).to(dtype)
-    y = (5 + torch.randn(case["y"], generator=g)).to(dtype)
+    cond = torch.rand(case["cond"], generator=g, device=g.device) < 0.5
+    x = torch.randn(case["x"], generator=g, device=g.device).to(dtype)
+    y = (5 + torch.randn(case["y"], generator=g, device=g.device)).to(dtype)
     return (cond.to(device), x.to(device), y.to(device)), {}
 
 

@@ -56,11 +56,11 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x standard normal; index uniform in [0, x.shape[dim]) with repeats. A transposed case draws
     the 2-D shape reversed and passes its `.t()` view."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = list(case["shape"])
     t = case.get("transposed", False)
-    x = torch.randn(shape[::-1] if t else shape, generator=g)
-    index = torch.randint(0, shape[case["dim"]], (case["k"],), generator=g, dtype=torch.int64)
+    x = torch.randn(shape[::-1] if t else shape, generator=g, device=g.device)
+    index = torch.randint(0, shape[case["dim"]], (case["k"],), generator=g, dtype=torch.int64, device=g.device)
     x = x.to(getattr(torch, case["dtype"])).to(device)
     if t:
         x = x.t()

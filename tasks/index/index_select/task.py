@@ -45,14 +45,14 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal (outliers: 0.1% scaled by 10); index: uniform in [0, N) with repeats.
     Layouts: `sliced` takes the first D columns of an [N, D + 13] tensor; `transposed` is the
     `.t()` view of a contiguous [D, N] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     n, d, k = case["n"], case["d"], case["k"]
     layout = case.get("layout", "contiguous")
     shape = {"contiguous": [n, d], "sliced": [n, d + 13], "transposed": [d, n]}[layout]
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
-    index = torch.randint(0, n, (k,), generator=g, dtype=torch.int64)
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    index = torch.randint(0, n, (k,), generator=g, dtype=torch.int64, device=g.device)
     x = x.to(getattr(torch, case["dtype"])).to(device)
     if layout == "sliced":
         x = x[:, :d]

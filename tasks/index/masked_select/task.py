@@ -52,19 +52,19 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal (float) or uniform integers in [-1000, 1000) (int32); mask true with
     probability p (`one_hit`: exactly one true element at a random position). A transposed case
     draws x with the 2-D shape reversed and passes its `.t()` view."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = list(case["shape"])
     t = case.get("transposed", False)
     xs = shape[::-1] if t else shape
     if case["dtype"] == "int32":
-        x = torch.randint(-1000, 1000, xs, generator=g, dtype=torch.int32)
+        x = torch.randint(-1000, 1000, xs, generator=g, dtype=torch.int32, device=g.device)
     else:
-        x = torch.randn(xs, generator=g).to(getattr(torch, case["dtype"]))
-    mask = torch.rand(shape, generator=g) < case["p"]
+        x = torch.randn(xs, generator=g, device=g.device).to(getattr(torch, case["dtype"]))
+    mask = torch.rand(shape, generator=g, device=g.device) < case["p"]
     if case.get("one_hit"):
         n = mask.numel()
-        hit = int(torch.randint(0, n, (1,), generator=g))
-        mask = (torch.arange(n) == hit).reshape(shape)
+        hit = int(torch.randint(0, n, (1,), generator=g, device=g.device))
+        mask = (torch.arange(n, device=device) == hit).reshape(shape)
     x = x.to(device)
     if t:
         x = x.t()

@@ -51,10 +51,10 @@ CASES = [
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal values. A sliced case passes the first columns of a tensor 7 columns wider."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = list(case["shape"])
     full = shape[:-1] + [shape[-1] + 7] if case.get("sliced") else shape
-    x = torch.randn(full, generator=g).to(getattr(torch, case["dtype"])).to(device)
+    x = torch.randn(full, generator=g, device=g.device).to(getattr(torch, case["dtype"])).to(device)
     if case.get("sliced"):
         x = x[..., :shape[-1]]
     return (x, list(case["dims"])), {}

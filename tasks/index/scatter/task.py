@@ -54,15 +54,15 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x standard normal; src = 10 + standard normal (so scattered entries stand out). index: for
     every row (dim 1) or column (dim 0) the first k entries of a random permutation of the
     positions along dim. A transposed case passes x as the `.t()` view of a contiguous [N, R]."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     r, n, k, dim = case["r"], case["n"], case["k"], case["dim"]
     t = case.get("transposed", False)
-    x = torch.randn([n, r] if t else [r, n], generator=g)
+    x = torch.randn([n, r] if t else [r, n], generator=g, device=g.device)
     if dim == 1:
-        index = torch.rand(r, n, generator=g).argsort(dim=1)[:, :k]
+        index = torch.rand(r, n, generator=g, device=g.device).argsort(dim=1)[:, :k]
     else:  # sort along the contiguous dimension of the keys, then transpose: [k, N]
-        index = torch.rand(n, r, generator=g).argsort(dim=1)[:, :k].t()
-    src = 10 + torch.randn(index.shape, generator=g)
+        index = torch.rand(n, r, generator=g, device=g.device).argsort(dim=1)[:, :k].t()
+    src = 10 + torch.randn(index.shape, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     x, src = x.to(dtype).to(device), src.to(dtype).to(device)
     if t:

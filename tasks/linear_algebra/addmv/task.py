@@ -47,9 +47,9 @@ CASES = [
 
 
 def _randn(shape: list, g: torch.Generator, outliers: bool) -> torch.Tensor:
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g, device=g.device)
     if outliers:
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
     return x
 
 
@@ -57,16 +57,16 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal input; mat and vec standard normal scaled by N**-0.25 (outliers in mat:
     0.1% scaled by 10). `inf_input` puts +Inf and -Inf into 1% of `input`'s entries each (only
     with beta = 0). A column_major case returns `mat` as the `.t()` view of an [N, M] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     m, n = case["m"], case["n"]
-    inp = torch.randn(m, generator=g)
+    inp = torch.randn(m, generator=g, device=g.device)
     if case.get("inf_input"):
-        u = torch.rand(m, generator=g)
+        u = torch.rand(m, generator=g, device=g.device)
         inp = torch.where(u < 0.01, float("-inf"), torch.where(u > 0.99, float("inf"), inp))
     cm = case.get("column_major", False)
     s = n ** -0.25
     mat = _randn([n, m] if cm else [m, n], g, case.get("outliers", False)) * s
-    vec = torch.randn(n, generator=g) * s
+    vec = torch.randn(n, generator=g, device=g.device) * s
     inp, mat, vec = inp.to(device), mat.to(device), vec.to(device)
     if cm:
         mat = mat.t()

@@ -47,9 +47,9 @@ CASES = [
 
 
 def _randn(shape: list, g: torch.Generator, outliers: bool) -> torch.Tensor:
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g, device=g.device)
     if outliers:
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
     return x
 
 
@@ -57,13 +57,13 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal input and vectors (outliers: 0.1% scaled by 10). `inf_input` puts +Inf and
     -Inf into 1% of `input`'s entries each (only with beta = 0; 0 * Inf would be NaN). A transposed case returns `input`
     as the `.t()` view of a contiguous [N, M] tensor and the vectors as every second element."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     m, n = case["m"], case["n"]
     out = case.get("outliers", False)
     t = case.get("transposed", False)
     inp = _randn([n, m] if t else [m, n], g, out)
     if case.get("inf_input"):
-        u = torch.rand(inp.shape, generator=g)
+        u = torch.rand(inp.shape, generator=g, device=g.device)
         inp = torch.where(u < 0.01, float("-inf"), torch.where(u > 0.99, float("inf"), inp))
     step = 2 if t else 1
     v1 = _randn([m * step], g, out)

@@ -49,17 +49,17 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal coordinates (outliers: 0.1% scaled by 10) plus a common offset of 3 per
     batch, so the points sit away from the origin. Every 7th point of x2 is a copy of a point of
     x1 (exact zero distances). A sliced case returns the first M columns of tensors 3 wider."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     b, p, r, m = case["b"], case["p"], case["r"], case["m"]
     w = m + 3 if case.get("sliced") else m
-    offset = 3 * torch.randn(b, 1, w, generator=g)
-    x1 = torch.randn(b, p, w, generator=g) + offset
-    x2 = torch.randn(b, r, w, generator=g) + offset
+    offset = 3 * torch.randn(b, 1, w, generator=g, device=g.device)
+    x1 = torch.randn(b, p, w, generator=g, device=g.device) + offset
+    x2 = torch.randn(b, r, w, generator=g, device=g.device) + offset
     if case.get("outliers"):
-        x1 = torch.where(torch.rand(b, p, w, generator=g) < 0.001, x1 * 10, x1)
-        x2 = torch.where(torch.rand(b, r, w, generator=g) < 0.001, x2 * 10, x2)
-    src = torch.randint(0, p, (r,), generator=g)
-    copy = (torch.arange(r) % 7 == 0)[None, :, None]
+        x1 = torch.where(torch.rand(b, p, w, generator=g, device=g.device) < 0.001, x1 * 10, x1)
+        x2 = torch.where(torch.rand(b, r, w, generator=g, device=g.device) < 0.001, x2 * 10, x2)
+    src = torch.randint(0, p, (r,), generator=g, device=g.device)
+    copy = (torch.arange(r, device=device) % 7 == 0)[None, :, None]
     x2 = torch.where(copy, x1[:, src, :], x2)
     x1, x2 = x1.to(device), x2.to(device)
     if case.get("sliced"):

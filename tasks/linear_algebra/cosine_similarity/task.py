@@ -49,19 +49,19 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     standard normal row when broadcast), so similarities spread over [-1, 1] away from 0. `tiny`
     scales one x1 row in 8 by 1e-6 / sqrt(D), putting its norm below eps. A sliced case returns the
     first D columns of tensors 3 columns wider."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     r, d = case["r"], case["d"]
     width = d + 3 if case.get("sliced") else d
-    x1 = torch.randn(r, width, generator=g)
+    x1 = torch.randn(r, width, generator=g, device=g.device)
     if case.get("outliers"):
-        x1 = torch.where(torch.rand(r, width, generator=g) < 0.001, x1 * 10, x1)
-    sign = torch.where(torch.rand(r, 1, generator=g) < 0.5, -1.0, 1.0)
+        x1 = torch.where(torch.rand(r, width, generator=g, device=g.device) < 0.001, x1 * 10, x1)
+    sign = torch.where(torch.rand(r, 1, generator=g, device=g.device) < 0.5, -1.0, 1.0)
     if case.get("broadcast"):
-        x2 = torch.randn(1, width, generator=g)
+        x2 = torch.randn(1, width, generator=g, device=g.device)
     else:
-        x2 = sign * (0.6 * x1 + 0.8 * torch.randn(r, width, generator=g))
+        x2 = sign * (0.6 * x1 + 0.8 * torch.randn(r, width, generator=g, device=g.device))
     if case.get("tiny"):
-        x1 = torch.where(torch.arange(r)[:, None] % 8 == 3, x1 * (1e-6 / d ** 0.5), x1)
+        x1 = torch.where(torch.arange(r, device=device)[:, None] % 8 == 3, x1 * (1e-6 / d ** 0.5), x1)
     x1, x2 = x1.to(device), x2.to(device)
     if case.get("sliced"):
         x1, x2 = x1[:, :d], x2[:, :d]

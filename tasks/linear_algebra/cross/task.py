@@ -44,14 +44,14 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal components (outliers: 0.1% scaled by 10). A `soa` case draws [3, R] tensors
     and returns their `.t()` views."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     r = case["r"]
     shape = [3, r] if case.get("soa") else [r, 3]
     out = []
     for _ in range(2):
-        v = torch.randn(shape, generator=g)
+        v = torch.randn(shape, generator=g, device=g.device)
         if case.get("outliers"):
-            v = torch.where(torch.rand(shape, generator=g) < 0.001, v * 10, v)
+            v = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, v * 10, v)
         v = v.to(device)
         out.append(v.t() if case.get("soa") else v)
     return tuple(out), {}

@@ -43,13 +43,13 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal entries scaled by N**-0.25 (outliers: 0.1% scaled by 10). With `stride` s,
     the vectors are every s-th element of vectors s times as long."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     n, s = case["n"], case.get("stride", 1)
     vecs = []
     for _ in range(2):
-        v = torch.randn(n * s, generator=g)
+        v = torch.randn(n * s, generator=g, device=g.device)
         if case.get("outliers"):
-            v = torch.where(torch.rand(n * s, generator=g) < 0.001, v * 10, v)
+            v = torch.where(torch.rand(n * s, generator=g, device=g.device) < 0.001, v * 10, v)
         vecs.append((v * n ** -0.25).to(device)[::s])
     if n == 1:  # a single product: keep it away from zero
         vecs[0] = vecs[0] + 2.0

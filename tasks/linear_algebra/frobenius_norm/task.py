@@ -44,13 +44,13 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Normal entries with a per-matrix scale in [0.2, 2] (outliers: 0.1% scaled by 10). A
     transposed case draws [B, N, M] and returns `.transpose(1, 2)`."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     b, m, n = case["shape"]
     shape = [b, n, m] if case.get("transposed") else [b, m, n]
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
-    x = x * (0.2 + 1.8 * torch.rand(b, 1, 1, generator=g))
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = x * (0.2 + 1.8 * torch.rand(b, 1, 1, generator=g, device=g.device))
     x = x.to(device)
     if case.get("transposed"):
         x = x.transpose(1, 2)

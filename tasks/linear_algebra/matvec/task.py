@@ -40,13 +40,13 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal `a` (outliers: 0.1% scaled by 10) and `x` / sqrt(N), so outputs have unit
     scale; with `column_major`, `a` is the `.t()` view of a contiguous [N, M] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     m, n = case["m"], case["n"]
     shape = [n, m] if case.get("column_major") else [m, n]
-    a = torch.randn(shape, generator=g)
+    a = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        a = torch.where(torch.rand(shape, generator=g) < 0.001, a * 10, a)
-    x = torch.randn(n, generator=g) / n ** 0.5
+        a = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, a * 10, a)
+    x = torch.randn(n, generator=g, device=g.device) / n ** 0.5
     a, x = a.to(device), x.to(device)
     if case.get("column_major"):
         a = a.t()

@@ -40,16 +40,16 @@ CASES = [
 
 
 def _vec(n: int, g: torch.Generator, outliers: bool) -> torch.Tensor:
-    v = torch.randn(n, generator=g)
+    v = torch.randn(n, generator=g, device=g.device)
     if outliers:
-        v = torch.where(torch.rand(n, generator=g) < 0.001, v * 10, v)
+        v = torch.where(torch.rand(n, generator=g, device=g.device) < 0.001, v * 10, v)
     return v
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal vectors (outliers: 0.1% scaled by 10). A strided case draws vectors twice as
     long and returns every second element."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     step = 2 if case.get("strided") else 1
     dtype = getattr(torch, case["dtype"])
     x = _vec(case["m"] * step, g, case.get("outliers", False)).to(dtype).to(device)[::step]

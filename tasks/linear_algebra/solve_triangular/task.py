@@ -51,16 +51,16 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """a: diagonal uniform in [1, 2], strictly-lower entries normal * 0.5 / sqrt(N), entries above
     the diagonal standard normal (garbage to be ignored). b: standard normal (outliers: 0.1% scaled
     by 10). A sliced case returns the first K columns of a b that is 5 columns wider."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     bsz, n, k = case["b"], case["n"], case["k"]
-    low = torch.randn(bsz, n, n, generator=g) * (0.5 / n ** 0.5)
-    up = torch.randn(bsz, n, n, generator=g)
-    diag = 1 + torch.rand(bsz, n, generator=g)
+    low = torch.randn(bsz, n, n, generator=g, device=g.device) * (0.5 / n ** 0.5)
+    up = torch.randn(bsz, n, n, generator=g, device=g.device)
+    diag = 1 + torch.rand(bsz, n, generator=g, device=g.device)
     a = torch.tril(low, -1) + torch.triu(up, 1) + torch.diag_embed(diag)
     w = k + 5 if case.get("sliced") else k
-    rhs = torch.randn(bsz, n, w, generator=g)
+    rhs = torch.randn(bsz, n, w, generator=g, device=g.device)
     if case.get("outliers"):
-        rhs = torch.where(torch.rand(bsz, n, w, generator=g) < 0.001, rhs * 10, rhs)
+        rhs = torch.where(torch.rand(bsz, n, w, generator=g, device=g.device) < 0.001, rhs * 10, rhs)
     a, rhs = a.to(device), rhs.to(device)
     if case.get("sliced"):
         rhs = rhs[..., :k]

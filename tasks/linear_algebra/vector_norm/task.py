@@ -48,14 +48,14 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Normal entries with per-row scales in [0.1, 2] (outliers: 0.1% scaled by 10). A sliced case
     returns the first D columns of a tensor 9 columns wider."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = list(case["shape"])
     d = shape[-1]
     full = shape[:-1] + [d + 9] if case.get("sliced") else shape
-    x = torch.randn(full, generator=g)
+    x = torch.randn(full, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(full, generator=g) < 0.001, x * 10, x)
-    x = x * (0.1 + 1.9 * torch.rand(full[:-1] + [1], generator=g))
+        x = torch.where(torch.rand(full, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = x * (0.1 + 1.9 * torch.rand(full[:-1] + [1], generator=g, device=g.device))
     x = x.to(getattr(torch, case["dtype"])).to(device)
     if case.get("sliced"):
         x = x[..., :d]

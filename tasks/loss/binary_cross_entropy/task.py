@@ -45,17 +45,17 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """input = sigmoid(2 * normal); `extremes` sets that fraction of inputs to exactly 0 or 1
     (half each), probably disagreeing with the label (clamped logs). target: Bernoulli(0.5) labels
     (hard) or uniform in [0, 1] (soft)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"]
-    x = torch.sigmoid(2 * torch.randn(shape, generator=g))
+    x = torch.sigmoid(2 * torch.randn(shape, generator=g, device=g.device))
     if case.get("extremes"):
-        u = torch.rand(shape, generator=g)
+        u = torch.rand(shape, generator=g, device=g.device)
         f = case["extremes"]
         x = torch.where(u < f / 2, 0.0, torch.where(u > 1 - f / 2, 1.0, x))
     if case["soft"]:
-        target = torch.rand(shape, generator=g)
+        target = torch.rand(shape, generator=g, device=g.device)
     else:
-        target = (torch.rand(shape, generator=g) < 0.5).float()
+        target = (torch.rand(shape, generator=g, device=g.device) < 0.5).float()
     return (x.to(device), target.to(device)), {}
 
 

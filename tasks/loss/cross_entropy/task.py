@@ -45,13 +45,13 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """logits: 3 * standard normal (outliers: 0.1% scaled by 10); targets uniform in [0, C).
     A sliced case returns the first C columns of an [N, C + 5] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     n, c = case["n"], case["c"]
     shape = [n, c + 5] if case.get("sliced") else [n, c]
-    logits = 3 * torch.randn(shape, generator=g)
+    logits = 3 * torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        logits = torch.where(torch.rand(shape, generator=g) < 0.001, logits * 10, logits)
-    target = torch.randint(0, c, (n,), generator=g, dtype=torch.int64)
+        logits = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, logits * 10, logits)
+    target = torch.randint(0, c, (n,), generator=g, dtype=torch.int64, device=g.device)
     logits = logits.to(device)
     if case.get("sliced"):
         logits = logits[:, :c]

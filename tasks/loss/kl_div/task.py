@@ -48,17 +48,17 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """input = log_softmax(2 * normal) over each row (outliers: 0.1% of the logits scaled by 10);
     target = softmax(2 * normal) with 10% of each row's entries set to exactly 0 and the row
     renormalized. A sliced case returns input as the first C columns of a tensor 3 wider."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     n, c = case["n"], case["c"]
     width = c + 3 if case.get("sliced") else c
-    logits = 2 * torch.randn(n, width, generator=g)
+    logits = 2 * torch.randn(n, width, generator=g, device=g.device)
     if case.get("outliers"):
-        logits = torch.where(torch.rand(n, width, generator=g) < 0.001, logits * 10, logits)
+        logits = torch.where(torch.rand(n, width, generator=g, device=g.device) < 0.001, logits * 10, logits)
     inp = torch.log_softmax(logits[:, :c], dim=1)
     if case.get("sliced"):
-        inp = torch.cat([inp, torch.zeros(n, 3)], dim=1)
-    t = torch.softmax(2 * torch.randn(n, c, generator=g), dim=1)
-    zero = torch.rand(n, c, generator=g) < 0.1
+        inp = torch.cat([inp, torch.zeros(n, 3, device=device)], dim=1)
+    t = torch.softmax(2 * torch.randn(n, c, generator=g, device=g.device), dim=1)
+    zero = torch.rand(n, c, generator=g, device=g.device) < 0.1
     zero[:, 0] = False  # keep at least one nonzero entry per row
     t = torch.where(zero, 0.0, t)
     t = t / t.sum(dim=1, keepdim=True)

@@ -43,15 +43,15 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """input standard normal (outliers: 0.1% scaled by 10); target = 0.8 * input + 0.6 * normal + 0.3.
     A transposed case passes input as the `.t()` view of a contiguous tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = list(case["shape"])
     t = case.get("transposed", False)
-    x = torch.randn(shape[::-1] if t else shape, generator=g)
+    x = torch.randn(shape[::-1] if t else shape, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(x.shape, generator=g) < 0.001, x * 10, x)
+        x = torch.where(torch.rand(x.shape, generator=g, device=g.device) < 0.001, x * 10, x)
     if t:
         x = x.t()
-    target = (0.8 * x + 0.6 * torch.randn(shape, generator=g) + 0.3).contiguous()
+    target = (0.8 * x + 0.6 * torch.randn(shape, generator=g, device=g.device) + 0.3).contiguous()
     if t:
         x = x.t().contiguous().to(device).t()
     else:

@@ -49,14 +49,14 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     valid class index: rows whose drawn class equals it are then ignored as well). Layouts:
     `sliced` takes the first C columns of an [N, C + 5] tensor; `transposed` is the `.t()` view of
     a contiguous [C, N] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     n, c = case["n"], case["c"]
     layout = case.get("layout", "contiguous")
     shape = {"contiguous": [n, c], "sliced": [n, c + 5], "transposed": [c, n]}[layout]
-    inp = -8 * torch.rand(shape, generator=g)
-    target = torch.randint(0, c, (n,), generator=g, dtype=torch.int64)
+    inp = -8 * torch.rand(shape, generator=g, device=g.device)
+    target = torch.randint(0, c, (n,), generator=g, dtype=torch.int64, device=g.device)
     ignore_index = case.get("ignore_index", -100)
-    ign = torch.rand(n, generator=g) < case["ignore"]
+    ign = torch.rand(n, generator=g, device=g.device) < case["ignore"]
     ign[0] = False  # at least one valid row
     target = torch.where(ign, ignore_index, target)
     inp = inp.to(device)

@@ -45,12 +45,12 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """input standard normal (outliers: 0.1% scaled by 10); target = input + 1.2 * normal, so the
     differences fall on both sides of beta."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"]
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
-    target = x + 1.2 * torch.randn(shape, generator=g)
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    target = x + 1.2 * torch.randn(shape, generator=g, device=g.device)
     return (x.to(device), target.to(device)), {"beta": case["beta"]}
 
 

@@ -63,9 +63,9 @@ def _draw(g: torch.Generator, shape: list, view, outliers: bool) -> torch.Tensor
         shape[-1], shape[-2] = shape[-2], shape[-1]
     elif view == "s":
         shape[-1] *= 2
-    z = torch.randn(shape, generator=g)
+    z = torch.randn(shape, generator=g, device=g.device)
     if outliers:
-        z = torch.where(torch.rand(shape, generator=g) < 0.001, z * 10, z)
+        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
     return z
 
 
@@ -82,12 +82,12 @@ def _finish(x: torch.Tensor, view, dtype: torch.dtype, device: str) -> torch.Ten
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """input and tensor1: standard normal values; tensor2: magnitudes uniform in [0.5, 2] with random
     signs (outliers: 0.1% of every operand's normals scaled by 10)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     dtype = getattr(torch, case["dtype"])
     views = case.get("views", [None] * 3)
     zs = [_draw(g, s, v, case.get("outliers", False)) for s, v in zip(case["shapes"], views)]
     a, b = zs[0], zs[1]
-    c = (0.5 + 1.5 * torch.rand(zs[2].shape, generator=g)) * torch.where(zs[2] < 0, -1.0, 1.0)  # |tensor2| in [0.5, 2]
+    c = (0.5 + 1.5 * torch.rand(zs[2].shape, generator=g, device=g.device)) * torch.where(zs[2] < 0, -1.0, 1.0)  # |tensor2| in [0.5, 2]
     tensors = (a, b, c)
     return tuple(_finish(t, v, dtype, device) for t, v in zip(tensors, views)), {k: case[k] for k in ('value',) if k in case}
 

@@ -64,9 +64,9 @@ def _draw(g: torch.Generator, shape: list, view, outliers: bool) -> torch.Tensor
         shape[-1], shape[-2] = shape[-2], shape[-1]
     elif view == "s":
         shape[-1] *= 2
-    z = torch.randn(shape, generator=g)
+    z = torch.randn(shape, generator=g, device=g.device)
     if outliers:
-        z = torch.where(torch.rand(shape, generator=g) < 0.001, z * 10, z)
+        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
     return z
 
 
@@ -84,7 +84,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: normal values with standard deviation 2; min: normal around -1 and max: normal around 1, both
     with standard deviation 0.5, so some bounds cross (outliers: 0.1% of every operand's normals
     scaled by 10); a nans case sets 2% of x to NaN."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     dtype = getattr(torch, case["dtype"])
     views = case.get("views", [None] * 3)
     zs = [_draw(g, s, v, case.get("outliers", False)) for s, v in zip(case["shapes"], views)]
@@ -92,7 +92,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     lo = -1 + 0.5 * zs[1]
     hi = 1 + 0.5 * zs[2]
     if case.get("nans"):  # 2% NaN in x
-        x = torch.where(torch.rand(x.shape, generator=g) < 0.02, float("nan"), x)
+        x = torch.where(torch.rand(x.shape, generator=g, device=g.device) < 0.02, float("nan"), x)
     tensors = (x, lo, hi)
     return tuple(_finish(t, v, dtype, device) for t, v in zip(tensors, views)), {}
 

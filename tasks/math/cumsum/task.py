@@ -53,9 +53,9 @@ def _draw(g: torch.Generator, case: dict) -> torch.Tensor:
     shape = list(case["shape"])
     if case.get("view") == "t":
         shape = shape[::-1]
-    z = torch.randn(shape, generator=g)
+    z = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        z = torch.where(torch.rand(shape, generator=g) < 0.001, z * 10, z)
+        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
     return z
 
 
@@ -68,7 +68,7 @@ def _finish(x: torch.Tensor, case: dict, device: str) -> torch.Tensor:
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Normal values with mean 0.5 and standard deviation 1 (outliers: 0.1% of the normals scaled by
     10)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     z = _draw(g, case)
     x = z + 0.5
     return (_finish(x, case, device),), {"dim": case["dim"]}

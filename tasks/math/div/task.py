@@ -58,9 +58,9 @@ def _draw(g: torch.Generator, shape: list, view, outliers: bool) -> torch.Tensor
         shape[-1], shape[-2] = shape[-2], shape[-1]
     elif view == "s":
         shape[-1] *= 2
-    z = torch.randn(shape, generator=g)
+    z = torch.randn(shape, generator=g, device=g.device)
     if outliers:
-        z = torch.where(torch.rand(shape, generator=g) < 0.001, z * 10, z)
+        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
     return z
 
 
@@ -78,14 +78,14 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal values; y: magnitudes uniform in [0.5, 2] with random signs (outliers: 0.1%
     of every operand's normals scaled by 10); a zero-divisor case sets 2% of y to 0 and half of
     those x to 0."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     dtype = getattr(torch, case["dtype"])
     views = case.get("views", [None] * 2)
     zs = [_draw(g, s, v, case.get("outliers", False)) for s, v in zip(case["shapes"], views)]
     x = zs[0]
-    y = (0.5 + 1.5 * torch.rand(zs[1].shape, generator=g)) * torch.where(zs[1] < 0, -1.0, 1.0)  # |y| in [0.5, 2]
+    y = (0.5 + 1.5 * torch.rand(zs[1].shape, generator=g, device=g.device)) * torch.where(zs[1] < 0, -1.0, 1.0)  # |y| in [0.5, 2]
     if case.get("zeros"):  # 2% zero divisors, half of them over a zero dividend (0 / 0 = NaN)
-        u = torch.rand(y.shape, generator=g)
+        u = torch.rand(y.shape, generator=g, device=g.device)
         y = torch.where(u < 0.02, 0.0, y)
         x = torch.where(u < 0.01, 0.0, x)
     tensors = (x, y)

@@ -55,9 +55,9 @@ def _draw(g: torch.Generator, case: dict) -> torch.Tensor:
         shape = shape[::-1]
     elif case.get("view") == "s":
         shape[-1] *= 2
-    z = torch.randn(shape, generator=g)
+    z = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        z = torch.where(torch.rand(shape, generator=g) < 0.001, z * 10, z)
+        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
     return z
 
 
@@ -75,11 +75,11 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Normal values with standard deviation 2 (outliers: 0.1% scaled by 10, so some results overflow
     to inf or saturate at -1); a tiny case draws magnitudes log-uniform in [1e-8, 1] with random
     signs."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     z = _draw(g, case)
     x = 2 * z
     if case.get("tiny"):  # magnitudes spread log-uniformly over [1e-8, 1], both signs
-        x = torch.sign(z) * torch.pow(10.0, -8 * torch.rand(z.shape, generator=g))
+        x = torch.sign(z) * torch.pow(10.0, -8 * torch.rand(z.shape, generator=g, device=g.device))
     return (_finish(x, case, device),), {}
 
 

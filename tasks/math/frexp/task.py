@@ -60,9 +60,9 @@ def _draw(g: torch.Generator, case: dict) -> torch.Tensor:
         shape = shape[::-1]
     elif case.get("view") == "s":
         shape[-1] *= 2
-    z = torch.randn(shape, generator=g)
+    z = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        z = torch.where(torch.rand(shape, generator=g) < 0.001, z * 10, z)
+        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
     return z
 
 
@@ -80,12 +80,12 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal values times 2**k, k uniform over an exponent range ([-30, 30]; float16 [-10,
     5]; subnormal cases [-140, -120] or, in float16, [-26, -12], so many inputs are subnormal)
     (outliers: 0.1% of the normals scaled by 10); a zeros case sets 5% to zero."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     z = _draw(g, case)
     lo, hi = case.get("exp_range", [-10, 5] if case["dtype"] == "float16" else [-30, 30])
-    x = z * torch.exp2(torch.randint(lo, hi + 1, z.shape, generator=g).float())
+    x = z * torch.exp2(torch.randint(lo, hi + 1, z.shape, generator=g, device=g.device).float())
     if case.get("zeros"):  # 5% exact zeros
-        x = torch.where(torch.rand(z.shape, generator=g) < 0.05, 0.0, x)
+        x = torch.where(torch.rand(z.shape, generator=g, device=g.device) < 0.05, 0.0, x)
     return (_finish(x, case, device),), {}
 
 

@@ -57,9 +57,9 @@ def _draw(g: torch.Generator, case: dict) -> torch.Tensor:
         shape = shape[::-1]
     elif case.get("view") == "s":
         shape[-1] *= 2
-    z = torch.randn(shape, generator=g)
+    z = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        z = torch.where(torch.rand(shape, generator=g) < 0.001, z * 10, z)
+        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
     return z
 
 
@@ -77,11 +77,11 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Normal values with standard deviation 4 (both signs), or log-normal exp(1.5 z) for the positive
     cases (outliers: 0.1% of the z scaled by 10); a poles case sets 5% of the values to exact
     non-positive integers."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     z = _draw(g, case)
     x = torch.exp(1.5 * z) if case.get("positive") else 4 * z
     if case.get("poles"):  # 5% exact non-positive integers: poles, +inf
-        x = torch.where(torch.rand(z.shape, generator=g) < 0.05, -torch.floor(torch.abs(x)), x)
+        x = torch.where(torch.rand(z.shape, generator=g, device=g.device) < 0.05, -torch.floor(torch.abs(x)), x)
     return (_finish(x, case, device),), {}
 
 

@@ -62,9 +62,9 @@ def _draw(g: torch.Generator, shape: list, view, outliers: bool) -> torch.Tensor
         shape[-1], shape[-2] = shape[-2], shape[-1]
     elif view == "s":
         shape[-1] *= 2
-    z = torch.randn(shape, generator=g)
+    z = torch.randn(shape, generator=g, device=g.device)
     if outliers:
-        z = torch.where(torch.rand(shape, generator=g) < 0.001, z * 10, z)
+        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
     return z
 
 
@@ -81,14 +81,14 @@ def _finish(x: torch.Tensor, view, dtype: torch.dtype, device: str) -> torch.Ten
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Normal values with standard deviation 3 (outliers: 0.1% scaled by 10, so exp(x) alone would
     overflow); a neginf case sets 5% of each operand to -inf."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     dtype = getattr(torch, case["dtype"])
     views = case.get("views", [None] * 2)
     zs = [_draw(g, s, v, case.get("outliers", False)) for s, v in zip(case["shapes"], views)]
     x, y = 3 * zs[0], 3 * zs[1]
     if case.get("neginf"):  # 5% -inf in each operand (log of zero), sometimes in both
-        x = torch.where(torch.rand(x.shape, generator=g) < 0.05, float("-inf"), x)
-        y = torch.where(torch.rand(y.shape, generator=g) < 0.05, float("-inf"), y)
+        x = torch.where(torch.rand(x.shape, generator=g, device=g.device) < 0.05, float("-inf"), x)
+        y = torch.where(torch.rand(y.shape, generator=g, device=g.device) < 0.05, float("-inf"), y)
     tensors = (x, y)
     return tuple(_finish(t, v, dtype, device) for t, v in zip(tensors, views)), {}
 

@@ -56,9 +56,9 @@ def _draw(g: torch.Generator, shape: list, view, outliers: bool) -> torch.Tensor
         shape[-1], shape[-2] = shape[-2], shape[-1]
     elif view == "s":
         shape[-1] *= 2
-    z = torch.randn(shape, generator=g)
+    z = torch.randn(shape, generator=g, device=g.device)
     if outliers:
-        z = torch.where(torch.rand(shape, generator=g) < 0.001, z * 10, z)
+        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
     return z
 
 
@@ -74,7 +74,7 @@ def _finish(x: torch.Tensor, view, dtype: torch.dtype, device: str) -> torch.Ten
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal values (outliers: 0.1% scaled by 10)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     dtype = getattr(torch, case["dtype"])
     views = case.get("views", [None] * 2)
     zs = [_draw(g, s, v, case.get("outliers", False)) for s, v in zip(case["shapes"], views)]

@@ -51,9 +51,9 @@ def _draw(g: torch.Generator, case: dict) -> torch.Tensor:
         shape = shape[::-1]
     elif case.get("view") == "s":
         shape[-1] *= 2
-    z = torch.randn(shape, generator=g)
+    z = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        z = torch.where(torch.rand(shape, generator=g) < 0.001, z * 10, z)
+        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
     return z
 
 
@@ -70,11 +70,11 @@ def _finish(x: torch.Tensor, case: dict, device: str) -> torch.Tensor:
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal values (outliers: 0.1% scaled by 10), so some results are large (and overflow to
     inf in float16); a zeros case sets 5% of the inputs to +0."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     z = _draw(g, case)
     x = z
     if case.get("zeros"):  # 5% exact zeros
-        x = torch.where(torch.rand(z.shape, generator=g) < 0.05, 0.0, x)
+        x = torch.where(torch.rand(z.shape, generator=g, device=g.device) < 0.05, 0.0, x)
     return (_finish(x, case, device),), {}
 
 

@@ -54,9 +54,9 @@ def _draw(g: torch.Generator, case: dict) -> torch.Tensor:
         shape = shape[::-1]
     elif case.get("view") == "s":
         shape[-1] *= 2
-    z = torch.randn(shape, generator=g)
+    z = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        z = torch.where(torch.rand(shape, generator=g) < 0.001, z * 10, z)
+        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
     return z
 
 
@@ -73,10 +73,10 @@ def _finish(x: torch.Tensor, case: dict, device: str) -> torch.Tensor:
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Normal values with standard deviation 20 (outliers: 0.1% scaled by 10); 30% of them are snapped
     to exact integers or halves (ties)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     z = _draw(g, case)
     x = 20 * z
-    x = torch.where(torch.rand(z.shape, generator=g) < 0.3, torch.round(2 * x) / 2, x)  # integers and halves
+    x = torch.where(torch.rand(z.shape, generator=g, device=g.device) < 0.3, torch.round(2 * x) / 2, x)  # integers and halves
     return (_finish(x, case, device),), {}
 
 

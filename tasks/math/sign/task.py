@@ -50,9 +50,9 @@ def _draw(g: torch.Generator, case: dict) -> torch.Tensor:
         shape = shape[::-1]
     elif case.get("view") == "s":
         shape[-1] *= 2
-    z = torch.randn(shape, generator=g)
+    z = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        z = torch.where(torch.rand(shape, generator=g) < 0.001, z * 10, z)
+        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
     return z
 
 
@@ -68,9 +68,9 @@ def _finish(x: torch.Tensor, case: dict, device: str) -> torch.Tensor:
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal values (outliers: 0.1% scaled by 10) with 10% exact zeros."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     z = _draw(g, case)
-    x = torch.where(torch.rand(z.shape, generator=g) < 0.1, 0.0, z)  # 10% exact zeros
+    x = torch.where(torch.rand(z.shape, generator=g, device=g.device) < 0.1, 0.0, z)  # 10% exact zeros
     return (_finish(x, case, device),), {}
 
 

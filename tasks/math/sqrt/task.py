@@ -53,9 +53,9 @@ def _draw(g: torch.Generator, case: dict) -> torch.Tensor:
         shape = shape[::-1]
     elif case.get("view") == "s":
         shape[-1] *= 2
-    z = torch.randn(shape, generator=g)
+    z = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        z = torch.where(torch.rand(shape, generator=g) < 0.001, z * 10, z)
+        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
     return z
 
 
@@ -72,11 +72,11 @@ def _finish(x: torch.Tensor, case: dict, device: str) -> torch.Tensor:
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Absolute normal values times 10 (outliers: 0.1% scaled by 10); a nonpositive case also sets 5%
     to zero and negates 5%."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     z = _draw(g, case)
     x = 10 * torch.abs(z)
     if case.get("nonpositive"):  # 5% exact zeros and 5% negated values
-        u = torch.rand(z.shape, generator=g)
+        u = torch.rand(z.shape, generator=g, device=g.device)
         x = torch.where(u < 0.05, 0.0, torch.where(u < 0.1, -x, x))
     return (_finish(x, case, device),), {}
 

@@ -52,9 +52,9 @@ CASES = [
 
 
 def _randn(shape: list, g: torch.Generator, outliers: bool) -> torch.Tensor:
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g, device=g.device)
     if outliers:
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
     return x
 
 
@@ -62,11 +62,11 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """input standard normal ([N] for bias "row", [M, N] for "full"; `inf_input` sets 2% of it to
     +-Inf, only with beta = 0); mat1, mat2 standard normal scaled by K**-0.25 (outliers: 0.1%
     scaled by 10). With `b_transposed`, mat2 is the `.t()` view of a contiguous [N, K] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     m, n, k = case["m"], case["n"], case["k"]
-    inp = torch.randn([n] if case["bias"] == "row" else [m, n], generator=g)
+    inp = torch.randn([n] if case["bias"] == "row" else [m, n], generator=g, device=g.device)
     if case.get("inf_input"):
-        u = torch.rand(inp.shape, generator=g)
+        u = torch.rand(inp.shape, generator=g, device=g.device)
         inp = torch.where(u < 0.01, float("-inf"), torch.where(u > 0.99, float("inf"), inp))
     s = k ** -0.25
     bt = case.get("b_transposed", False)

@@ -56,9 +56,9 @@ _INPUT_SHAPES = {"full": lambda b, m, n: [b, m, n], "shared": lambda b, m, n: [1
 
 
 def _randn(shape: list, g: torch.Generator, outliers: bool) -> torch.Tensor:
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g, device=g.device)
     if outliers:
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
     return x
 
 
@@ -66,11 +66,11 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """input standard normal in the case's broadcast shape (`inf_input`: 2% set to +-Inf, only with
     beta = 0); batch1, batch2 standard normal scaled by K**-0.25 (outliers: 0.1% scaled by 10).
     With `b_transposed`, batch2 is `.transpose(1, 2)` of a contiguous [B, N, K] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     bs, m, n, k = case["b"], case["m"], case["n"], case["k"]
-    inp = torch.randn(_INPUT_SHAPES[case["input"]](bs, m, n), generator=g)
+    inp = torch.randn(_INPUT_SHAPES[case["input"]](bs, m, n), generator=g, device=g.device)
     if case.get("inf_input"):
-        u = torch.rand(inp.shape, generator=g)
+        u = torch.rand(inp.shape, generator=g, device=g.device)
         inp = torch.where(u < 0.01, float("-inf"), torch.where(u > 0.99, float("inf"), inp))
     s = k ** -0.25
     bt = case.get("b_transposed", False)

@@ -43,23 +43,23 @@ CASES = [
 
 
 def _randn(shape: list, g: torch.Generator, outliers: bool) -> torch.Tensor:
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g, device=g.device)
     if outliers:
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
     return x
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x and weight standard normal scaled by K**-0.25 (outliers in x: 0.1% scaled by 10); bias
     0.5 * standard normal. A sliced case returns the first K features of an x 8 columns wider."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = list(case["x"])
     k, n = shape[-1], case["n"]
     full = shape[:-1] + [k + 8] if case.get("sliced") else shape
     s = k ** -0.25
     x = _randn(full, g, case.get("outliers", False)) * s
-    w = torch.randn(n, k, generator=g) * s
-    b = 0.5 * torch.randn(n, generator=g)
+    w = torch.randn(n, k, generator=g, device=g.device) * s
+    b = 0.5 * torch.randn(n, generator=g, device=g.device)
     x, w, b = x.half().to(device), w.half().to(device), b.half().to(device)
     if case.get("sliced"):
         x = x[..., :k]

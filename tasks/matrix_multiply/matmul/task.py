@@ -40,16 +40,16 @@ CASES = [
 
 
 def _randn(shape: list, g: torch.Generator, outliers: bool) -> torch.Tensor:
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g, device=g.device)
     if outliers:
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
     return x
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal entries scaled by K**-0.25 (outliers: 0.1% scaled by 10); with
     `b_transposed`, `b` is the `.t()` view of a contiguous [N, K] tensor."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     m, n, k = case["m"], case["n"], case["k"]
     s = k ** -0.25
     a = _randn([m, k], g, case.get("outliers", False)) * s

@@ -44,14 +44,14 @@ CASES = [
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal entries scaled by K**-0.25 (outliers: 0.1% scaled by 10)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     m, n, k = case["m"], case["n"], case["k"]
     s = k ** -0.25
     mats = []
     for shape in ([k, m], [k, n]):
-        x = torch.randn(shape, generator=g)
+        x = torch.randn(shape, generator=g, device=g.device)
         if case.get("outliers"):
-            x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
+            x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
         mats.append((x * s).half().to(device))
     return tuple(mats), {}
 

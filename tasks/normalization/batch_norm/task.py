@@ -45,20 +45,20 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal plus a per-channel offset of 2 * normal (outliers: 0.1% scaled by 10);
     running_mean near that offset, running_var uniform in [0.25, 4], weight 1 + 0.3 * normal, bias
     0.3 * normal. A channels_last case draws NHWC and returns the NCHW permuted view."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = list(case["shape"])
     c = shape[1]
     cl = case.get("channels_last", False)
     draw = [shape[0], shape[2], shape[3], c] if cl else shape
-    x = torch.randn(draw, generator=g)
+    x = torch.randn(draw, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(draw, generator=g) < 0.001, x * 10, x)
-    offset = 2 * torch.randn(c, generator=g)
+        x = torch.where(torch.rand(draw, generator=g, device=g.device) < 0.001, x * 10, x)
+    offset = 2 * torch.randn(c, generator=g, device=g.device)
     x = x + (offset if cl else offset.reshape([c] + [1] * (len(shape) - 2)))
-    mean = offset + 0.1 * torch.randn(c, generator=g)
-    var = 0.25 + 3.75 * torch.rand(c, generator=g)
-    weight = 1 + 0.3 * torch.randn(c, generator=g)
-    bias = 0.3 * torch.randn(c, generator=g)
+    mean = offset + 0.1 * torch.randn(c, generator=g, device=g.device)
+    var = 0.25 + 3.75 * torch.rand(c, generator=g, device=g.device)
+    weight = 1 + 0.3 * torch.randn(c, generator=g, device=g.device)
+    bias = 0.3 * torch.randn(c, generator=g, device=g.device)
     x, mean, var, weight, bias = (t.to(device) for t in (x, mean, var, weight, bias))
     if cl:
         x = x.permute(0, 3, 1, 2)

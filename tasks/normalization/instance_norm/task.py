@@ -49,19 +49,19 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: normal with per-(sample, channel) offsets (0..2) and scales (0.5..2) (outliers: 0.1%
     scaled by 10); weight 1 + 0.3 * normal; bias 0.3 * normal. A channels_last case draws NHWC and
     returns the NCHW permuted view."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     n, c, h, w = case["shape"]
     cl = case.get("channels_last", False)
-    x = torch.randn([n, h, w, c] if cl else [n, c, h, w], generator=g)
+    x = torch.randn([n, h, w, c] if cl else [n, c, h, w], generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(x.shape, generator=g) < 0.001, x * 10, x)
+        x = torch.where(torch.rand(x.shape, generator=g, device=g.device) < 0.001, x * 10, x)
     if cl:
         x = x.permute(0, 3, 1, 2)
-    x = x * (0.5 + 1.5 * torch.rand(n, c, 1, 1, generator=g)) + 2 * torch.rand(n, c, 1, 1, generator=g)
+    x = x * (0.5 + 1.5 * torch.rand(n, c, 1, 1, generator=g, device=g.device)) + 2 * torch.rand(n, c, 1, 1, generator=g, device=g.device)
     if cl:
         x = x.permute(0, 2, 3, 1).contiguous()
-    weight = 1 + 0.3 * torch.randn(c, generator=g)
-    bias = 0.3 * torch.randn(c, generator=g)
+    weight = 1 + 0.3 * torch.randn(c, generator=g, device=g.device)
+    bias = 0.3 * torch.randn(c, generator=g, device=g.device)
     x, weight, bias = x.to(device), weight.to(device), bias.to(device)
     if cl:
         x = x.permute(0, 3, 1, 2)

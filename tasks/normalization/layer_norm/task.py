@@ -50,18 +50,18 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: normal with per-row offsets (mean 0..2) and scales (std 0.5..2), outliers scaled by 10
     with probability 0.001; weight: 1 + 0.5 * normal; bias: normal. A sliced case returns the
     first D columns of a tensor 7 columns wider, so row strides are not D."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = list(case["shape"])
     d = shape[-1]
     full = shape[:-1] + [d + 7] if case.get("sliced") else shape
-    x = torch.randn(full, generator=g)
+    x = torch.randn(full, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(full, generator=g) < 0.001, x * 10, x)
-    scale = 0.5 + 1.5 * torch.rand(full[:-1] + [1], generator=g)
-    offset = 2 * torch.rand(full[:-1] + [1], generator=g)
+        x = torch.where(torch.rand(full, generator=g, device=g.device) < 0.001, x * 10, x)
+    scale = 0.5 + 1.5 * torch.rand(full[:-1] + [1], generator=g, device=g.device)
+    offset = 2 * torch.rand(full[:-1] + [1], generator=g, device=g.device)
     x = x * scale + offset
-    weight = 1 + 0.5 * torch.randn(d, generator=g)
-    bias = torch.randn(d, generator=g)
+    weight = 1 + 0.5 * torch.randn(d, generator=g, device=g.device)
+    bias = torch.randn(d, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     x, weight, bias = (t.to(dtype).to(device) for t in (x, weight, bias))
     if case.get("sliced"):

@@ -48,15 +48,15 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: normal with per-row scales (0.2..3) (outliers: 0.1% scaled by 10); weight: 1 + 0.3 *
     normal. A sliced case returns the first D columns of a tensor 5 columns wider."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = list(case["shape"])
     d = shape[-1]
     full = shape[:-1] + [d + 5] if case.get("sliced") else shape
-    x = torch.randn(full, generator=g)
+    x = torch.randn(full, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(full, generator=g) < 0.001, x * 10, x)
-    x = x * (0.2 + 2.8 * torch.rand(full[:-1] + [1], generator=g))
-    weight = 1 + 0.3 * torch.randn(d, generator=g)
+        x = torch.where(torch.rand(full, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = x * (0.2 + 2.8 * torch.rand(full[:-1] + [1], generator=g, device=g.device))
+    weight = 1 + 0.3 * torch.randn(d, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     x, weight = x.to(dtype).to(device), weight.to(dtype).to(device)
     if case.get("sliced"):

@@ -62,14 +62,14 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """param ~ normal; grad ~ 0.1 * normal (outliers: 0.1% scaled by 10); exp_avg ~ 0.05 * normal;
     exp_avg_sq ~ 0.01 * uniform (positive, so the running state is non-trivial)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"]
-    param = torch.randn(shape, generator=g)
-    grad = 0.1 * torch.randn(shape, generator=g)
+    param = torch.randn(shape, generator=g, device=g.device)
+    grad = 0.1 * torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        grad = torch.where(torch.rand(shape, generator=g) < 0.001, grad * 10, grad)
-    exp_avg = 0.05 * torch.randn(shape, generator=g)
-    exp_avg_sq = 0.01 * torch.rand(shape, generator=g)
+        grad = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, grad * 10, grad)
+    exp_avg = 0.05 * torch.randn(shape, generator=g, device=g.device)
+    exp_avg_sq = 0.01 * torch.rand(shape, generator=g, device=g.device)
     args = tuple(t.to(device) for t in (param, grad, exp_avg, exp_avg_sq))
     return args, dict(case["hparams"])
 

@@ -51,18 +51,18 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     0.5% of the elements get grad = exp_avg = 0 exactly (sign 0). Elsewhere, where the
     interpolation c (computed in float32, within 1e-8 of exact) is within 1e-5 of zero, grad is
     moved by +0.01, keeping c well away from 0."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"]
     hp = case["hparams"]
     beta1 = hp.get("beta1", 0.9)
-    param = torch.randn(shape, generator=g)
-    grad = 0.1 * torch.randn(shape, generator=g)
+    param = torch.randn(shape, generator=g, device=g.device)
+    grad = 0.1 * torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        grad = torch.where(torch.rand(shape, generator=g) < 0.001, grad * 10, grad)
-    exp_avg = 0.05 * torch.randn(shape, generator=g)
+        grad = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, grad * 10, grad)
+    exp_avg = 0.05 * torch.randn(shape, generator=g, device=g.device)
     c = beta1 * exp_avg + (1 - beta1) * grad
     grad = torch.where(c.abs() < 1e-5, grad + 0.01, grad)
-    zero = torch.rand(shape, generator=g) < 0.005
+    zero = torch.rand(shape, generator=g, device=g.device) < 0.005
     grad = torch.where(zero, 0.0, grad)
     exp_avg = torch.where(zero, 0.0, exp_avg)
     args = tuple(t.to(device) for t in (param, grad, exp_avg))

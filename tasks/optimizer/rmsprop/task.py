@@ -71,15 +71,15 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """param ~ normal; grad ~ 0.1 * normal (outliers: 0.1% scaled by 10); grad_avg ~ 0.05 * normal;
     square_avg = grad_avg ** 2 + 0.01 * uniform(0.1, 1.1) (square_avg - grad_avg ** 2 stays >= 1e-3);
     momentum_buffer ~ 0.1 * normal."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"]
-    param = torch.randn(shape, generator=g)
-    grad = 0.1 * torch.randn(shape, generator=g)
+    param = torch.randn(shape, generator=g, device=g.device)
+    grad = 0.1 * torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        grad = torch.where(torch.rand(shape, generator=g) < 0.001, grad * 10, grad)
-    grad_avg = 0.05 * torch.randn(shape, generator=g)
-    square_avg = grad_avg * grad_avg + 0.01 * (0.1 + torch.rand(shape, generator=g))
-    buf = 0.1 * torch.randn(shape, generator=g)
+        grad = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, grad * 10, grad)
+    grad_avg = 0.05 * torch.randn(shape, generator=g, device=g.device)
+    square_avg = grad_avg * grad_avg + 0.01 * (0.1 + torch.rand(shape, generator=g, device=g.device))
+    buf = 0.1 * torch.randn(shape, generator=g, device=g.device)
     args = tuple(t.to(device) for t in (param, grad, square_avg, grad_avg, buf))
     return args, dict(case["hparams"])
 

@@ -70,13 +70,13 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """param ~ normal; grad ~ 0.1 * normal (outliers: 0.1% scaled by 10); momentum_buffer ~ 0.1 *
     normal (garbage on a first step)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"]
-    param = torch.randn(shape, generator=g)
-    grad = 0.1 * torch.randn(shape, generator=g)
+    param = torch.randn(shape, generator=g, device=g.device)
+    grad = 0.1 * torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        grad = torch.where(torch.rand(shape, generator=g) < 0.001, grad * 10, grad)
-    buf = 0.1 * torch.randn(shape, generator=g)
+        grad = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, grad * 10, grad)
+    buf = 0.1 * torch.randn(shape, generator=g, device=g.device)
     args = tuple(t.to(device) for t in (param, grad, buf))
     return args, dict(case["hparams"])
 

@@ -62,12 +62,12 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal values plus 1 (outliers: 0.1% of the normals scaled by 10), so window means
     are far from zero. A channels-last case draws [N, H, W, C] and returns the [N, C, H, W] view."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     n, c, h, w = case["shape"]
     shape = [n, h, w, c] if case.get("channels_last") else [n, c, h, w]
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
     x = (x + 1).to(getattr(torch, case["dtype"])).to(device)
     if case.get("channels_last"):
         x = x.permute(0, 3, 1, 2)

@@ -56,12 +56,12 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal values plus 1 (outliers: 0.1% of the normals scaled by 10), so window
     means are far from zero. A permuted case draws [N, L, C] and returns the [N, C, L] view."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     n, c, length = case["shape"]
     shape = [n, length, c] if case.get("permuted") else [n, c, length]
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
     x = (x + 1).to(getattr(torch, case["dtype"])).to(device)
     if case.get("permuted"):
         x = x.permute(0, 2, 1)

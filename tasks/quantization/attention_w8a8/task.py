@@ -58,9 +58,9 @@ CASES = [
 
 
 def _int8(shape: list, g: torch.Generator, outliers: bool) -> torch.Tensor:
-    x = torch.randn(shape, generator=g) * 30
+    x = torch.randn(shape, generator=g, device=g.device) * 30
     if outliers:
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
     return x.round().clamp(-127, 127).to(torch.int8)
 
 
@@ -68,15 +68,15 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """q, k, v = round(30 * normal) clamped to [-127, 127] (outliers: 0.1% scaled by 10 first);
     q_scale, k_scale uniform in [0.5, 1.5] / 30 (dequantized q, k of unit scale); v_scale uniform in
     [0.5, 1.5] / 30; sm_scale = 2.5 / sqrt(D), so attention is neither uniform nor one-hot."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     b, h, s, d = case["b"], case["h"], case["s"], case["d"]
     outliers = case.get("outliers", False)
     q = _int8([b, h, s, d], g, outliers)
     k = _int8([b, h, s, d], g, outliers)
     v = _int8([b, h, s, d], g, outliers)
-    q_scale = (0.5 + torch.rand(b, h, s, generator=g)) / 30
-    k_scale = (0.5 + torch.rand(b, h, s, generator=g)) / 30
-    v_scale = (0.5 + torch.rand(b, h, d, generator=g)) / 30
+    q_scale = (0.5 + torch.rand(b, h, s, generator=g, device=g.device)) / 30
+    k_scale = (0.5 + torch.rand(b, h, s, generator=g, device=g.device)) / 30
+    v_scale = (0.5 + torch.rand(b, h, d, generator=g, device=g.device)) / 30
     args = tuple(t.to(device) for t in (q, k, v, q_scale, k_scale, v_scale))
     return args + (2.5 / d ** 0.5,), {"causal": case["causal"]}
 

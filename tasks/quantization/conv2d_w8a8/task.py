@@ -59,9 +59,9 @@ CASES = [
 
 
 def _int8(shape: list, g: torch.Generator, std: float, outliers: bool) -> torch.Tensor:
-    x = torch.randn(shape, generator=g) * std
+    x = torch.randn(shape, generator=g, device=g.device) * std
     if outliers:
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
     return x.round().clamp(-127, 127).to(torch.int8)
 
 
@@ -70,15 +70,15 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     0.1% of x scaled by 10 first). x_scale = 1/20; w_scale uniform in [0.5, 1.5] / (30 * sqrt(C *
     KH * KW)) (rounded to float32), so outputs are of order 1; bias = 0.5 * normal. A channels_last
     case draws an NHWC tensor and returns its NCHW permuted view."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     n, c, h, w = case["x"]
     o, _, kh, kw = case["w"]
     shape = [n, h, w, c] if case.get("channels_last") else [n, c, h, w]
     x = _int8(shape, g, 20.0, case.get("outliers", False))
     weight = _int8(case["w"], g, 30.0, False)
-    x_scale = float(torch.tensor(1 / 20, dtype=torch.float32))
-    w_scale = (0.5 + torch.rand(o, generator=g)) / (30 * (c * kh * kw) ** 0.5)
-    bias = 0.5 * torch.randn(o, generator=g)
+    x_scale = float(torch.tensor(1 / 20, dtype=torch.float32, device=device))
+    w_scale = (0.5 + torch.rand(o, generator=g, device=g.device)) / (30 * (c * kh * kw) ** 0.5)
+    bias = 0.5 * torch.randn(o, generator=g, device=g.device)
     x, weight, w_scale, bias = (t.to(device) for t in (x, weight, w_scale, bias))
     if case.get("channels_last"):
         x = x.permute(0, 3, 1, 2)

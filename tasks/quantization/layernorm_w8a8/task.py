@@ -54,15 +54,15 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: normal with per-row offsets (0..2) and scales (0.5..2), outliers scaled by 10 with
     probability 0.001; weight: 1 + 0.3 * normal; bias: 0.3 * normal. A sliced case returns the first
     D columns of a tensor 6 columns wider."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     m, d = case["m"], case["d"]
     width = d + 6 if case.get("sliced") else d
-    x = torch.randn(m, width, generator=g)
+    x = torch.randn(m, width, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(m, width, generator=g) < 0.001, x * 10, x)
-    x = x * (0.5 + 1.5 * torch.rand(m, 1, generator=g)) + 2 * torch.rand(m, 1, generator=g)
-    weight = 1 + 0.3 * torch.randn(d, generator=g)
-    bias = 0.3 * torch.randn(d, generator=g)
+        x = torch.where(torch.rand(m, width, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = x * (0.5 + 1.5 * torch.rand(m, 1, generator=g, device=g.device)) + 2 * torch.rand(m, 1, generator=g, device=g.device)
+    weight = 1 + 0.3 * torch.randn(d, generator=g, device=g.device)
+    bias = 0.3 * torch.randn(d, generator=g, device=g.device)
     x, weight, bias = (t.half().to(device) for t in (x, weight, bias))
     if case.get("sliced"):
         x = x[:, :d]

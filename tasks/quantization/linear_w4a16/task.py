@@ -56,14 +56,14 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x standard normal (outliers: 0.1% scaled by 10), float16. Nibbles uniform in 0..15 packed as
     the docstring says. scales uniform in [0.5, 1.5] / (4.6 * sqrt(K)) in float16 (w_int has
     standard deviation about 4.6), so outputs have unit scale."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     m, n, k, gs = case["m"], case["n"], case["k"], case["group"]
-    x = torch.randn(m, k, generator=g)
+    x = torch.randn(m, k, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(m, k, generator=g) < 0.001, x * 10, x)
-    u = torch.randint(0, 16, (n, k), generator=g, dtype=torch.int32)
+        x = torch.where(torch.rand(m, k, generator=g, device=g.device) < 0.001, x * 10, x)
+    u = torch.randint(0, 16, (n, k), generator=g, dtype=torch.int32, device=g.device)
     qweight = (u[:, 0::2] | (u[:, 1::2] << 4)).to(torch.uint8)
-    scales = (0.5 + torch.rand(n, k // gs, generator=g)) / (4.6 * k ** 0.5)
+    scales = (0.5 + torch.rand(n, k // gs, generator=g, device=g.device)) / (4.6 * k ** 0.5)
     return (x.half().to(device), qweight.to(device), scales.half().to(device), gs), {}
 
 

@@ -61,9 +61,9 @@ def _draw(g: torch.Generator, case: dict) -> torch.Tensor:
     shape = list(case["shape"])
     if case.get("view") == "t":
         shape = shape[::-1]
-    z = torch.randn(shape, generator=g)
+    z = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        z = torch.where(torch.rand(shape, generator=g) < 0.001, z * 10, z)
+        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
     return z
 
 
@@ -77,13 +77,13 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal values (outliers: 0.1% scaled by 10); a ties case uses round(2 z) clamped to
     [-6, 4] (many equal maxima); a nans case makes each value NaN with probability 0.5 / L
     (about 40% of the slices hold one)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     z = _draw(g, case)
     x = z
     if case.get("ties"):  # small integers: many equal maxima per slice
         x = torch.round(2 * z).clamp(-6, 4)
     if case.get("nans"):  # NaN with probability 0.5 / L: about 40% of the slices hold one
-        x = torch.where(torch.rand(z.shape, generator=g) < 0.5 / case["shape"][case["dim"]], float("nan"), x)
+        x = torch.where(torch.rand(z.shape, generator=g, device=g.device) < 0.5 / case["shape"][case["dim"]], float("nan"), x)
     return (_finish(x, case, device),), {"dim": case["dim"], "keepdim": case.get("keepdim", False)}
 
 

@@ -61,9 +61,9 @@ def _draw(g: torch.Generator, case: dict) -> torch.Tensor:
     shape = list(case["shape"])
     if case.get("view") == "t":
         shape = shape[::-1]
-    z = torch.randn(shape, generator=g)
+    z = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        z = torch.where(torch.rand(shape, generator=g) < 0.001, z * 10, z)
+        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
     return z
 
 
@@ -76,11 +76,11 @@ def _finish(x: torch.Tensor, case: dict, device: str) -> torch.Tensor:
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Normal values with standard deviation 3 (outliers: 0.1% of the normals scaled by 10); a masked
     case sets 10% of the values to -inf and one whole slice along dim to -inf."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     z = _draw(g, case)
     x = 3 * z
     if case.get("masked"):  # 10% -inf, and one whole slice along dim is -inf (masked cases are 2-D)
-        x = torch.where(torch.rand(z.shape, generator=g) < 0.1, float("-inf"), x)
+        x = torch.where(torch.rand(z.shape, generator=g, device=g.device) < 0.1, float("-inf"), x)
         x.select(1 - case["dim"] % 2, 0).fill_(float("-inf"))
     return (_finish(x, case, device),), {"dim": case["dim"], "keepdim": case.get("keepdim", False)}
 

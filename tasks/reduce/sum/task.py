@@ -44,11 +44,11 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Normal values with mean 0.5 and std 1 (outliers: 0.1% of them scaled by 10); a transposed
     case draws the transposed shape and returns its `.t()` view."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"][::-1] if case.get("transposed") else case["shape"]
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
     x = (x + 0.5).to(getattr(torch, case["dtype"])).to(device)
     if case.get("transposed"):
         x = x.t()

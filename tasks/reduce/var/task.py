@@ -67,9 +67,9 @@ def _draw(g: torch.Generator, case: dict) -> torch.Tensor:
     shape = list(case["shape"])
     if case.get("view") == "t":
         shape = shape[::-1]
-    z = torch.randn(shape, generator=g)
+    z = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        z = torch.where(torch.rand(shape, generator=g) < 0.001, z * 10, z)
+        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
     return z
 
 
@@ -82,7 +82,7 @@ def _finish(x: torch.Tensor, case: dict, device: str) -> torch.Tensor:
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal values (outliers: 0.1% scaled by 10), shifted by the case's `shift` (100 in the
     shifted cases, else 0)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     z = _draw(g, case)
     x = z + case.get("shift", 0.0)
     return (_finish(x, case, device),), {"dim": case["dim"], "correction": case.get("correction", 1), "keepdim": case.get("keepdim", False)}

@@ -59,14 +59,14 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x standard normal (outliers: 0.1% scaled by 10); grid uniform in [-1.15, 1.15] (so about 13%
     of the coordinates fall outside the image). A channels_last case draws NHWC and returns the NCHW
     permuted view."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     n, c, h, w = case["x"]
     oh, ow = case["out"]
     shape = [n, h, w, c] if case.get("channels_last") else [n, c, h, w]
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
-    grid = 2.3 * torch.rand(n, oh, ow, 2, generator=g) - 1.15
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    grid = 2.3 * torch.rand(n, oh, ow, 2, generator=g, device=g.device) - 1.15
     x, grid = x.to(device), grid.to(device)
     if case.get("channels_last"):
         x = x.permute(0, 3, 1, 2)

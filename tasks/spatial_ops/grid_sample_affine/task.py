@@ -66,14 +66,14 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x standard normal (outliers: 0.1% scaled by 10). theta per sample: rotation by an angle in
     [-0.5, 0.5] rad, scale in [0.8, 1.25] per axis, shear in [-0.2, 0.2], translation in
     [-0.25, 0.25]. A channels_last case draws NHWC and returns the NCHW permuted view."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     n, c, h, w = case["x"]
     oh, ow = case["out"]
     shape = [n, h, w, c] if case.get("channels_last") else [n, c, h, w]
-    x = torch.randn(shape, generator=g)
+    x = torch.randn(shape, generator=g, device=g.device)
     if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g) < 0.001, x * 10, x)
-    u = torch.rand(n, 6, generator=g)
+        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    u = torch.rand(n, 6, generator=g, device=g.device)
     ang, sx, sy = (u[:, 0] - 0.5), 0.8 + 0.45 * u[:, 1], 0.8 + 0.45 * u[:, 2]
     shear, tx, ty = 0.4 * u[:, 3] - 0.2, 0.5 * u[:, 4] - 0.25, 0.5 * u[:, 5] - 0.25
     cos, sin = torch.cos(ang), torch.sin(ang)

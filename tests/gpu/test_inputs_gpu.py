@@ -1,0 +1,49 @@
+"""Every case of every task draws its inputs on the GPU, deterministically, in well under a second."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kbx_ray.suite import load_module, load_suite
+
+pytestmark = pytest.mark.gpu
+
+
+def _tensors(obj):
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (tuple, list)):
+        return [t for x in obj for t in _tensors(x)]
+    if isinstance(obj, dict):
+        return [t for x in obj.values() for t in _tensors(x)]
+    return []
+
+
+def test_every_case_draws_on_the_gpu():
+    import torch
+
+    slow, wrong, unequal = {}, [], []
+    for task in load_suite():
+        mod = load_module(task.path)
+        for case in task.cases:
+            key = f"{task.task_id}/{case['name']}"
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            a = _tensors(mod.make_inputs(case, 7, "cuda"))
+            torch.cuda.synchronize()
+            dt = time.perf_counter() - t0
+            b = _tensors(mod.make_inputs(case, 7, "cuda"))
+            if any(t.device.type != "cuda" for t in a):
+                wrong.append(key)
+            if len(a) != len(b) or not all(torch.equal(x, y) for x, y in zip(a, b)):
+                unequal.append(key)
+            if dt > 0.5:
+                slow[key] = round(dt, 3)
+            del a, b
+        torch.cuda.empty_cache()
+    assert wrong == [], f"inputs left on the CPU: {wrong}"
+    assert unequal == [], f"same seed, different inputs: {unequal}"
+    assert slow == {}, f"input draws slower than 0.5 s: {slow}"
