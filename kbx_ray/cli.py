@@ -48,7 +48,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from kbx_ray.types import Candidate
 
     cfg = load_config(args.overrides)
-    task = get_task(args.task_id, cfg.suite.path)
+    task = get_task(args.task_id, cfg.suite.path, cfg.suite.name)
     path = Path(args.candidate)
     if not path.is_file():
         raise ConfigError(f"candidate file {path} does not exist")
@@ -96,7 +96,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     cfg = load_config(args.overrides)
     from kbx_ray.suite import load_suite
 
-    tasks = load_suite(cfg.suite.path, cfg.suite.include or None)
+    tasks = load_suite(cfg.suite.path, cfg.suite.include or None, cfg.suite.name)
     rows = [{"id": t.task_id, "category": t.category, "level": t.level,
              "cases": [c["name"] for c in t.cases], "signature": t.signature} for t in tasks]
     if args.json:

@@ -28,7 +28,7 @@ class ConfigError(ValueError):
 
 @dataclass
 class SuiteConfig:
-    name: str = "kbx"                    # kbx (tasks/), later: kernelbench, kernelbenchx
+    name: str = "kbx"                    # kbx (tasks/) | kernelbench | kernelbenchx (suites/)
     path: str | None = None              # suite root; default: the repo's tasks/
     include: list[str] = field(default_factory=list)  # ids, category folders or globs
 

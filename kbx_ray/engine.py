@@ -62,7 +62,7 @@ def resolve_pools(names: list[str]) -> dict[str, hardware.HardwarePool]:
 
 def plan(cfg: Config) -> SweepPlan:
     """Everything that can be checked before Ray starts: config, tasks, pools, the grid, resume."""
-    tasks = load_suite(cfg.suite.path, cfg.suite.include or None)
+    tasks = load_suite(cfg.suite.path, cfg.suite.include or None, cfg.suite.name)
     pools = resolve_pools(cfg.hardware)
     if cfg.engine.mode not in ("actor", "task", "noop"):
         raise ConfigError(f"engine.mode={cfg.engine.mode!r}: choose actor, task or noop")

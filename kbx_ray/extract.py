@@ -27,7 +27,7 @@ def candidate_id(task_id: str, code: str) -> str:
 
 def _defines(code: str, entry: str) -> bool:
     e = re.escape(entry)
-    return re.search(rf"^\s*def\s+{e}\s*\(|^{e}\s*=", code, re.M) is not None
+    return re.search(rf"^\s*(?:def|class)\s+{e}\s*[(:]|^{e}\s*=", code, re.M) is not None
 
 
 def _parses(code: str) -> bool:

@@ -76,7 +76,13 @@ def task_from_file(path: Path, root: Path) -> Task:
     )
 
 
-def load_suite(root: str | Path | None = None, include: list[str] | None = None) -> list[Task]:
+def load_suite(root: str | Path | None = None, include: list[str] | None = None,
+               name: str = "kbx") -> list[Task]:
+    """The suite `name` at `root`: kbx is tasks/; others are adapted by kbx_ray/suites/."""
+    if name != "kbx":
+        from kbx_ray.suites import load_external
+
+        return load_external(name, root, include)
     root = Path(root or DEFAULT_ROOT).resolve()
     if not root.is_dir():
         raise SuiteError(f"suite folder {root} does not exist: set suite.path to a tasks/ folder")
@@ -101,5 +107,5 @@ def select_ids(ids: list[str], include: list[str] | None) -> list[str]:
     return [i for i in ids if i in chosen]
 
 
-def get_task(task_id: str, root: str | Path | None = None) -> Task:
-    return load_suite(root, [task_id])[0]
+def get_task(task_id: str, root: str | Path | None = None, name: str = "kbx") -> Task:
+    return load_suite(root, [task_id], name)[0]

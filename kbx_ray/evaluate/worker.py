@@ -86,6 +86,14 @@ class Worker:
         entry = getattr(module, req["entry"], None)
         if not callable(entry):
             raise CandidateError("missing_entry", f"the module defines no function {req['entry']!r}")
+        bind = getattr(self.task, "bind_candidate", None)
+        if bind is not None:  # the task builds the per-case callable (KernelBench: ModelNew(*init))
+            try:
+                entry = bind(entry, DEVICE)
+            except BaseException as e:  # noqa: BLE001 - the candidate's constructor ran
+                self._check_tampering()
+                raise CandidateError("runtime_error", _candidate_tb(e, req["code_path"])) from None
+            self._check_tampering()
         self.entry = entry
         return {}, []
 

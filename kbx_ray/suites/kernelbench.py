@@ -1,0 +1,164 @@
+"""KernelBench problem folders (level1/19_ReLU.py, ...) -> Tasks, through generated shims (shim.py).
+
+A problem file defines `class Model(nn.Module)`, `get_inputs()` and `get_init_inputs()`; the
+candidate defines `ModelNew`, with Model's constructor signature. The protocol follows KernelBench's
+own evaluation:
+- weights: `torch.manual_seed(42)` right before each construction, `Model(*get_init_inputs())` in
+  the judge and `ModelNew(*get_init_inputs())` in the sandbox worker, both built on the CPU and then
+  moved to the device, so that parameters created the same way in the same order agree;
+- inputs: `get_inputs()` after seeding torch with the evaluation seed, drawn on the evaluation
+  device; one case ("default"), checked on every evaluation seed; forward runs under `no_grad`;
+- tolerance: atol = rtol = 1e-2 for every floating dtype (KernelBench's default in its correctness
+  check; recent versions tighten fp32 to 1e-4);
+- cost: bytes of inputs, parameters and outputs; FLOPs are unknown (0), so SOL is bandwidth-only.
+The shim's `ModelNew` attribute is the reference forward (the contract's `<name>` is always the
+reference), and its `bind_candidate` turns the candidate's class into the per-case callable.
+"""
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from kbx_ray.suite import SuiteError, select_ids
+from kbx_ray.suites import shim
+from kbx_ray.types import Task
+
+WEIGHT_SEED = 42
+ATOL = RTOL = 1e-2
+_LEVEL = re.compile(r"level[_-]?(\d+)", re.I)
+
+
+class KernelBenchProblem:
+    """One problem file's code, run in the judge (the reference) and in the worker (inputs and
+    the candidate's ModelNew)."""
+
+    tolerance = {d: (RTOL, ATOL) for d in ("float32", "float64", "float16", "bfloat16")}
+
+    def __init__(self, origin: str, source: str) -> None:
+        self.ns: dict[str, Any] = {"__name__": "kbx_kernelbench_problem"}
+        code = compile(source, origin, "exec", dont_inherit=True)
+        exec(code, self.ns)  # noqa: S102 - the suite's own code, trusted like tasks/
+        self.models: dict[str, Any] = {}   # the reference Model, built once per device
+        self.bytes = 0                     # inputs + parameters + outputs, seen on the first call
+
+    def make_inputs(self, case: dict, seed: int, device: str) -> tuple[tuple, dict]:
+        with shim.drawing_on(device, seed):
+            inputs = self.ns["get_inputs"]()
+        return tuple(shim.tree_map(lambda t: t.to(device), list(inputs))), {}
+
+    def build(self, cls: Callable[..., Any], device: str | torch.device) -> Any:
+        """`cls(*get_init_inputs())` right after seeding, on the CPU, then moved to `device`."""
+        with shim.seeded(WEIGHT_SEED), shim.OnDevice("cpu"):
+            init = self.ns["get_init_inputs"]()
+            with shim.seeded(WEIGHT_SEED):
+                model = cls(*init)
+        return model.to(device) if isinstance(model, torch.nn.Module) else model
+
+    def reference(self, *inputs: Any) -> Any:
+        device = next((t.device for t in shim.tensors(inputs)), torch.device("cpu"))
+        model = self.models.get(str(device))
+        if model is None:
+            model = self.models[str(device)] = self.build(self.ns["Model"], device)
+        with torch.no_grad():
+            out = model(*inputs)
+        if not self.bytes:
+            self.bytes = sum(map(shim.nbytes, (inputs, list(model.parameters()), out)))
+        return out
+
+    def bind_candidate(self, cls: Callable[..., Any], device: str) -> Callable[..., Any]:
+        """Called by the worker at load: the candidate's ModelNew, built as Model is, becomes the
+        function that runs each case."""
+        model = self.build(cls, device)
+        if not callable(model):
+            raise TypeError(f"ModelNew(*get_init_inputs()) gave a {type(model).__name__}, "
+                            "which cannot be called on the inputs")
+
+        def forward(*inputs: Any) -> Any:
+            with torch.no_grad():
+                return model(*inputs)
+        return forward
+
+    def cost(self, case: dict) -> dict[str, int]:
+        return {"flops": 0, "bytes": self.bytes}
+
+
+# ---- the folder -> Tasks -----------------------------------------------------------------------
+def _natural(p: Path) -> tuple:
+    return tuple(int(s) if s.isdigit() else s for s in re.split(r"(\d+)", p.stem))
+
+
+def problem_files(root: Path) -> dict[str, Path]:
+    """task id ("level1/19_ReLU") -> file, in level and problem-number order."""
+    levels = [root] if _LEVEL.fullmatch(root.name) else sorted(
+        (d for d in root.iterdir() if d.is_dir() and _LEVEL.fullmatch(d.name)), key=_natural)
+    files = {f"{d.name}/{p.stem}": p for d in levels
+             for p in sorted(d.glob("*.py"), key=_natural) if not p.name.startswith("_")}
+    if not files:
+        raise SuiteError(f"no KernelBench problems under {root}: expected level1/, level2/, "
+                         "... folders of <n>_<Name>.py files (set suite.path to their parent)")
+    return files
+
+
+def _signature(path: Path, source: str) -> str:
+    """`class ModelNew(nn.Module) with __init__(...) and forward(...)`, after checking the file."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        raise SuiteError(f"malformed KernelBench problem {path}: line {e.lineno}: "
+                         f"{e.msg}") from None
+    top = {n.name: n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    model = top.get("Model")
+    methods = {n.name: n for n in getattr(model, "body", []) if isinstance(n, ast.FunctionDef)}
+    missing = ["class Model(nn.Module)"] if not isinstance(model, ast.ClassDef) else (
+        [] if "forward" in methods else ["Model.forward()"])
+    missing += [f"{f}()" for f in ("get_inputs", "get_init_inputs")
+                if not isinstance(top.get(f), ast.FunctionDef)]
+    if missing:
+        raise SuiteError(f"malformed KernelBench problem {path}: it defines no "
+                         f"{', no '.join(missing)}")
+    init = ast.unparse(methods["__init__"].args) if "__init__" in methods else "self"
+    return (f"class ModelNew(nn.Module) with __init__({init}) and "
+            f"forward({ast.unparse(methods['forward'].args)})")
+
+
+def _description(task_id: str) -> str:
+    return f"KernelBench problem {task_id}.\n\n" + textwrap.fill(
+        "The reference below defines `Model`, `get_inputs()` and `get_init_inputs()`. Write "
+        "`ModelNew`, a torch.nn.Module with the same constructor signature as `Model`, whose "
+        "forward returns the same outputs as Model's, computed by Triton kernels. The harness "
+        "calls torch.manual_seed(42) right before building Model(*get_init_inputs()), and again "
+        "before building ModelNew(*get_init_inputs()), so parameters created the same way in the "
+        "same order (for example the same nn.Linear layers) get the same values. forward is "
+        "called on get_inputs() under torch.no_grad(); outputs must match within "
+        f"atol = rtol = {ATOL:g}.", 100)
+
+
+def _render(task_id: str, level: int, signature: str, source: str) -> str:
+    return shim.header(_description(task_id), __name__, task_id + ".py") + "\n".join([
+        "from kbx_ray.suites.kernelbench import KernelBenchProblem", "",
+        "ENTRY = 'ModelNew'", f"CATEGORY = {'KernelBench/' + task_id.split('/')[0]!r}",
+        f"LEVEL = {level}", f"SIGNATURE = {signature!r}", f"REFERENCE_SOURCE = {source!r}",
+        "CASES = [{'name': 'default', 'small': True}]", "MUTATES = ()",
+        f"PROBLEM = KernelBenchProblem({task_id + '.py'!r}, REFERENCE_SOURCE)",
+        "TOLERANCE = PROBLEM.tolerance", "make_inputs = PROBLEM.make_inputs", "cost = PROBLEM.cost",
+        "bind_candidate = PROBLEM.bind_candidate",
+        "ModelNew = PROBLEM.reference  # the contract's <name>: the reference", ""])
+
+
+def load(root: Path, include: list[str] | None) -> list[Task]:
+    files = problem_files(root)
+    tasks = []
+    for task_id in select_ids(list(files), include):
+        source = files[task_id].read_text()
+        signature = _signature(files[task_id], source)
+        m = _LEVEL.fullmatch(task_id.split("/")[0])
+        level = int(m.group(1)) if m else 0
+        path = shim.ensure_shim(shim.shim_path("kernelbench", task_id, source),
+                                lambda: _render(task_id, level, signature, source))
+        tasks.append(shim.task_from_shim(path, task_id, str(files[task_id])))
+    return tasks
