@@ -45,7 +45,7 @@ def compare(out: list[torch.Tensor], ref: list[torch.Tensor], task: Any, case: d
             return Verdict(False, "dtype_mismatch", f"output {i}: dtype {o.dtype}, expected {r.dtype}")
     custom = getattr(task, "check", None)
     if custom is not None:
-        why = custom([o.cpu() for o in out], [r.cpu() for r in ref], case)  # the contract: CPU
+        why = custom(list(out), list(ref), case)  # on the evaluation device (tasks/README.md)
         return Verdict(False, "mismatch", f"task check: {why}") if why else Verdict(True)
     worst = Verdict(True)
     table = {**DEFAULT_TOLERANCE, **getattr(task, "TOLERANCE", {})}

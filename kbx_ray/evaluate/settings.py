@@ -10,7 +10,9 @@ from kbx_ray.evaluate.timing import TimingConfig
 @dataclass
 class EvalConfig:
     device: str = "auto"             # auto | cuda | cpu
-    seeds: int = 3                   # correctness seeds per case
+    seeds: int = 3                   # correctness seeds per small case
+    large_seeds: int = 1             # correctness seeds per large case; a timed one is also checked
+    #                                  on a fresh seed after timing (random tasks use `seeds`)
     base_seed: int = 0
     small_only: str = "auto"         # auto (small cases on CPU only) | "true" | "false"
     torch_compute: str = "fail"      # fail | flag: aten compute seen at run time

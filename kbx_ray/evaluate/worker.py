@@ -143,7 +143,7 @@ class Worker:
     # ---- one checked call ------------------------------------------------------------------
     def _call_checked(self, args: tuple, kwargs: dict) -> tuple[dict, list[Any], list[Any]]:
         pristine = [t.clone() for t in _tensors((args, kwargs))]
-        _poison()
+        _poison(sum(t.numel() * t.element_size() for t in pristine))
         guards.MONITOR.reset()
         guards.MONITOR.active = True
         try:
@@ -285,10 +285,16 @@ def _scalars(obj: Any) -> list[Any]:
     return [obj]
 
 
-def _poison() -> None:
-    """Fill free allocator memory with NaN bytes, so an uninitialised `empty` reads as garbage."""
+def _poison(input_bytes: int = 0) -> None:
+    """Make every block the candidate can allocate read as NaN (0xFF bytes) until it writes it.
+
+    Freed blocks cached by the allocator hold old inputs and copies (inputs are drawn on the GPU
+    here): release them, then allocate, fill and free one block big enough for any output, so the
+    candidate's `empty` is carved from poison instead of a same-sized block holding real values."""
     if DEVICE == "cuda":
-        torch.empty(POISON_MB << 20, dtype=torch.uint8, device="cuda").fill_(0xFF)
+        torch.cuda.empty_cache()
+        size = min(max(POISON_MB << 20, 2 * input_bytes), 16 << 30)
+        torch.empty(size, dtype=torch.uint8, device="cuda").fill_(0xFF)
 
 
 def _encode(outs: list[Any], blobs: list[bytes]) -> list[dict]:

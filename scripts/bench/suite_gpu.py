@@ -1,26 +1,32 @@
 """Evaluate every task's own solution on the local GPU through the real evaluator; write JSON.
 
     python scripts/bench/suite_gpu.py [--out scripts/bench/results/suite_h200.json] [--include ...]
+                                      [--jobs N]
 
 This is the oracle run that validates the suite and the harness on a new GPU: every solution must
 come out exec_ok, and the file records speedup over eager and the SOL fraction per task and case.
-No Ray needed: the evaluator is the same one the evaluator actors hold.
+No Ray needed: the evaluator is the same one the evaluator actors hold. `--jobs N` runs N evaluators
+on the GPU at once: they compile and check in parallel, and the GPU lock (evaluate/gpulock.py) makes
+every timing run alone, so the figures match a serial run's.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import multiprocessing as mp
 import platform
+import queue
 import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
 from kbx_ray.extract import candidate_id
 from kbx_ray.hardware import detect_local, peak_table
-from kbx_ray.suite import load_suite
+from kbx_ray.suite import get_task, load_suite
 from kbx_ray.types import Candidate
 
 log = logging.getLogger("suite_gpu")
@@ -31,40 +37,72 @@ def main() -> int:
     ap.add_argument("--out", default="")
     ap.add_argument("--include", nargs="*", default=None)
     ap.add_argument("--budget-s", type=float, default=1.0, help="timing budget per case and side")
+    ap.add_argument("--jobs", type=int, default=1, help="evaluators sharing the GPU")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     pool = detect_local()
-    cfg = EvalConfig(peak_gbps=pool.peak_gbps,
-                     peak_tflops=peak_table(pool))
-    cfg.timing.budget_s = args.budget_s
-    ev = Evaluator(cfg)
     out = Path(args.out or f"scripts/bench/results/suite_{pool.name}.json")
-    rows, t0 = [], time.perf_counter()
-    for task in load_suite(include=args.include):
-        code = Path(task.solution_path).read_text()
-        res = ev.evaluate(task, Candidate(candidate_id(task.task_id, code), task.task_id, code, task.name))
-        log.info("%-32s exec_ok=%s speedup=%s sol=%s %s %.1fs %s", task.task_id, res.exec_ok,
-                 f"{res.speedup:.2f}" if res.speedup else "-",
-                 f"{res.sol_fraction:.1%}" if res.sol_fraction else "-", res.error_kind,
-                 res.eval_wall_s, res.error_msg[:300].replace("\n", " | "))
-        rows.append({"task_id": task.task_id, "category": task.category, "exec_ok": res.exec_ok,
-                     "error_kind": res.error_kind, "error_msg": res.error_msg,
-                     "speedup": res.speedup, "sol_fraction": res.sol_fraction,
-                     "eval_wall_s": round(res.eval_wall_s, 2), "stage_s": res.stage_s, "flags": res.flags,
-                     "cases": [asdict(c) for c in res.cases]})
-        write(out, ev.sandbox.info, pool, cfg, rows, t0)  # after every task: a timeout keeps them
-    ev.close()
-    doc = write(out, ev.sandbox.info, pool, cfg, rows, t0)
+    ids = [t.task_id for t in load_suite(include=args.include)]
+    ctx = mp.get_context("spawn")
+    todo, done = ctx.Queue(), ctx.Queue()
+    for tid in ids:
+        todo.put(tid)
+    procs = [ctx.Process(target=_serve, args=(todo, done, args.budget_s), daemon=True)
+             for _ in range(max(1, args.jobs))]
+    for p in procs:
+        todo.put(None)
+        p.start()
+    rows, info, t0 = [], {}, time.perf_counter()
+    while len(rows) < len(ids):
+        try:
+            row, info = done.get(timeout=5)
+        except queue.Empty:
+            if not any(p.is_alive() for p in procs):
+                log.error("every evaluator process exited with %d tasks left", len(ids) - len(rows))
+                break
+            continue
+        rows.append(row)
+        log.info("%-32s exec_ok=%s speedup=%s sol=%s %s %.1fs %s", row["task_id"], row["exec_ok"],
+                 f"{row['speedup']:.2f}" if row["speedup"] else "-",
+                 f"{row['sol_fraction']:.1%}" if row["sol_fraction"] else "-", row["error_kind"],
+                 row["eval_wall_s"], row["error_msg"][:300].replace("\n", " | "))
+        write(out, info, pool, args, rows, t0)  # after every task: a timeout keeps them
+    for p in procs:
+        p.join(30)
+    doc = write(out, info, pool, args, rows, t0)
     log.info("%d/%d solutions correct on %s; %d faster than eager; wrote %s", doc["n_exec_ok"],
-             len(rows), doc["gpu"], doc["n_faster_than_eager"], out)
-    return 0 if doc["n_exec_ok"] == len(rows) else 1
+             len(ids), doc["gpu"], doc["n_faster_than_eager"], out)
+    return 0 if doc["n_exec_ok"] == len(ids) else 1
 
 
-def write(out: Path, info: dict, pool: object, cfg: EvalConfig, rows: list, t0: float) -> dict:
+def _serve(todo: Any, done: Any, budget_s: float) -> None:
+    """One evaluator process: take task ids until the sentinel, put back one row per task."""
+    pool = detect_local()
+    cfg = EvalConfig(peak_gbps=pool.peak_gbps, peak_tflops=peak_table(pool))
+    cfg.timing.budget_s = budget_s
+    ev = Evaluator(cfg)
+    try:
+        while (tid := todo.get()) is not None:
+            task = get_task(tid)
+            code = Path(task.solution_path).read_text()
+            res = ev.evaluate(task, Candidate(candidate_id(task.task_id, code), task.task_id, code,
+                                              task.name))
+            done.put(({"task_id": task.task_id, "category": task.category,
+                       "exec_ok": res.exec_ok, "error_kind": res.error_kind,
+                       "error_msg": res.error_msg, "speedup": res.speedup,
+                       "sol_fraction": res.sol_fraction, "eval_wall_s": round(res.eval_wall_s, 2),
+                       "stage_s": res.stage_s, "flags": res.flags,
+                       "cases": [asdict(c) for c in res.cases]},
+                      {**ev.sandbox.info, "timing": asdict(cfg.timing)}))
+    finally:
+        ev.close()
+
+
+def write(out: Path, info: dict, pool: Any, args: Any, rows: list, t0: float) -> dict:
     doc = {
         "gpu": info.get("gpu_name", ""), "pool": pool.name, "torch": info.get("torch"),
         "triton": info.get("triton"), "cuda": info.get("driver"), "python": platform.python_version(),
-        "timing": asdict(cfg.timing), "wall_s": round(time.perf_counter() - t0, 1),
+        "timing": info.get("timing"), "jobs": args.jobs, "wall_s": round(time.perf_counter() - t0, 1),
         "n_tasks": len(rows), "n_exec_ok": sum(r["exec_ok"] for r in rows),
         "n_faster_than_eager": sum(bool(r["speedup"] and r["speedup"] > 1) for r in rows),
         "tasks": rows,

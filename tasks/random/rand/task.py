@@ -57,7 +57,7 @@ def check(out: list, ref: list, case: dict) -> str | None:
     if not torch.isfinite(u).all() or (u < 0).any() or (u >= 1).any():
         return "values outside [0, 1)"
     s = torch.sort(u.double()).values
-    i = torch.arange(n, dtype=torch.float64)
+    i = torch.arange(n, dtype=torch.float64, device=u.device)
     d = torch.maximum((i + 1) / n - s, s - i / n).max().item()  # KS statistic vs U(0, 1)
     if d >= 2.23 / n ** 0.5:
         return f"KS distance {d:.3g} >= {2.23 / n ** 0.5:.3g}"

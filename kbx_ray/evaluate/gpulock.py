@@ -1,0 +1,86 @@
+"""A readers-writer lock shared by every evaluator process on one GPU.
+
+Several evaluators may share a GPU so that one compiles and checks while another waits on its
+compiler: correctness work takes the lock shared, timing takes it exclusively, so nothing else runs
+on the GPU while a kernel is being timed. Writers go first (a turnstile), so a steady stream of
+correctness work cannot starve timing. `flock` locks die with their process, so a killed evaluator
+never leaves the GPU locked. Standard library only.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+
+class GpuLock:
+    def __init__(self, key: str, root: str | None = None) -> None:
+        base = Path(root or tempfile.gettempdir())
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in key)[:80]
+        self.paths = (base / f"kbx_gpu_{safe}.turnstile", base / f"kbx_gpu_{safe}.lock")
+        self._fds: tuple[int, int] | None = None
+        self.depth = 0  # re-entrant within one process: an inner request keeps the outer mode
+
+    def _open(self) -> tuple[int, int]:
+        if self._fds is None:
+            self._fds = tuple(os.open(p, os.O_RDWR | os.O_CREAT, 0o666) for p in self.paths)
+        return self._fds
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        if self.depth:
+            self.depth += 1
+            try:
+                yield
+            finally:
+                self.depth -= 1
+            return
+        gate, main = self._open()
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(main, fcntl.LOCK_SH)
+        fcntl.flock(gate, fcntl.LOCK_UN)
+        self.depth = 1
+        try:
+            yield
+        finally:
+            self.depth = 0
+            fcntl.flock(main, fcntl.LOCK_UN)
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        if self.depth:
+            raise RuntimeError("GpuLock.exclusive inside a held lock")
+        gate, main = self._open()
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(main, fcntl.LOCK_EX)
+            self.depth = 1
+            try:
+                yield
+            finally:
+                self.depth = 0
+                fcntl.flock(main, fcntl.LOCK_UN)
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        if self._fds is not None:
+            for fd in self._fds:
+                os.close(fd)
+            self._fds = None
+
+
+class NoLock:
+    """The CPU path: the interpreter's timings are never taken, so nothing to exclude."""
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        yield
+
+    exclusive = shared
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,64 @@
+"""The cross-process GPU lock: shared work overlaps, timing runs alone, and timing is not starved."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+
+from kbx_ray.evaluate.gpulock import GpuLock
+
+
+def _worker(root: str, mode: str, hold: float, delay: float, q) -> None:
+    time.sleep(delay)
+    lock = GpuLock("gpu-test", root)
+    with getattr(lock, mode)():
+        t0 = time.monotonic()
+        time.sleep(hold)
+        q.put((mode, t0, time.monotonic()))
+    lock.close()
+
+
+def _run(tmp_path, plan):
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(str(tmp_path), m, h, d, q)) for m, h, d in plan]
+    for p in procs:
+        p.start()
+    spans = [q.get(timeout=30) for _ in procs]
+    for p in procs:
+        p.join(10)
+    return spans
+
+
+def _overlap(a, b) -> bool:
+    return a[1] < b[2] and b[1] < a[2]
+
+
+def test_shared_holders_overlap_and_exclusive_runs_alone(tmp_path):
+    spans = _run(tmp_path, [("shared", 0.6, 0.0), ("shared", 0.6, 0.0), ("exclusive", 0.3, 0.2),
+                            ("shared", 0.3, 0.4)])
+    shared = [s for s in spans if s[0] == "shared"]
+    excl = [s for s in spans if s[0] == "exclusive"]
+    assert _overlap(shared[0], shared[1]) or _overlap(shared[0], shared[2]), spans
+    assert not any(_overlap(excl[0], s) for s in shared), spans
+
+
+def test_writer_goes_before_later_readers(tmp_path):
+    """A reader that arrives while timing waits must queue behind it, not overtake it."""
+    spans = _run(tmp_path, [("shared", 0.5, 0.0), ("exclusive", 0.2, 0.15), ("shared", 0.2, 0.3)])
+    excl = next(s for s in spans if s[0] == "exclusive")
+    late = max((s for s in spans if s[0] == "shared"), key=lambda s: s[1])
+    assert excl[2] <= late[1] + 1e-3, spans
+
+
+def test_a_killed_holder_releases_the_lock(tmp_path):
+    ctx = mp.get_context("fork")
+    p = ctx.Process(target=_worker, args=(str(tmp_path), "exclusive", 60, 0.0, ctx.Queue()))
+    p.start()
+    time.sleep(0.5)
+    p.kill()
+    p.join(5)
+    lock = GpuLock("gpu-test", str(tmp_path))
+    t0 = time.monotonic()
+    with lock.exclusive():
+        pass
+    assert time.monotonic() - t0 < 2
