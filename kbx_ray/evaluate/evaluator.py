@@ -221,7 +221,11 @@ class Evaluator:
         """The reference's outputs for (task, case, seed): the same for every candidate, so kept."""
         key = (task.task_hash, case["name"], seed)
         if key not in self.ref_outputs:
-            if len(self.ref_outputs) >= self.cfg.ref_cache_entries:
+            def size(entry: tuple[list, str]) -> int:
+                return sum(t.numel() * t.element_size() for t in entry[0])
+
+            while self.ref_outputs and (len(self.ref_outputs) >= self.cfg.ref_cache_entries or sum(
+                    size(e) for e in self.ref_outputs.values()) > self.cfg.ref_cache_mb << 20):
                 self.ref_outputs.pop(next(iter(self.ref_outputs)))
             self.ref_outputs[key] = self._run_reference(ref_mod, task, case, seed)
         return self.ref_outputs[key]

@@ -23,6 +23,7 @@ class EvalConfig:
     sol_limit: float = 1.05          # reject timings above this fraction of peak
     recycle_after: int = 200         # respawn the warm worker after this many candidates
     ref_cache_entries: int = 64      # reference outputs kept per (task, case, seed)
+    ref_cache_mb: int = 4096         # ... and at most this many MB of them
     timing_cases: str = "large"      # large: time the non-small cases (launch-bound toys say
     #                                  nothing about a kernel) | all
     peak_gbps: float = 0.0           # filled from the hardware pool

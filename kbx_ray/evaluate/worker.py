@@ -293,8 +293,14 @@ def _poison(input_bytes: int = 0) -> None:
     candidate's `empty` is carved from poison instead of a same-sized block holding real values."""
     if DEVICE == "cuda":
         torch.cuda.empty_cache()
-        size = min(max(POISON_MB << 20, 2 * input_bytes), 16 << 30)
+        size = min(max(POISON_MB << 20, 2 * input_bytes), 8 << 30)
         torch.empty(size, dtype=torch.uint8, device="cuda").fill_(0xFF)
+        # Requests up to 1 MB come from the allocator's small pool (2 MB segments), which the big
+        # block never feeds: poison 64 MB of it as well.
+        small = [torch.empty((1 << 20) - 512, dtype=torch.uint8, device="cuda") for _ in range(64)]
+        for t in small:
+            t.fill_(0xFF)
+        del small
 
 
 def _encode(outs: list[Any], blobs: list[bytes]) -> list[dict]:

@@ -80,7 +80,9 @@ def _serve(todo: Any, done: Any, budget_s: float) -> None:
     pool = detect_local()
     cfg = EvalConfig(peak_gbps=pool.peak_gbps, peak_tflops=peak_table(pool))
     cfg.timing.budget_s = budget_s
+    cfg.ref_cache_mb = 1024  # one candidate per task: a big cache only crowds the other jobs
     ev = Evaluator(cfg)
+    ev.inputs.max_bytes = 1 << 30
     try:
         while (tid := todo.get()) is not None:
             task = get_task(tid)

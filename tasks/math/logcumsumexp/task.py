@@ -24,7 +24,8 @@ import torch
 
 CATEGORY = "Math"
 LEVEL = 3
-TOLERANCE = {"float32": (1e-4, 1e-4)}
+TOLERANCE = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2)}  # fp16: a long scan's
+#   rounding order is free, and fp16 outputs near 100 are 0.0625 apart
 
 
 def logcumsumexp(x: torch.Tensor, dim: int) -> torch.Tensor:
