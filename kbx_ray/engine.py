@@ -162,7 +162,16 @@ async def _drive(p: SweepPlan, sinks: Any) -> None:
 
     cfg = p.cfg
     pools = {name: EvaluatorPool(pool, cfg) for name, pool in p.pools.items()}
-    await asyncio.gather(*(pool.start() for pool in pools.values()))
+    try:
+        await asyncio.gather(*(pool.start() for pool in pools.values()))
+        await _run_cells(p, sinks, pools)
+    finally:
+        for pool in pools.values():
+            pool.close()
+
+
+async def _run_cells(p: SweepPlan, sinks: Any, pools: dict) -> None:
+    cfg = p.cfg
     genlog = GenerationLog(p.sweep_dir, cfg.engine.wal_fsync)
     writer = _Writer(sinks, genlog, cfg.engine.flush_every, cfg.engine.flush_s)
     backends: dict = {}

@@ -140,6 +140,13 @@ class EvaluatorPool:
         for a in up:
             self.free.put_nowait(a)
 
+    def close(self) -> None:
+        """End the evaluators now, not when the last handle is collected: a driver that keeps
+        the sweep's exception (a notebook, a test) would otherwise keep their CPUs and GPUs."""
+        for a in self.actors:
+            if a is not None:
+                self.ray.kill(a)
+
     async def evaluate(self, task: Task, cand: Candidate) -> EvalResult:
         last = ""
         for attempt in range(self.retries + 1):

@@ -177,7 +177,7 @@ class VLLMBackend:
                                 time.monotonic() - t0, _free_resources())
             self.info = ready.result()
         except ray.exceptions.RayError as e:
-            _LIVE.pop(_live_key(self.spec), None)  # a later build starts fresh replicas
+            self._forget()  # a later build starts fresh replicas
             raise BackendError(f"vLLM engine for {self.spec.name} failed to start: {root_cause(e)}"
                                ": fix model.path / model.engine") from None
         log.info("vllm %s: %d replica(s) ready in %.0f s, at most %d requests in flight each",
@@ -193,6 +193,16 @@ class VLLMBackend:
         except ray.exceptions.RayTaskError as e:
             raise BackendError(f"vllm replica of {self.spec.name} failed a request: "
                                f"{root_cause(e)}") from None
+        except ray.exceptions.RayActorError as e:
+            # Ray restarts a dead replica (max_restarts) and the pool retries the request once on
+            # it; this one died again or for good. Drop it: a resumed sweep starts fresh replicas.
+            self._forget()
+            why = (str(e).strip().splitlines() or [type(e).__name__])[0][:160].rstrip(".")
+            raise BackendError(
+                f"vllm replica of {self.spec.name} died and its request failed again after a "
+                f"retry ({why}; model.options.max_restarts={self.spec.max_restarts}): its log is "
+                "under /tmp/ray/session_latest/logs; run the sweep again to resume (logged "
+                "generations are not asked for again)") from None
 
     def close(self) -> None:
         """Shut the engines down cleanly, then end the replicas and their placement groups."""
@@ -207,7 +217,13 @@ class VLLMBackend:
             ray.kill(a)
         for pg in self.groups:
             ray.util.remove_placement_group(pg)
-        _LIVE.pop(_live_key(self.spec), None)
+        self._forget()
+
+    def _forget(self) -> None:
+        """Leave the cache of live engines (if this is still the one cached for its spec)."""
+        key = _live_key(self.spec)
+        if _LIVE.get(key) is self:
+            del _LIVE[key]
 
 
 _LIVE: dict[str, VLLMBackend] = {}  # engines already up in this Ray session, by spec
