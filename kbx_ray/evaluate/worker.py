@@ -133,8 +133,10 @@ class Worker:
         # Fresh values written into the very buffers that were timed: a cache keyed by pointer,
         # shape or call count now returns a stale answer, which the parent rejects.
         fresh_args, fresh_kwargs = self._inputs(req["case"], req["fresh_seed"])
-        for old, new in zip(_tensors((args, kwargs)), _tensors((fresh_args, fresh_kwargs))):
-            old.copy_(new)
+        if not _refill((args, kwargs), (fresh_args, fresh_kwargs)):
+            # the seed decides sizes (random sequence lengths): new buffers, so a cache keyed by
+            # pointer or shape misses anyway and must recompute
+            args, kwargs = fresh_args, fresh_kwargs
         info, returned, mutated = self._call_checked(args, kwargs)
         blobs: list[bytes] = []
         info["outputs"] = _encode(returned + mutated, blobs)
@@ -288,19 +290,27 @@ def _scalars(obj: Any) -> list[Any]:
 def _poison(input_bytes: int = 0) -> None:
     """Make every block the candidate can allocate read as NaN (0xFF bytes) until it writes it.
 
-    Freed blocks cached by the allocator hold old inputs and copies (inputs are drawn on the GPU
-    here): release them, then allocate, fill and free one block big enough for any output, so the
-    candidate's `empty` is carved from poison instead of a same-sized block holding real values."""
-    if DEVICE == "cuda":
-        torch.cuda.empty_cache()
-        size = min(max(POISON_MB << 20, 2 * input_bytes), 8 << 30)
-        torch.empty(size, dtype=torch.uint8, device="cuda").fill_(0xFF)
-        # Requests up to 1 MB come from the allocator's small pool (2 MB segments), which the big
-        # block never feeds: poison 64 MB of it as well.
-        small = [torch.empty((1 << 20) - 512, dtype=torch.uint8, device="cuda") for _ in range(64)]
-        for t in small:
-            t.fill_(0xFF)
-        del small
+    Freed blocks cached by the allocator hold old inputs, copies and outputs (inputs are drawn on
+    the GPU here). Release the free segments; then take every remaining free block (the holes in
+    segments still in use, found in the allocator's snapshot) by asking for its exact size, plus
+    one big block and 64 MB of the small pool (requests up to 1 MB never come from big blocks);
+    fill them all and free them, so the candidate's `empty` is carved from poison."""
+    if DEVICE != "cuda":
+        return
+    torch.cuda.empty_cache()
+    held = []
+    try:
+        for seg in torch.cuda.memory_snapshot():
+            held += [torch.empty(blk["size"], dtype=torch.uint8, device="cuda")
+                     for blk in seg.get("blocks", []) if blk.get("state") == "inactive"]
+    except (RuntimeError, KeyError, TypeError):  # an allocator without snapshots: big blocks only
+        pass
+    held.append(torch.empty(min(max(POISON_MB << 20, 2 * input_bytes), 8 << 30),
+                            dtype=torch.uint8, device="cuda"))
+    held += [torch.empty((1 << 20) - 512, dtype=torch.uint8, device="cuda") for _ in range(64)]
+    for t in held:
+        t.fill_(0xFF)
+    del held
 
 
 def _encode(outs: list[Any], blobs: list[bytes]) -> list[dict]:

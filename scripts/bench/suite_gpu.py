@@ -43,6 +43,25 @@ def main() -> int:
     pool = detect_local()
     out = Path(args.out or f"scripts/bench/results/suite_{pool.name}.json")
     ids = [t.task_id for t in load_suite(include=args.include)]
+    rows: dict[str, dict] = {}
+    info: dict = {}
+    t0 = time.perf_counter()
+    info = _pass(ids, args, rows, info, out, pool, t0)
+    oom = [r["task_id"] for r in rows.values()
+           if r["error_kind"] == "infra_error" and "out of memory" in r["error_msg"]]
+    if oom and args.jobs > 1:  # the jobs' memory together ran out, not the task's: retry alone
+        log.info("retrying %d tasks that ran out of GPU memory beside other jobs, one at a time",
+                 len(oom))
+        info = _pass(oom, argparse.Namespace(**{**vars(args), "jobs": 1}), rows, info, out, pool, t0)
+    doc = write(out, info, pool, args, list(rows.values()), t0)
+    log.info("%d/%d solutions correct on %s; %d faster than eager; wrote %s", doc["n_exec_ok"],
+             len(ids), doc["gpu"], doc["n_faster_than_eager"], out)
+    return 0 if doc["n_exec_ok"] == len(ids) else 1
+
+
+def _pass(ids: list[str], args: Any, rows: dict, info: dict, out: Path, pool: Any,
+          t0: float) -> dict:
+    """Evaluate `ids` with `args.jobs` evaluator processes; rows[task_id] is (re)set per task."""
     ctx = mp.get_context("spawn")
     todo, done = ctx.Queue(), ctx.Queue()
     for tid in ids:
@@ -52,27 +71,25 @@ def main() -> int:
     for p in procs:
         todo.put(None)
         p.start()
-    rows, info, t0 = [], {}, time.perf_counter()
-    while len(rows) < len(ids):
+    got = 0
+    while got < len(ids):
         try:
             row, info = done.get(timeout=5)
         except queue.Empty:
             if not any(p.is_alive() for p in procs):
-                log.error("every evaluator process exited with %d tasks left", len(ids) - len(rows))
+                log.error("every evaluator process exited with %d tasks left", len(ids) - got)
                 break
             continue
-        rows.append(row)
+        got += 1
+        rows[row["task_id"]] = row
         log.info("%-32s exec_ok=%s speedup=%s sol=%s %s %.1fs %s", row["task_id"], row["exec_ok"],
                  f"{row['speedup']:.2f}" if row["speedup"] else "-",
                  f"{row['sol_fraction']:.1%}" if row["sol_fraction"] else "-", row["error_kind"],
                  row["eval_wall_s"], row["error_msg"][:300].replace("\n", " | "))
-        write(out, info, pool, args, rows, t0)  # after every task: a timeout keeps them
+        write(out, info, pool, args, list(rows.values()), t0)  # after every task: a timeout keeps them
     for p in procs:
         p.join(30)
-    doc = write(out, info, pool, args, rows, t0)
-    log.info("%d/%d solutions correct on %s; %d faster than eager; wrote %s", doc["n_exec_ok"],
-             len(ids), doc["gpu"], doc["n_faster_than_eager"], out)
-    return 0 if doc["n_exec_ok"] == len(ids) else 1
+    return info
 
 
 def _serve(todo: Any, done: Any, budget_s: float) -> None:

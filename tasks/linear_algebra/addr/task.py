@@ -76,4 +76,5 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
 
 def cost(case: dict) -> dict:
     m, n = case["m"], case["n"]
-    return {"flops": 3 * m * n, "bytes": 4 * (2 * m * n + m + n)}
+    reads_input = case.get("beta", 1.0) != 0  # beta == 0: `input` is never read
+    return {"flops": 3 * m * n, "bytes": 4 * ((1 + reads_input) * m * n + m + n)}

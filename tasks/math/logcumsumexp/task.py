@@ -16,7 +16,7 @@ Implement `logcumsumexp(x, dim)`: return a new tensor with the shape and dtype o
   and no +inf. Scans are long (up to 16384 elements).
 - The input must not be modified and the output must not share memory with it.
 
-The result is compared with `torch.logcumsumexp(x, dim)`: shape and dtype must match exactly,
+The result is compared with `torch.logcumsumexp(x.float(), dim).to(x.dtype)`: shape and dtype must match exactly,
 infinities must sit in the same places; float32 uses rtol = atol = 1e-4 (the combination order is
 free), float16 and bfloat16 the default tolerance (5e-3 and 1e-2).
 """
@@ -24,13 +24,13 @@ import torch
 
 CATEGORY = "Math"
 LEVEL = 3
-TOLERANCE = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2)}  # fp16: a long scan's
-#   rounding order is free, and fp16 outputs near 100 are 0.0625 apart
+TOLERANCE = {"float32": (1e-4, 1e-4)}
 
 
 def logcumsumexp(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """PyTorch reference."""
-    return torch.logcumsumexp(x, dim)
+    """PyTorch reference: computed in float32 and rounded once, as specified (on a GPU, torch's own
+    half-precision scan along a non-last dimension drifts by several ulps from that)."""
+    return torch.logcumsumexp(x.float(), dim).to(x.dtype)
 
 
 CASES = [
