@@ -84,6 +84,8 @@ class EngineConfig:
     actor_ready_s: float = 300.0         # evaluators not up by then are dropped (none: an error)
     wal_fsync: bool = False              # fsync each logged generation (survive power loss too)
     evaluators: int = 0                  # evaluator actors per pool; 0: one per GPU (CPU: 1)
+    evaluators_per_gpu: int = 1          # evaluators sharing each GPU: they compile and check in
+    #                                      parallel; timing holds the GPU alone (evaluate/gpulock.py)
     flush_every: int = 32                # cells per Parquet part
     flush_s: float = 10.0                # ... or seconds, whichever comes first
     ray_address: str | None = None       # None: start or join a local Ray
@@ -161,6 +163,9 @@ def load_config(overrides: list[str] | None = None) -> Config:
     cfg = _merge(cfg, cli, "the command line")
     if cfg.sweep.hardware and "hardware" not in cli:  # the sweep file's pools, unless overridden
         cfg.hardware = cfg.sweep.hardware
+    if not 1 <= cfg.engine.evaluators_per_gpu <= 16:
+        raise ConfigError(f"engine.evaluators_per_gpu={cfg.engine.evaluators_per_gpu}: choose 1-16 "
+                          "(evaluators sharing one GPU; timing takes it alone)")
     return OmegaConf.to_object(cfg)  # type: ignore[return-value]
 
 

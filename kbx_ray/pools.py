@@ -72,9 +72,11 @@ def pool_gpus(pool: hardware.HardwarePool) -> float:
                if n.get("Alive") and (key is None or key in n.get("Resources", {})))
 
 
-def actors_for(pool: hardware.HardwarePool, requested: int, reserved: int = 0) -> int:
-    """One evaluator per GPU of the pool's type in the cluster, less the `reserved` GPUs that
-    generation holds there (or `engine.evaluators` if set)."""
+def actors_for(pool: hardware.HardwarePool, requested: int, reserved: int = 0,
+               per_gpu: int = 1) -> int:
+    """One evaluator per GPU of the pool's type in the cluster (`per_gpu` of them with
+    `engine.evaluators_per_gpu`), less the `reserved` GPUs that generation holds there (or
+    `engine.evaluators` if set)."""
     import ray
 
     if not pool.is_gpu:
@@ -90,7 +92,7 @@ def actors_for(pool: hardware.HardwarePool, requested: int, reserved: int = 0) -
             log.warning("pool %s: engine.evaluators=%d leaves fewer than the %d GPU(s) the vLLM "
                         "replicas need; they will wait for them", pool.name, requested, reserved)
         return requested
-    return max(1, int((gpus - reserved) // per))
+    return max(1, int((gpus - reserved) // per)) * max(1, per_gpu)
 
 
 class EvaluatorPool:
@@ -103,8 +105,11 @@ class EvaluatorPool:
         self.retries, self.stats = cfg.engine.retries, PoolStats()
         self.ecfg = eval_config_for(pool, cfg)
         self.opts = dict(hardware.ray_options(pool), num_cpus=1)
+        per_gpu = max(1, cfg.engine.evaluators_per_gpu) if pool.is_gpu else 1
+        if per_gpu > 1:  # k evaluators per GPU: Ray packs them by the fractional request
+            self.opts["num_gpus"] = self.opts["num_gpus"] / per_gpu
         self.reserved = generation_reserve(pool, cfg)
-        n = actors_for(pool, cfg.engine.evaluators, self.reserved)
+        n = actors_for(pool, cfg.engine.evaluators, self.reserved, per_gpu)
         if self.mode == "task":
             self.task_fn = evaluate_in_fresh_process.options(max_retries=0, **self.opts)
             n = max(n, 1)

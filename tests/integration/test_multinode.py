@@ -59,3 +59,32 @@ def test_rows_land_on_the_requested_types_and_a_node_loss_loses_nothing(cluster,
         assert len(rows) == 4 and (rows.node_accelerator == accel).all(), rows.node_accelerator.tolist()
     assert ev.exec_ok.all(), ev[~ev.exec_ok.astype(bool)][["task_id", "hardware", "error_msg"]]
     assert (ev[ev.hardware == "a100"].node_id != nodes["a100"][0].node_id).any()
+
+
+def test_evaluators_per_gpu_packs_several_evaluators_onto_one_gpu(cluster, tmp_path):
+    """engine.evaluators_per_gpu=2: two evaluators, each asking for half a GPU, share the one GPU of
+    an L40S node (on a real GPU they then take turns for timing through evaluate/gpulock.py)."""
+    import asyncio
+
+    from kbx_ray.hardware import get_pool
+    from kbx_ray.pools import EvaluatorPool
+    from kbx_ray.suite import get_task
+    from tests.conftest import make_candidate
+
+    c, _ = cluster
+    node = c.add_node(num_cpus=2, num_gpus=1, resources={"accelerator_type:L40S": 1})
+    c.wait_for_nodes()
+    cfg = load_config([f"output_dir={tmp_path}", "evaluation.device=cpu", "wandb.mode=disabled",
+                       "engine.evaluators_per_gpu=2"])
+    pool = EvaluatorPool(get_pool("l40s"), cfg)
+    try:
+        assert pool.opts["num_gpus"] == 0.5 and len(pool.actors) == 2
+        asyncio.run(pool.start())
+        assert len(pool.actors) == 2  # both placed on the one GPU
+        task = get_task("activation/relu")
+        code = open(task.solution_path).read()
+        res = asyncio.run(pool.evaluate(task, make_candidate(task.task_id, task.name, code)))
+        assert res.exec_ok and res.node_id == node.node_id, (res.error_msg, res.node_id)
+    finally:
+        pool.close()
+        c.remove_node(node)

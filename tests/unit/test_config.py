@@ -58,3 +58,9 @@ def test_cells_are_stable_and_distinct():
     assert len(cells) == 2 * 2 and all(c.hardware == ("cpu", "h200") for c in cells)
     assert len({c.cell_id for c in cells}) == len(cells)
     assert [c.cell_id for c in cells] == [c.cell_id for c in expand(cfg, tasks, ["cpu", "h200"])]
+
+
+def test_evaluators_per_gpu_is_bounded():
+    assert load_config(["engine.evaluators_per_gpu=4"]).engine.evaluators_per_gpu == 4
+    with pytest.raises(ConfigError, match="evaluators_per_gpu=0"):
+        load_config(["engine.evaluators_per_gpu=0"])
