@@ -214,7 +214,10 @@ class VLLMBackend:
             log.warning("vllm %s: a replica did not shut down cleanly: %s", self.spec.name,
                         root_cause(e))
         for a in self.actors:
-            ray.kill(a)
+            try:
+                ray.kill(a)
+            except ray.exceptions.RayError:  # already dead for good: Ray may have dropped it
+                pass
         for pg in self.groups:
             ray.util.remove_placement_group(pg)
         self._forget()

@@ -44,10 +44,14 @@ def tiny():
     ray.init(address="local", num_cpus=2, include_dashboard=False, configure_logging=False)
     backend = build_backend(model_cfg(path))
     asyncio.run(backend.wait_ready())
-    yield SimpleNamespace(path=path, backend=backend)
-    for b in {backend, *vllm_actor._LIVE.values()}:
-        b.close()
-    ray.shutdown()
+    try:
+        yield SimpleNamespace(path=path, backend=backend)
+    finally:
+        try:
+            for b in {backend, *vllm_actor._LIVE.values()}:
+                b.close()
+        finally:
+            ray.shutdown()
 
 
 def model_cfg(path: Path):

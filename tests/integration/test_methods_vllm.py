@@ -35,19 +35,22 @@ def swept(tmp_path_factory):
     require_vllm()
     path = tiny_model_dir()
     ray.init(address="local", num_cpus=2, include_dashboard=False, configure_logging=False)
-    backend = build_backend(load_config(["model=tiny", f"model.path={path}"]).model)
-    asyncio.run(backend.wait_ready())
-    out = tmp_path_factory.mktemp("methods")
-    p = engine.run_sweep(load_config([
-        f"output_dir={out}", "model=tiny", f"model.path={path}", f"model.max_tokens={MAX_TOKENS}",
-        "model.temperature=1.0", f"suite.include=[{','.join(TASKS)}]",
-        f"sweep.methods=[{','.join(EXPECTED)}]", "sweep.rounds=[2]", "wandb.mode=disabled",
-        "evaluation.seeds=1", "engine.evaluators=1"]))
-    yield SimpleNamespace(dir=p.sweep_dir, backend=backend,
-                          gen=read_table(p.sweep_dir, "generations"),
-                          ev=read_table(p.sweep_dir, "evaluations"))
-    backend.close()
-    ray.shutdown()
+    try:
+        backend = build_backend(load_config(["model=tiny", f"model.path={path}"]).model)
+        asyncio.run(backend.wait_ready())
+        out = tmp_path_factory.mktemp("methods")
+        p = engine.run_sweep(load_config([
+            f"output_dir={out}", "model=tiny", f"model.path={path}",
+            f"model.max_tokens={MAX_TOKENS}", "model.temperature=1.0",
+            f"suite.include=[{','.join(TASKS)}]", f"sweep.methods=[{','.join(EXPECTED)}]",
+            "sweep.rounds=[2]", "wandb.mode=disabled", "evaluation.seeds=1",
+            "engine.evaluators=1"]))
+        yield SimpleNamespace(dir=p.sweep_dir, backend=backend,
+                              gen=read_table(p.sweep_dir, "generations"),
+                              ev=read_table(p.sweep_dir, "evaluations"))
+        backend.close()
+    finally:
+        ray.shutdown()
 
 
 def test_every_round_and_branch_is_a_row(swept):
