@@ -100,6 +100,35 @@ def bench(fn: Callable[[], Any], cfg: TimingConfig) -> Timing:
     )
 
 
+def graph_median_ms(fn: Callable[[], Any], replays: int = 50, flush_mb: int = 256) -> float:
+    """Median time of `fn` captured once in a CUDA graph and replayed, L2 flushed before each replay:
+    the reference point with no launch overhead at all (for agreement checks, not for judging:
+    a kernel that syncs with the host cannot be captured)."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    flush = torch.empty(flush_mb << 20, dtype=torch.uint8, device="cuda")
+    times = []
+    for _ in range(replays):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    times.sort()
+    return times[len(times) // 2]
+
+
 def _sync_wall_ms(fn: Callable[[], Any], n: int) -> float:
     """Median host time of one call bracketed by device-wide syncs.
 

@@ -1,16 +1,20 @@
 """Evaluator throughput and timing fidelity on one GPU, side by side with a naive harness.
 
-    python scripts/bench/bench_eval.py [--naive N] [--out scripts/bench/results/bench_eval_h200.json]
+    python scripts/bench/bench_eval.py [--include ids...] [--mutants 2] [--naive 8] [--jobs 4]
+                                       [--repeats 5] [--out scripts/bench/results/bench_eval_h200.json]
 
-- ours: the warm sandboxed evaluator (kbx_ray.evaluate.Evaluator) over the suite's solutions plus
-  failing candidates;
+Candidates: each included task's solution plus `--mutants` of its mutants (kbx_ray/llm/mutants.py:
+realistic failing kernels, several candidates per task as in a sweep) plus five failing fixtures.
+- ours: warm evaluators (kbx_ray/evaluate/parallel.py), `--jobs` of them sharing the GPU, timing
+  alone under the GPU lock; started before the clock, as warm actors are in a sweep;
 - naive: the study's protocol, written here: a fresh Python process per candidate, then
   `do_bench(warmup=100, rep=1000)` per case for the candidate and for the eager reference;
-- both on the same candidates (the naive run on the first N of them, for time); throughput is
-  candidate evaluations per GPU-minute (one GPU, so GPU time = wall time).
-Also: the physical floor (GPU time the timing itself needs), CV of each kernel's median over 5
-repeated evaluations, agreement with do_bench, and each technique's share of the gain (by switching
-it off). Writes JSON with the GPU named.
+- both on the same candidates (the first `--naive` tasks' candidates, for time). Throughput is
+  candidate evaluations per GPU-minute (one GPU: GPU time = wall time).
+Also: the physical floor (GPU time the timing itself needs), the CV of each kernel's median over
+`--repeats` evaluations, agreement with do_bench and with CUDA-graph replay, and each technique's
+share of the gain (each switched off in turn). The JSON is rewritten after every step, with the GPU
+named, so a run cut short keeps what it measured.
 """
 from __future__ import annotations
 
@@ -20,11 +24,15 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 FAILING = ["raises.py", "wrong_values.py", "import_error.py", "torch_compute.py", "segfault.py"]
 ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_TASKS = ["activation/relu", "math/exp", "reduce/sum", "normalization/layer_norm",
+                 "fusion/add_gelu", "matrix_multiply/matmul", "loss/cross_entropy",
+                 "index/index_select"]
 
 
 def naive_worker(task_path: str, cand_path: str) -> None:
@@ -43,7 +51,7 @@ def naive_worker(task_path: str, cand_path: str) -> None:
     torch.manual_seed(0)
     task = load("task", task_path)
     name = Path(task_path).parent.name
-    out = {"ok": True, "cases": []}
+    out: dict[str, Any] = {"ok": True, "cases": []}
     try:
         cand = getattr(load("cand", cand_path), name)
         ref = getattr(task, name)
@@ -63,47 +71,48 @@ def naive_worker(task_path: str, cand_path: str) -> None:
     print(json.dumps(out))
 
 
-def candidates(include: list[str] | None) -> list[tuple]:
-    from kbx_ray.suite import get_task, load_suite
-
-    tasks = load_suite(include=include)
-    cands = [(t, Path(t.solution_path)) for t in tasks]
-    relu = get_task("activation/relu")
-    cands += [(relu, ROOT / "tests/fixtures/candidates" / f) for f in FAILING]
-    return cands
-
-
-def run_ours(cands: list[tuple], **overrides: object) -> tuple[float, list]:
-    from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
+def candidates(include: list[str], n_mutants: int) -> list[tuple[Any, Any, str]]:
+    """(task, Candidate, label) for each task's solution and mutants, then the failing fixtures."""
     from kbx_ray.extract import candidate_id
-    from kbx_ray.hardware import detect_local, peak_table
+    from kbx_ray.llm.mutants import mutants_for
+    from kbx_ray.suite import get_task
     from kbx_ray.types import Candidate
 
-    pool = detect_local()
-    cfg = EvalConfig(peak_gbps=pool.peak_gbps,
-                     peak_tflops=peak_table(pool))
-    for k, v in overrides.items():
-        if k.startswith("timing."):
-            setattr(cfg.timing, k[7:], v)
-        elif k != "no_caches":
-            setattr(cfg, k, v)
-    ev = Evaluator(cfg)
-    ev.sandbox.request({"op": "hello"}, 120)  # spawn outside the clock, as a warm actor would be
-    results, t0 = [], time.perf_counter()
-    for task, path in cands:
-        if overrides.get("no_caches"):
-            ev.ref_times.clear(), ev.ref_outputs.clear(), ev.inputs.clear()
-        code = path.read_text()
-        results.append((task, path, ev.evaluate(task, Candidate(candidate_id(task.task_id, code),
-                                                                task.task_id, code, task.name))))
-    wall = time.perf_counter() - t0
-    ev.close()
-    return wall, results
+    def cand(task: Any, code: str) -> Any:
+        return Candidate(candidate_id(task.task_id, code), task.task_id, code, task.name)
+
+    out = []
+    for tid in include:
+        task = get_task(tid)
+        sol = Path(task.solution_path).read_text()
+        out.append((task, cand(task, sol), "solution"))
+        muts = mutants_for(sol, tid, per_operator=1)
+        step = max(1, len(muts) // max(1, n_mutants))
+        out += [(task, cand(task, m.code), f"mutant:{m.operator}") for m in muts[::step][:n_mutants]]
+    relu = get_task("activation/relu")
+    out += [(relu, cand(relu, (ROOT / "tests/fixtures/candidates" / f).read_text()), f"fixture:{f}")
+            for f in FAILING]
+    return out
 
 
-def run_naive(cands: list[tuple]) -> tuple[float, list]:
+def run_ours(cands: list, cfg: Any, jobs: int, cold: bool = False) -> tuple[float, list, dict]:
+    from kbx_ray.evaluate.parallel import LocalEvaluators
+
+    with LocalEvaluators(cfg, jobs) as evs:  # warm before the clock, as a sweep's actors are
+        t0 = time.perf_counter()
+        results = [None] * len(cands)
+        for i, res in evs.map([(t, c) for t, c, _ in cands], cold=cold):
+            results[i] = res
+        return time.perf_counter() - t0, results, evs.info
+
+
+def run_naive(cands: list) -> tuple[float, list]:
     out, t0 = [], time.perf_counter()
-    for task, path in cands:
+    tmp = Path("/tmp/kbx_naive")
+    tmp.mkdir(exist_ok=True)
+    for i, (task, cand, _) in enumerate(cands):
+        path = tmp / f"cand_{i}.py"
+        path.write_text(cand.code)
         p = subprocess.run([sys.executable, __file__, "--naive-worker", task.path, str(path)],
                            capture_output=True, text=True, timeout=600)
         lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
@@ -111,44 +120,64 @@ def run_naive(cands: list[tuple]) -> tuple[float, list]:
     return time.perf_counter() - t0, out
 
 
-def cv_over_repeats(cands: list[tuple], repeats: int) -> dict:
-    solutions = [c for c in cands if "solution" in c[1].name]
+def floor_s(results: list) -> float:
+    """GPU time the timing itself needs: reps x median for every timed case, both sides."""
+    return sum((c.cand_reps or 0) * (c.cand_ms or 0) + (c.ref_reps or 0) * (c.ref_ms or 0)
+               for r in results for c in r.cases) / 1e3
+
+
+def cv_over_repeats(cands: list, cfg: Any, jobs: int, repeats: int) -> dict:
+    sols = [c for c in cands if c[2] == "solution"]
     per_case: dict[str, list[float]] = {}
     for _ in range(repeats):
-        _, res = run_ours(solutions)
-        for task, _, r in res:
+        _, res, _ = run_ours(sols, cfg, jobs, cold=True)
+        for (task, _, _), r in zip(sols, res):
             for c in r.cases:
                 if c.cand_ms:
                     per_case.setdefault(f"{task.task_id}:{c.case}", []).append(c.cand_ms)
     cvs = {k: statistics.pstdev(v) / statistics.mean(v) for k, v in per_case.items()
            if len(v) == repeats and statistics.mean(v) > 0.02}
-    return {"max": max(cvs.values(), default=None), "median": statistics.median(cvs.values())
-            if cvs else None, "n_kernels_over_20us": len(cvs), "per_case": cvs}
+    return {"max": max(cvs.values(), default=None),
+            "median": statistics.median(cvs.values()) if cvs else None,
+            "n_kernels_over_20us": len(cvs), "per_case": cvs}
 
 
-def dobench_agreement(results: list) -> dict:
+def agreement(cands: list, results: list) -> dict:
+    """Our medians against do_bench and against CUDA-graph replay, on the solutions' timed cases."""
     import torch
     import triton.testing
 
+    from kbx_ray.evaluate.timing import graph_median_ms
     from kbx_ray.suite import load_module
 
-    ratios = {}
-    for task, path, r in results:
-        if not r.exec_ok or "solution" not in path.name:
+    db, gr = {}, {}
+    for (task, cand, label), r in zip(cands, results):
+        if label != "solution" or not r.exec_ok:
             continue
-        mod, sol = load_module(task.path), load_module(path, prefix="sol")
-        for case, cr in zip([c for c in task.cases], r.cases):
+        mod, sol = load_module(task.path), load_module(task.solution_path, prefix="sol")
+        fn_name = task.name
+        for cr in r.cases:
             if not cr.cand_ms or cr.cand_ms < 0.02:
                 continue
+            case = next(c for c in task.cases if c["name"] == cr.case)
             args, kwargs = mod.make_inputs(case, 0, "cuda")
-            fn = getattr(sol, task.name)
-            db = triton.testing.do_bench(lambda: fn(*args, **kwargs), warmup=25, rep=200,
-                                         return_mode="median")
-            ratios[f"{task.task_id}:{case['name']}"] = cr.cand_ms / db
+            fn = getattr(sol, fn_name)
+            key = f"{task.task_id}:{cr.case}"
+            db[key] = cr.cand_ms / triton.testing.do_bench(lambda: fn(*args, **kwargs), warmup=25,
+                                                           rep=200, return_mode="median")
+            try:
+                gr[key] = cr.cand_ms / graph_median_ms(lambda: fn(*args, **kwargs))
+            except RuntimeError as e:  # a kernel that cannot be captured (host sync inside)
+                gr[key] = f"not capturable: {str(e)[:80]}"
+            del args, kwargs
             torch.cuda.synchronize()
-    dev = [abs(v - 1) for v in ratios.values()]
-    return {"max_abs_dev": max(dev, default=None), "median_abs_dev": statistics.median(dev) if dev else None,
-            "ratios": ratios}
+    dev = [abs(v - 1) for v in db.values()]
+    gdev = [abs(v - 1) for v in gr.values() if isinstance(v, float)]
+    return {"dobench_max_abs_dev": max(dev, default=None),
+            "dobench_median_abs_dev": statistics.median(dev) if dev else None,
+            "graph_max_abs_dev": max(gdev, default=None),
+            "graph_median_abs_dev": statistics.median(gdev) if gdev else None,
+            "dobench_ratios": db, "graph_ratios": gr}
 
 
 def main() -> int:
@@ -156,45 +185,73 @@ def main() -> int:
         naive_worker(sys.argv[2], sys.argv[3])
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--include", nargs="*", default=None)
-    ap.add_argument("--naive", type=int, default=10, help="candidates for the naive harness")
+    ap.add_argument("--include", nargs="*", default=DEFAULT_TASKS)
+    ap.add_argument("--mutants", type=int, default=2, help="failing mutants per task")
+    ap.add_argument("--naive", type=int, default=4, help="tasks whose candidates both harnesses run")
+    ap.add_argument("--jobs", type=int, default=4, help="our evaluators sharing the GPU")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", default=str(ROOT / "scripts/bench/results/bench_eval_h200.json"))
     args = ap.parse_args()
-    cands = candidates(args.include)
-    sub = cands[: max(1, args.naive - len(FAILING))] + cands[-len(FAILING):]
-    wall, results = run_ours(cands)
-    sub_wall, _ = run_ours(sub)
+
+    from kbx_ray.evaluate.settings import EvalConfig
+    from kbx_ray.hardware import detect_local, peak_table
+
+    pool = detect_local()
+    cfg = EvalConfig(peak_gbps=pool.peak_gbps, peak_tflops=peak_table(pool))
+    cands = candidates(args.include, args.mutants)
+    sub_tasks = set(args.include[: args.naive])
+    sub = [c for c in cands if c[0].task_id in sub_tasks or c[2].startswith("fixture:")]
+    doc: dict[str, Any] = {"jobs": args.jobs, "tasks": args.include, "n_candidates_full": len(cands),
+                           "n_candidates_side_by_side": len(sub)}
+    out = Path(args.out)
+
+    def save() -> None:
+        out.write_text(json.dumps(doc, indent=1, default=str))
+        print(json.dumps({k: v for k, v in doc.items() if not isinstance(v, (dict, list))},
+                         default=str), flush=True)
+
+    wall, results, info = run_ours(cands, cfg, args.jobs)
+    doc.update(gpu=info.get("gpu_name"), torch=info.get("torch"), triton=info.get("triton"),
+               full_wall_s=round(wall, 2), full_evals_per_gpu_min=round(60 * len(cands) / wall, 1),
+               timing_floor_s_full=round(floor_s(results), 2),
+               exec_ok={f"{c[0].task_id}:{c[2]}:{i}": r.exec_ok
+                        for i, (c, r) in enumerate(zip(cands, results))},
+               stage_s_total={k: round(sum(r.stage_s.get(k, 0) for r in results), 2)
+                              for k in ("load", "worker_run", "decode", "judge", "timing")})
+    save()
+    sub_wall, sub_res, _ = run_ours(sub, cfg, args.jobs)
     naive_wall, naive = run_naive(sub)
     ours_rate, naive_rate = 60 * len(sub) / sub_wall, 60 * len(sub) / naive_wall
-    floor_s = sum(c.cand_reps * c.cand_ms + c.ref_reps * c.ref_ms for _, _, r in results
-                  for c in r.cases if c.cand_ms and c.ref_ms) / 1e3
+    naive_cases = sum(len(n.get("cases", [])) for n in naive)
+    doc.update(ours_wall_s=round(sub_wall, 2), naive_wall_s=round(naive_wall, 2),
+               ours_evals_per_gpu_min=round(ours_rate, 1),
+               naive_evals_per_gpu_min=round(naive_rate, 1),
+               throughput_ratio=round(ours_rate / naive_rate, 2),
+               timing_floor_s_ours=round(floor_s(sub_res), 2),
+               timing_floor_s_naive=round(naive_cases * 2 * 1.1, 1),
+               naive_ok=[n.get("ok") for n in naive])
+    save()
     shares = {}
-    for name, ov in {"fresh_worker_per_candidate": {"recycle_after": 1},
-                     "no_caches": {"no_caches": True},
-                     "fixed_reps_no_adaptive": {"timing.target_rel_ci": 0.0}}.items():
-        w, _ = run_ours(sub, **ov)
+    for name, (over, jobs, cold) in {
+            "one_evaluator_per_gpu": ({}, 1, False),
+            "cold_caches": ({}, args.jobs, True),
+            "fresh_worker_per_candidate": ({"recycle_after": 1}, args.jobs, False),
+            "fixed_reps_no_adaptive": ({"timing": replace(cfg.timing, target_rel_ci=0.0)},
+                                       args.jobs, False),
+            "time_every_case": ({"timing_cases": "all"}, args.jobs, False),
+            "three_seeds_on_large_cases": ({"large_seeds": 3}, args.jobs, False)}.items():
+        w, _, _ = run_ours(sub, replace(cfg, **over), jobs, cold)
         shares[name] = {"wall_s": round(w, 2), "slowdown_vs_ours": round(w / sub_wall, 2)}
-    doc = {
-        "gpu": results[0][2].gpu_name, "torch": results[0][2].torch_version,
-        "triton": results[0][2].triton_version,
-        "n_candidates_full": len(cands), "full_wall_s": round(wall, 2),
-        "full_evals_per_gpu_min": round(60 * len(cands) / wall, 1),
-        "n_candidates_side_by_side": len(sub), "ours_wall_s": round(sub_wall, 2),
-        "naive_wall_s": round(naive_wall, 2), "ours_evals_per_gpu_min": round(ours_rate, 1),
-        "naive_evals_per_gpu_min": round(naive_rate, 1), "throughput_ratio": round(ours_rate / naive_rate, 2),
-        "timing_floor_s_full": round(floor_s, 2),
-        "exec_ok": {f"{t.task_id}:{p.name}": r.exec_ok for t, p, r in results},
-        "naive_ok": [n.get("ok") for n in naive],
-        "technique_shares": shares,
-        "cv_median": None, "dobench_agreement": None,
-    }
-    cv = cv_over_repeats(sub, args.repeats)
+        doc["technique_shares"] = shares
+        save()
+    cv = cv_over_repeats(sub, cfg, args.jobs, args.repeats)
     doc["cv_median"], doc["cv_detail"] = cv["max"], cv
-    agree = dobench_agreement(results)
-    doc["dobench_agreement"], doc["dobench_detail"] = agree["max_abs_dev"], agree
-    Path(args.out).write_text(json.dumps(doc, indent=1, default=str))
-    print(json.dumps({k: v for k, v in doc.items() if not isinstance(v, dict)}, indent=1, default=str))
+    save()
+    agree = agreement(cands, results)
+    doc["dobench_agreement"], doc["graph_agreement"] = (agree["dobench_max_abs_dev"],
+                                                         agree["graph_max_abs_dev"])
+    doc["agreement_detail"] = agree
+    save()
     return 0
 
 
