@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# One device call's worth of GPU validation (an H200 session allows 30 min, 10 per call):
+#   bash scripts/bench/gpu_session.sh tests|suite|bench [extra args]   (OUT=<dir> for the files)
+# - tests: the gpu-marked tests, full log (never cut with tail: the failures are the point)
+# - suite: scripts/bench/suite_gpu.py --jobs 4 over the given task ids (default: all), incremental JSON
+# - bench: scripts/bench/bench_eval.py with its defaults (8 tasks, 2 mutants each, 4 jobs)
+# Each step has its own timeout inside the 600 s call limit and leaves its files in $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export PYTHONPATH=$PWD
+OUT=${OUT:-/tmp/kbx_gpu}
+mkdir -p "$OUT"
+step=${1:-tests}; shift || true
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+case "$step" in
+  tests) timeout 560 python -m pytest tests/gpu -q -p no:cacheprovider --timeout 120 -rfE "$@" \
+           > "$OUT/gpu_tests.log" 2>&1; tail -15 "$OUT/gpu_tests.log" ;;
+  suite) inc=(); [ $# -gt 0 ] && inc=(--include "$@")
+         timeout 560 python scripts/bench/suite_gpu.py --jobs 4 --out "$OUT/suite_h200.json" "${inc[@]}" \
+           > "$OUT/suite_h200.log" 2>&1; tail -3 "$OUT/suite_h200.log" ;;
+  bench) timeout 560 python scripts/bench/bench_eval.py --out "$OUT/bench_eval_h200.json" "$@" \
+           > "$OUT/bench_eval.log" 2>&1; tail -5 "$OUT/bench_eval.log" ;;
+  *) echo "usage: gpu_session.sh tests|suite|bench [args]"; exit 2 ;;
+esac
