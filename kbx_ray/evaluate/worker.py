@@ -75,6 +75,9 @@ class Worker:
             self.task_ids[self.task_key] = {k: id(v) for k, v in vars(mod).items()}
         self.task = self.tasks[self.task_key]
         self.last = None
+        # A new candidate never sees inputs an earlier one could have written to (cached pristine
+        # tensors live in this process); drawing them again on the device costs milliseconds.
+        self.inputs.clear()
         self.mutates = tuple(getattr(self.task, "MUTATES", ()))
         self.sig = inspect.signature(getattr(self.task, req["entry"]))
         try:
