@@ -11,6 +11,14 @@ the kill rate, which is killed / covered. Prints the kill rate per category and 
 operator, lists the surviving covered mutants for review (each an equivalent mutant, or a weak case
 or tolerance), and writes the figures as JSON with the hardware named. Runs on the Triton
 interpreter: small cases only.
+
+Equivalent mutants (no input the task allows can tell them apart from the solution, e.g. a
+`.contiguous()` dropped on an argument the contract guarantees contiguous) are listed, each with a
+one-line reason, in results/equivalent_mutants.json, matched on (task, operator, line,
+description). A listed mutant that survives is reported under `equivalent` and left out of the kill
+rate; one that is killed is not equivalent after all and counts as killed (`equivalent_killed`:
+fix the list). `--merge` re-scores only the included tasks and replaces their mutants in the
+existing JSON (`partial_rescore` records which tasks when); a full run drops that key.
 """
 from __future__ import annotations
 
@@ -37,6 +45,7 @@ from kbx_ray.suite import load_module, load_suite  # noqa: E402
 from kbx_ray.types import Candidate, Task  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "mutation_score.json"
+EQUIVALENT = Path(__file__).resolve().parent / "results" / "equivalent_mutants.json"
 _local = threading.local()
 _all: list[Evaluator] = []
 
@@ -105,8 +114,20 @@ def main() -> None:
                     help="mutation sites per operator per task")
     ap.add_argument("--jobs", type=int, default=1, help="evaluators judging in parallel")
     ap.add_argument("--include", default="", help="comma-separated task ids, categories or globs")
+    ap.add_argument("--merge", action="store_true",
+                    help="replace only the included tasks' mutants in the existing --out JSON")
+    ap.add_argument("--summarize-only", action="store_true",
+                    help="recompute the figures of the existing --out JSON (after editing the "
+                         "equivalent list) without judging anything")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
+    if args.summarize_only:
+        old = json.loads(Path(args.out).read_text())
+        report = summarize(old["mutant_records"], old["false_positive_tasks"], old["task_ids"],
+                           old["per_operator_sites"], old["wall_s"])
+        report.update({k: old[k] for k in ("hardware", "partial_rescore") if k in old})
+        Path(args.out).write_text(dump(report))
+        return print_report(report)
     t0 = time.time()
     tasks = load_suite(include=[s for s in args.include.split(",") if s] or None)
     tasks = [t for t in tasks if t.solution_path]
@@ -122,46 +143,84 @@ def main() -> None:
         print(f"{len(jobs)} mutants of {len(scored)} tasks", flush=True)
         coverage = {t.task_id: covered_lines(t) for t in scored}  # the interpreter is not thread-safe
         verdicts = list(pool.map(lambda job: judge(job[0], job[1].code), jobs))
-    covered = [is_covered(m, coverage[t.task_id]) for t, m in jobs]
     for ev in _all:
         ev.close()
-    report = summarize(tasks, rejected, jobs, verdicts, covered, args, time.time() - t0)
+    records = [[t.task_id, t.category, m.operator, m.line, is_covered(m, coverage[t.task_id]),
+                None if ok else kind, m.description] for (t, m), (ok, kind) in zip(jobs, verdicts)]
+    ids = sorted(t.task_id for t in tasks)
+    wall = time.time() - t0
+    if args.merge:
+        records, rejected, ids, wall = merged(Path(args.out), records, rejected, ids, wall)
+    report = summarize(records, rejected, ids, args.per_operator, wall)
+    if args.merge:
+        old = json.loads(Path(args.out).read_text()).get("partial_rescore", [])
+        report["partial_rescore"] = [*old, {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                                            "tasks": sorted(t.task_id for t in tasks)}]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    Path(args.out).write_text(dump(report))
     print_report(report)
 
 
-def summarize(tasks: list[Task], rejected: dict[str, str], jobs: list[tuple[Task, Mutant]],
-              verdicts: list[tuple[bool, str]], covered: list[bool], args: Any,
+def merged(path: Path, records: list, rejected: dict, ids: list[str],
+           wall: float) -> tuple[list, dict, list[str], float]:
+    """The existing run's records with the re-scored tasks' records replaced."""
+    old = json.loads(path.read_text())
+    if "mutant_records" not in old:
+        sys.exit(f"{path} has no mutant_records (written before --merge existed): run in full once")
+    fresh = set(ids)
+    keep = [r for r in old["mutant_records"] if r[0] not in fresh]
+    fps = {t: k for t, k in old["false_positive_tasks"].items() if t not in fresh}
+    return (keep + records, {**fps, **rejected}, sorted(set(old["task_ids"]) | fresh),
+            old["wall_s"] + wall)
+
+
+def load_equivalent() -> dict[tuple, str]:
+    """(task_id, operator, line, description) -> reason, from the reviewed list."""
+    if not EQUIVALENT.exists():
+        return {}
+    return {(e["task_id"], e["operator"], e["line"], e["description"]): e["reason"]
+            for e in json.loads(EQUIVALENT.read_text())}
+
+
+def summarize(records: list, rejected: dict[str, str], ids: list[str], per_operator: int,
               wall: float) -> dict:
     import torch
     import triton
 
+    equivalent = load_equivalent()
     by_cat: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
     by_op: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
     kinds: collections.Counter = collections.Counter()
     uncovered: collections.Counter = collections.Counter()
-    survivors = []
-    for (task, m), (ok, kind), cov in zip(jobs, verdicts, covered):
+    survivors, equiv, equiv_killed = [], [], []
+    for task_id, category, op, line, cov, kind, desc in records:
+        entry = {"task_id": task_id, "operator": op, "line": line, "description": desc}
+        reason = equivalent.get((task_id, op, line, desc))
         if not cov:
-            uncovered[m.operator] += 1
+            uncovered[op] += 1
             continue
-        for table, key in ((by_cat, task.category), (by_op, m.operator)):
-            table[key][0] += 0 if ok else 1
+        if reason is not None and kind is None:
+            equiv.append({**entry, "reason": reason})
+            continue
+        if reason is not None:
+            equiv_killed.append(entry)
+        for table, key in ((by_cat, category), (by_op, op)):
+            table[key][0] += 0 if kind is None else 1
             table[key][1] += 1
-        if ok:
-            survivors.append({"task_id": task.task_id, "operator": m.operator, "line": m.line,
-                              "description": m.description})
+        if kind is None:
+            survivors.append(entry)
         else:
             kinds[kind] += 1
-    killed = sum(1 for (ok, _), cov in zip(verdicts, covered) if cov and not ok)
-    n_cov = sum(covered)
+    n_cov = sum(1 for r in records if r[4])
+    killed = sum(1 for r in records if r[4] and r[5] is not None)
     return {
         "hardware": hardware(), "torch": torch.__version__, "triton": triton.__version__,
-        "per_operator_sites": args.per_operator, "wall_s": round(wall, 1),
-        "tasks": len(tasks), "mutants": len(jobs), "covered": n_cov, "killed": killed,
-        "kill_rate": rate(killed, n_cov),
-        "kill_rate_all_mutants": rate(sum(1 for ok, _ in verdicts if not ok), len(jobs)),
+        "per_operator_sites": per_operator, "wall_s": round(wall, 1),
+        "tasks": len(ids), "mutants": len(records), "covered": n_cov, "killed": killed,
+        "kill_rate": rate(killed, n_cov - len(equiv)),
+        "kill_rate_counting_equivalent": rate(killed, n_cov),
+        "kill_rate_all_mutants": rate(killed + sum(1 for r in records if not r[4] and r[5]),
+                                      len(records)),
         "not_covered": dict(uncovered.most_common()),
         "false_positives": len(rejected), "false_positive_tasks": rejected,
         "per_category": {c: {"mutants": n, "killed": k, "kill_rate": rate(k, n)}
@@ -170,11 +229,25 @@ def summarize(tasks: list[Task], rejected: dict[str, str], jobs: list[tuple[Task
                          for o in OPERATORS if o in by_op for k, n in [by_op[o]]},
         "killed_by": dict(kinds.most_common()),
         "survivors": survivors,
+        "equivalent": equiv,
+        "equivalent_killed": equiv_killed,
+        "task_ids": ids,
+        "mutant_records": records,
     }
 
 
+def dump(report: dict) -> str:
+    """Indented JSON with one line per mutant record (task, category, operator, line, covered,
+    killed_by or null, description)."""
+    rows = report.pop("mutant_records")
+    text = json.dumps(report, indent=2)
+    body = ",\n".join("    " + json.dumps(r) for r in rows)
+    return text[:-2] + ',\n  "mutant_records": [\n' + body + "\n  ]\n}\n"
+
+
 def print_report(r: dict) -> None:
-    print(f"\nkill rate {r['kill_rate']:.1%} ({r['killed']}/{r['covered']} covered mutants; "
+    n = r["covered"] - len(r["equivalent"])
+    print(f"\nkill rate {r['kill_rate']:.1%} ({r['killed']}/{n} covered non-equivalent mutants; "
           f"{r['kill_rate_all_mutants']:.1%} of all {r['mutants']}), false positives "
           f"{r['false_positives']}/{r['tasks']}   [{r['hardware']}, {r['wall_s']:.0f} s]")
     print(f"not covered by any small case: {r['not_covered']}")
@@ -182,6 +255,8 @@ def print_report(r: dict) -> None:
         print(f"\n{title:<20} {'mutants':>8} {'killed':>8} {'rate':>7}")
         for name, row in table.items():
             print(f"{name:<20} {row['mutants']:>8} {row['killed']:>8} {row['kill_rate']:>7.1%}")
+    print(f"\n{len(r['equivalent'])} reviewed equivalent mutants left out of the kill rate; "
+          f"{len(r['equivalent_killed'])} listed as equivalent but killed: {r['equivalent_killed']}")
     print(f"\n{len(r['survivors'])} survivors:")
     for s in r["survivors"]:
         print(f"  {s['task_id']:<40} {s['operator']:<20} line {s['line']:<4} {s['description']}")

@@ -33,6 +33,7 @@ CASES = [
     {"name": "size1", "small": True, "shape": [1], "dtype": "float32"},
     {"name": "x_transposed_small", "small": True, "shape": [129, 100], "dtype": "float32", "transposed": True},
     {"name": "outliers_small", "small": True, "shape": [20000], "dtype": "float32", "outliers": True},
+    {"name": "x_transposed_3d_small", "small": True, "shape": [3, 40, 50], "dtype": "float16", "transposed": True},
     {"name": "fp32_16M", "small": False, "shape": [4096, 4096], "dtype": "float32"},
     {"name": "fp16_8x2048x1024_outliers", "small": False, "shape": [8, 2048, 1024], "dtype": "float16",
      "outliers": True},
@@ -44,10 +45,11 @@ CASES = [
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal (outliers: 0.1% scaled by 10); y: 0.5 * normal. With `transposed`, x is
-    the `.t()` view of a contiguous tensor of the transposed shape and y is contiguous."""
+    the `.transpose(-1, -2)` view of a contiguous tensor with its last two sizes swapped and y is
+    contiguous."""
     g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"]
-    x_shape = shape[::-1] if case.get("transposed") else shape
+    x_shape = [*shape[:-2], shape[-1], shape[-2]] if case.get("transposed") else shape
     x = torch.randn(x_shape, generator=g, device=g.device)
     if case.get("outliers"):
         x = torch.where(torch.rand(x_shape, generator=g, device=g.device) < 0.001, x * 10, x)
@@ -55,7 +57,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     dtype = getattr(torch, case["dtype"])
     x, y = x.to(dtype).to(device), y.to(dtype).to(device)
     if case.get("transposed"):
-        x = x.t()
+        x = x.transpose(-1, -2)
     return (x, y), {}
 
 

@@ -29,6 +29,7 @@ CASES = [
     {"name": "bf16_outliers_small", "small": True, "shape": [4000], "dtype": "bfloat16", "outliers": True},
     {"name": "size1", "small": True, "shape": [1], "dtype": "float32"},
     {"name": "y_transposed_small", "small": True, "shape": [45, 70], "dtype": "float32", "transposed": True},
+    {"name": "programs_small", "small": True, "shape": [70, 130], "dtype": "float32"},
     {"name": "fp32_16M", "small": False, "shape": [4096, 4096], "dtype": "float32"},
     {"name": "fp16_4x2048x4096_outliers", "small": False, "shape": [4, 2048, 4096], "dtype": "float16",
      "outliers": True},

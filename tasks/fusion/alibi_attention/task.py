@@ -38,6 +38,7 @@ CASES = [
     {"name": "odd_small", "small": True, "b": 1, "h": 2, "s": 23, "d": 32, "dtype": "float16"},
     {"name": "d80_outliers_small", "small": True, "b": 1, "h": 2, "s": 12, "d": 80, "dtype": "float16",
      "outliers": True},
+    {"name": "blocks_small", "small": True, "b": 1, "h": 2, "s": 150, "d": 16, "dtype": "float16"},
     {"name": "fp16_bloom_2x32x2048x128", "small": False, "b": 2, "h": 32, "s": 2048, "d": 128,
      "dtype": "float16"},
     {"name": "bf16_mpt_8x16x1024x64", "small": False, "b": 8, "h": 16, "s": 1024, "d": 64, "dtype": "bfloat16"},

@@ -41,6 +41,7 @@ CASES = [
     {"name": "odd_bshd_small", "small": True, "b": 2, "h": 1, "s": 21, "d": 32, "dtype": "float16", "bshd": True},
     {"name": "d80_outliers_small", "small": True, "b": 1, "h": 2, "s": 12, "d": 80, "dtype": "float16",
      "outliers": True},
+    {"name": "blocks_small", "small": True, "b": 1, "h": 1, "s": 150, "d": 16, "dtype": "float16"},
     {"name": "fp16_1x32x4096x128", "small": False, "b": 1, "h": 32, "s": 4096, "d": 128, "dtype": "float16"},
     {"name": "bf16_8x16x2048x64_bshd", "small": False, "b": 8, "h": 16, "s": 2048, "d": 64, "dtype": "bfloat16",
      "bshd": True},

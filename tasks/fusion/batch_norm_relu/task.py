@@ -36,6 +36,7 @@ CASES = [
      "outliers": True},
     {"name": "hw1_channels_last_small", "small": True, "shape": [8, 100, 1, 1], "dtype": "float32",
      "channels_last": True},
+    {"name": "programs_small", "small": True, "shape": [2, 6, 30, 31], "dtype": "float32"},
     {"name": "fp32_32x256x56x56", "small": False, "shape": [32, 256, 56, 56], "dtype": "float32"},
     {"name": "fp16_channels_last_64x128x112x112", "small": False, "shape": [64, 128, 112, 112],
      "dtype": "float16", "channels_last": True},

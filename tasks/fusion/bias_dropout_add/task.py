@@ -33,6 +33,7 @@ CASES = [
     {"name": "bf16_outliers_small", "small": True, "shape": [6, 500], "p": 0.1, "dtype": "bfloat16",
      "outliers": True},
     {"name": "p0_small", "small": True, "shape": [7, 33], "p": 0.0, "dtype": "float32"},
+    {"name": "programs_small", "small": True, "shape": [40, 250], "p": 0.1, "dtype": "float32"},
     {"name": "bf16_8x2048x4096", "small": False, "shape": [8, 2048, 4096], "p": 0.1, "dtype": "bfloat16"},
     {"name": "fp16_16384x5120_outliers", "small": False, "shape": [16384, 5120], "p": 0.2, "dtype": "float16",
      "outliers": True},

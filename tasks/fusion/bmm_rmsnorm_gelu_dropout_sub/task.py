@@ -47,6 +47,9 @@ CASES = [
      "dtype": "float16", "b_transposed": True},
     {"name": "m1_p0_outliers_small", "small": True, "bt": 2, "m": 1, "n": 64, "k": 24, "p": 0.0,
      "dtype": "float16", "outliers": True},
+    {"name": "tiles_small", "small": True, "bt": 2, "m": 136, "n": 140, "k": 100, "p": 0.2, "dtype": "float16"},
+    {"name": "small_act_wide_small", "small": True, "bt": 1, "m": 5, "n": 300, "k": 24, "p": 0.2, "dtype": "float16",
+     "a_scale": 0.05},
     {"name": "fp16_16x1024x1024x512", "small": False, "bt": 16, "m": 1024, "n": 1024, "k": 512, "p": 0.1,
      "dtype": "float16"},
     {"name": "bf16_8x2048x4096x1024_bt", "small": False, "bt": 8, "m": 2048, "n": 4096, "k": 1024, "p": 0.1,
@@ -57,14 +60,16 @@ CASES = [
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
-    """a: standard normal (outliers: 0.1% scaled by 10); b: normal / sqrt(K) with per-column scales
-    in [0.5, 2); norm_weight: 1 + 0.2 * normal; keep_mask: Bernoulli(1 - p); other: 0.5 * normal.
-    With `b_transposed`, b is the `.transpose(1, 2)` view of a contiguous [B, N, K] tensor."""
+    """a: standard normal (outliers: 0.1% scaled by 10), times `a_scale` if given (small
+    activations); b: normal / sqrt(K) with per-column scales in [0.5, 2); norm_weight: 1 + 0.2
+    * normal; keep_mask: Bernoulli(1 - p); other: 0.5 * normal. With `b_transposed`, b is the
+    `.transpose(1, 2)` view of a contiguous [B, N, K] tensor."""
     g = torch.Generator(device).manual_seed(seed)
     bt, m, n, k = case["bt"], case["m"], case["n"], case["k"]
     a = torch.randn(bt, m, k, generator=g, device=g.device)
     if case.get("outliers"):
         a = torch.where(torch.rand(bt, m, k, generator=g, device=g.device) < 0.001, a * 10, a)
+    a = a * case.get("a_scale", 1.0)
     col_scale = 0.5 + 1.5 * torch.rand(n, generator=g, device=g.device)
     if case.get("b_transposed"):
         b = torch.randn(bt, n, k, generator=g, device=g.device) / k ** 0.5 * col_scale[None, :, None]

@@ -36,6 +36,7 @@ CASES = [
     {"name": "sq1_small", "small": True, "b": 3, "h": 4, "sq": 1, "sk": 77, "dtype": "float32"},
     {"name": "head_strided_small", "small": True, "b": 2, "h": 3, "sq": 6, "sk": 6, "dtype": "float32",
      "strided": True},
+    {"name": "programs_small", "small": True, "b": 2, "h": 2, "sq": 40, "sk": 100, "dtype": "float32"},
     {"name": "fp16_4x16x2048x2048", "small": False, "b": 4, "h": 16, "sq": 2048, "sk": 2048, "dtype": "float16"},
     {"name": "bf16_2x32x1024x3000_outliers", "small": False, "b": 2, "h": 32, "sq": 1024, "sk": 3000,
      "dtype": "bfloat16", "outliers": True},

@@ -36,6 +36,7 @@ CASES = [
     {"name": "fp16_small", "small": True, "b": 3, "s": 5, "v": 100, "p": 8, "t": 2, "e": 96, "dtype": "float16"},
     {"name": "bf16_s1_small", "small": True, "b": 4, "s": 1, "v": 37, "p": 4, "t": 3, "e": 200,
      "dtype": "bfloat16"},
+    {"name": "programs_small", "small": True, "b": 4, "s": 30, "v": 50, "p": 32, "t": 2, "e": 100, "dtype": "float32"},
     {"name": "fp16_bert_base_64x512x768", "small": False, "b": 64, "s": 512, "v": 30522, "p": 512, "t": 2,
      "e": 768, "dtype": "float16"},
     {"name": "fp32_bert_large_32x512x1024", "small": False, "b": 32, "s": 512, "v": 30522, "p": 512, "t": 2,

@@ -41,6 +41,8 @@ CASES = [
     {"name": "bf16_outliers_small", "small": True, "n": 8, "k": 333, "dtype": "bfloat16", "outliers": True},
     {"name": "fp32_sliced_4bit_small", "small": True, "n": 13, "k": 64, "dtype": "float32", "sliced": True,
      "qmin": -8, "qmax": 7},
+    {"name": "programs_small", "small": True, "n": 5, "k": 1100, "dtype": "float32"},
+    {"name": "k1_small", "small": True, "n": 7, "k": 1, "dtype": "float32"},
     {"name": "fp32_4096x4096", "small": False, "n": 4096, "k": 4096, "dtype": "float32"},
     {"name": "bf16_14336x4096_outliers", "small": False, "n": 14336, "k": 4096, "dtype": "bfloat16",
      "outliers": True},

@@ -42,6 +42,7 @@ CASES = [
     {"name": "transposed_signed_small", "small": True, "shape": [40, 75], "dtype": "float32", "transposed": True,
      "qmin": -128, "qmax": 127},
     {"name": "size1", "small": True, "shape": [1], "dtype": "float32"},
+    {"name": "programs_small", "small": True, "shape": [70, 130], "dtype": "float32"},
     {"name": "fp32_16M", "small": False, "shape": [4096, 4096], "dtype": "float32"},
     {"name": "bf16_8x2048x4096_outliers", "small": False, "shape": [8, 2048, 4096], "dtype": "bfloat16",
      "outliers": True},

@@ -36,6 +36,7 @@ CASES = [
     {"name": "square_small", "small": True, "m": 32, "e": 32, "f": 32, "dtype": "float16"},
     {"name": "odd_small", "small": True, "m": 7, "e": 24, "f": 40, "dtype": "float16"},
     {"name": "m1_outliers_small", "small": True, "m": 1, "e": 32, "f": 48, "dtype": "float16", "outliers": True},
+    {"name": "tiles_small", "small": True, "m": 136, "e": 140, "f": 136, "dtype": "float16"},
     {"name": "bf16_llama7b_4096x4096x11008", "small": False, "m": 4096, "e": 4096, "f": 11008,
      "dtype": "bfloat16"},
     {"name": "fp16_2048x5120x13824_outliers", "small": False, "m": 2048, "e": 5120, "f": 13824,

@@ -30,6 +30,8 @@ CASES = [
     {"name": "fp16_fused_small", "small": True, "shape": [12, 160], "dtype": "float16", "fused": True},
     {"name": "bf16_outliers_small", "small": True, "shape": [2, 4, 300], "dtype": "bfloat16", "outliers": True},
     {"name": "n1_fused_small", "small": True, "shape": [6, 1], "dtype": "float32", "fused": True},
+    {"name": "programs_small", "small": True, "shape": [3, 2100], "dtype": "float32"},
+    {"name": "gate_fused_small", "small": True, "shape": [10, 96], "dtype": "float32", "fused": "gate"},
     {"name": "bf16_fused_4096x16384", "small": False, "shape": [4096, 16384], "dtype": "bfloat16", "fused": True},
     {"name": "fp16_8x1024x6144_outliers", "small": False, "shape": [8, 1024, 6144], "dtype": "float16",
      "outliers": True},
@@ -39,7 +41,8 @@ CASES = [
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """gate: 1.5 * standard normal (outliers: 0.1% scaled by 10); up: standard normal. With
-    `fused`, both are the two column halves of one contiguous [M, 2N] tensor."""
+    `fused`, both are the two column halves of one contiguous [M, 2N] tensor (`fused: "gate"`: up
+    is then copied to a contiguous tensor, so the two row strides differ)."""
     g = torch.Generator(device).manual_seed(seed)
     shape = list(case["shape"])
     n = shape[-1]
@@ -50,7 +53,8 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     up = torch.randn(shape, generator=g, device=g.device)
     if case.get("fused"):
         h = torch.cat([gate, up], dim=-1).to(dtype).to(device)
-        return (h[..., :n], h[..., n:]), {}
+        gate, up = h[..., :n], h[..., n:]
+        return (gate, up.contiguous() if case["fused"] == "gate" else up), {}
     return (gate.to(dtype).to(device), up.to(dtype).to(device)), {}
 
 

@@ -46,6 +46,8 @@ CASES = [
      "dtype": "float16"},
     {"name": "decode_sq1_outliers_small", "small": True, "b": 1, "sq": 1, "sk": 24, "hq": 2, "hkv": 1, "d": 64,
      "dtype": "float16", "outliers": True},
+    {"name": "blocks_small", "small": True, "b": 1, "sq": 150, "sk": 150, "hq": 2, "hkv": 1, "d": 16,
+     "dtype": "float16"},
     {"name": "bf16_llama3_4x4096_32q8kv_128", "small": False, "b": 4, "sq": 4096, "sk": 4096, "hq": 32, "hkv": 8,
      "d": 128, "dtype": "bfloat16"},
     {"name": "fp16_chunked_prefill_8x1024of5000_32q8kv_128", "small": False, "b": 8, "sq": 1024, "sk": 5000,

@@ -37,6 +37,8 @@ CASES = [
     {"name": "square_small", "small": True, "m": 32, "n": 32, "k": 32, "dtype": "float16"},
     {"name": "odd_small", "small": True, "m": 9, "n": 40, "k": 100, "dtype": "float16"},
     {"name": "m1_outliers_small", "small": True, "m": 1, "n": 48, "k": 64, "dtype": "float16", "outliers": True},
+    {"name": "tiles_small", "small": True, "m": 136, "n": 140, "k": 100, "dtype": "float16"},
+    {"name": "long_k_small", "small": True, "m": 3, "n": 20, "k": 1100, "dtype": "float16"},
     {"name": "fp16_qkv_8192x12288x4096", "small": False, "m": 8192, "n": 12288, "k": 4096, "dtype": "float16"},
     {"name": "bf16_fc1_16384x3072x768", "small": False, "m": 16384, "n": 3072, "k": 768, "dtype": "bfloat16"},
     {"name": "fp16_odd_3000x5000x2000_outliers", "small": False, "m": 3000, "n": 5000, "k": 2000,

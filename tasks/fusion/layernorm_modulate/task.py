@@ -37,6 +37,7 @@ CASES = [
     {"name": "bf16_outliers_small", "small": True, "b": 1, "s": 6, "d": 576, "dtype": "bfloat16",
      "outliers": True},
     {"name": "s1_chunked_small", "small": True, "b": 5, "s": 1, "d": 384, "dtype": "float32", "chunked": True},
+    {"name": "shift_chunked_small", "small": True, "b": 2, "s": 5, "d": 96, "dtype": "float32", "chunked": "shift"},
     {"name": "bf16_dit_xl_32x1024x1152", "small": False, "b": 32, "s": 1024, "d": 1152, "dtype": "bfloat16",
      "chunked": True},
     {"name": "fp16_8x4096x1536_outliers", "small": False, "b": 8, "s": 4096, "d": 1536, "dtype": "float16",
@@ -48,7 +49,7 @@ CASES = [
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: normal with per-row offsets in [0, 2) and scales in [0.5, 2) (outliers: 0.1% scaled by
     10); shift: 0.5 * normal; scale: 0.5 * normal. With `chunked`, shift and scale are chunks 0 and
-    1 of a contiguous [B, 6 * D] tensor."""
+    1 of a contiguous [B, 6 * D] tensor (`chunked: "shift"`: scale is a contiguous copy)."""
     g = torch.Generator(device).manual_seed(seed)
     b, s, d = case["b"], case["s"], case["d"]
     x = torch.randn(b, s, d, generator=g, device=g.device)
@@ -60,6 +61,8 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     x, mod = x.to(dtype).to(device), mod.to(dtype).to(device)
     if case.get("chunked"):
         shift, scale = mod[:, :d], mod[:, d:2 * d]
+        if case["chunked"] == "shift":
+            scale = scale.contiguous()
     else:
         shift, scale = mod[:, :d].contiguous(), mod[:, d:].contiguous()
     return (x, shift, scale), {}

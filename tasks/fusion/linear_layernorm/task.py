@@ -38,6 +38,7 @@ CASES = [
     {"name": "square_small", "small": True, "m": 32, "n": 32, "k": 32, "dtype": "float16"},
     {"name": "odd_wide_small", "small": True, "m": 9, "n": 300, "k": 24, "dtype": "float16"},
     {"name": "m1_outliers_small", "small": True, "m": 1, "n": 48, "k": 40, "dtype": "float16", "outliers": True},
+    {"name": "tiles_small", "small": True, "m": 136, "n": 140, "k": 100, "dtype": "float16"},
     {"name": "fp16_8192x1024x4096", "small": False, "m": 8192, "n": 1024, "k": 4096, "dtype": "float16"},
     {"name": "bf16_4096x4096x4096", "small": False, "m": 4096, "n": 4096, "k": 4096, "dtype": "bfloat16"},
     {"name": "fp16_odd_3000x4100x2000_outliers", "small": False, "m": 3000, "n": 4100, "k": 2000,

@@ -32,6 +32,7 @@ CASES = [
     {"name": "e8_small", "small": True, "m": 32, "e": 8, "k": 32, "dtype": "float16"},
     {"name": "e60_odd_small", "small": True, "m": 13, "e": 60, "k": 40, "dtype": "float16"},
     {"name": "m1_outliers_small", "small": True, "m": 1, "e": 16, "k": 48, "dtype": "float16", "outliers": True},
+    {"name": "tiles_small", "small": True, "m": 70, "e": 60, "k": 100, "dtype": "float16"},
     {"name": "fp16_mixtral_16384x8x4096", "small": False, "m": 16384, "e": 8, "k": 4096, "dtype": "float16"},
     {"name": "bf16_deepseek_8192x256x7168", "small": False, "m": 8192, "e": 256, "k": 7168,
      "dtype": "bfloat16"},

@@ -35,6 +35,7 @@ CASES = [
     {"name": "square_small", "small": True, "m": 32, "f": 32, "k": 32, "dtype": "float16"},
     {"name": "odd_small", "small": True, "m": 13, "f": 24, "k": 40, "dtype": "float16"},
     {"name": "m1_outliers_small", "small": True, "m": 1, "f": 40, "k": 32, "dtype": "float16", "outliers": True},
+    {"name": "tiles_small", "small": True, "m": 136, "f": 70, "k": 100, "dtype": "float16"},
     {"name": "bf16_llama7b_4096x11008x4096", "small": False, "m": 4096, "f": 11008, "k": 4096,
      "dtype": "bfloat16"},
     {"name": "fp16_8192x14336x4096_outliers", "small": False, "m": 8192, "f": 14336, "k": 4096,

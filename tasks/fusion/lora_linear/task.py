@@ -35,6 +35,7 @@ CASES = [
     {"name": "odd_small", "small": True, "m": 11, "n": 40, "k": 24, "r": 5, "dtype": "float16"},
     {"name": "m1_rank1_outliers_small", "small": True, "m": 1, "n": 48, "k": 32, "r": 1, "dtype": "float16",
      "outliers": True},
+    {"name": "tiles_small", "small": True, "m": 136, "n": 140, "k": 100, "r": 8, "dtype": "float16"},
     {"name": "fp16_4096x4096x4096_r16", "small": False, "m": 4096, "n": 4096, "k": 4096, "r": 16,
      "dtype": "float16"},
     {"name": "bf16_8192x11008x4096_r64", "small": False, "m": 8192, "n": 11008, "k": 4096, "r": 64,

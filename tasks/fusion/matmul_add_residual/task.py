@@ -31,6 +31,7 @@ CASES = [
     {"name": "square_small", "small": True, "m": 32, "n": 32, "k": 32, "dtype": "float16"},
     {"name": "odd_wt_small", "small": True, "m": 21, "n": 35, "k": 40, "dtype": "float16", "w_transposed": True},
     {"name": "m1_outliers_small", "small": True, "m": 1, "n": 64, "k": 32, "dtype": "float16", "outliers": True},
+    {"name": "tiles_small", "small": True, "m": 136, "n": 140, "k": 100, "dtype": "float16"},
     {"name": "fp16_8192x4096x4096", "small": False, "m": 8192, "n": 4096, "k": 4096, "dtype": "float16"},
     {"name": "bf16_4096x5120x13824_wt", "small": False, "m": 4096, "n": 5120, "k": 13824, "dtype": "bfloat16",
      "w_transposed": True},

@@ -33,6 +33,7 @@ CASES = [
     {"name": "3d_odd_small", "small": True, "lead": [2, 9], "n": 40, "k": 27, "dtype": "float16"},
     {"name": "m1_outliers_small", "small": True, "lead": [1], "n": 48, "k": 32, "dtype": "float16",
      "outliers": True},
+    {"name": "tiles_small", "small": True, "lead": [136], "n": 140, "k": 100, "dtype": "float16"},
     {"name": "fp16_4x1024x4096_to_16384", "small": False, "lead": [4, 1024], "n": 16384, "k": 4096,
      "dtype": "float16"},
     {"name": "bf16_8192x3072_to_768", "small": False, "lead": [8192], "n": 3072, "k": 768, "dtype": "bfloat16"},

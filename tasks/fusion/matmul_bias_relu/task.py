@@ -34,6 +34,7 @@ CASES = [
     {"name": "m1_small", "small": True, "m": 1, "n": 40, "k": 24, "dtype": "float16"},
     {"name": "w_transposed_outliers_small", "small": True, "m": 24, "n": 20, "k": 48, "dtype": "float16",
      "w_transposed": True, "outliers": True},
+    {"name": "tiles_small", "small": True, "m": 136, "n": 140, "k": 100, "dtype": "float16"},
     {"name": "fp16_4096x4096x4096", "small": False, "m": 4096, "n": 4096, "k": 4096, "dtype": "float16"},
     {"name": "bf16_8192x11008x4096", "small": False, "m": 8192, "n": 11008, "k": 4096, "dtype": "bfloat16"},
     {"name": "fp16_odd_3000x5000x2000_outliers", "small": False, "m": 3000, "n": 5000, "k": 2000,

@@ -36,6 +36,8 @@ CASES = [
     {"name": "square_small", "small": True, "m": 32, "n": 32, "k": 32, "dtype": "float16"},
     {"name": "odd_wide_small", "small": True, "m": 9, "n": 300, "k": 24, "dtype": "float16"},
     {"name": "m1_outliers_small", "small": True, "m": 1, "n": 48, "k": 40, "dtype": "float16", "outliers": True},
+    {"name": "tiles_small", "small": True, "m": 136, "n": 140, "k": 100, "dtype": "float16"},
+    {"name": "small_act_wide_small", "small": True, "m": 5, "n": 300, "k": 24, "dtype": "float16", "x_scale": 0.05},
     {"name": "fp16_4096x4096x4096", "small": False, "m": 4096, "n": 4096, "k": 4096, "dtype": "float16"},
     {"name": "bf16_8192x5120x2048", "small": False, "m": 8192, "n": 5120, "k": 2048, "dtype": "bfloat16"},
     {"name": "fp16_odd_3000x4100x3000_outliers", "small": False, "m": 3000, "n": 4100, "k": 3000,
@@ -44,13 +46,15 @@ CASES = [
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
-    """x: standard normal (outliers: 0.1% scaled by 10); weight: normal / sqrt(K) scaled per output
-    row by [0.5, 2); norm_weight: 1 + 0.2 * normal."""
+    """x: standard normal (outliers: 0.1% scaled by 10), times `x_scale` if given (small
+    activations); weight: normal / sqrt(K) scaled per output row by [0.5, 2); norm_weight: 1 + 0.2 *
+    normal."""
     g = torch.Generator(device).manual_seed(seed)
     m, n, k = case["m"], case["n"], case["k"]
     x = torch.randn(m, k, generator=g, device=g.device)
     if case.get("outliers"):
         x = torch.where(torch.rand(m, k, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = x * case.get("x_scale", 1.0)
     w = torch.randn(n, k, generator=g, device=g.device) / k ** 0.5 * (0.5 + 1.5 * torch.rand(n, 1, generator=g, device=g.device))
     nw = 1 + 0.2 * torch.randn(n, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])

@@ -36,6 +36,7 @@ CASES = [
     {"name": "square_small", "small": True, "m": 32, "e": 32, "f": 32, "dtype": "float16"},
     {"name": "odd_small", "small": True, "m": 9, "e": 24, "f": 40, "dtype": "float16"},
     {"name": "m1_outliers_small", "small": True, "m": 1, "e": 32, "f": 48, "dtype": "float16", "outliers": True},
+    {"name": "tiles_small", "small": True, "m": 136, "e": 140, "f": 136, "dtype": "float16"},
     {"name": "fp16_gpt2_16384x768x3072", "small": False, "m": 16384, "e": 768, "f": 3072, "dtype": "float16"},
     {"name": "bf16_gpt2xl_8192x1600x6400", "small": False, "m": 8192, "e": 1600, "f": 6400, "dtype": "bfloat16"},
     {"name": "fp16_4100x2048x8192_outliers", "small": False, "m": 4100, "e": 2048, "f": 8192, "dtype": "float16",

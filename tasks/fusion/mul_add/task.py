@@ -30,6 +30,7 @@ CASES = [
     {"name": "bf16_small", "small": True, "shape": [2, 3, 500], "dtype": "bfloat16"},
     {"name": "size1", "small": True, "shape": [1], "dtype": "float32"},
     {"name": "transposed_small", "small": True, "shape": [40, 75], "dtype": "float32", "transposed": True},
+    {"name": "programs_small", "small": True, "shape": [70, 130], "dtype": "float32"},
     {"name": "fp32_16M", "small": False, "shape": [16777216], "dtype": "float32"},
     {"name": "fp16_8x1024x4096_outliers", "small": False, "shape": [8, 1024, 4096], "dtype": "float16",
      "outliers": True},

@@ -36,6 +36,7 @@ CASES = [
      "fused_kv": True},
     {"name": "d80_outliers_small", "small": True, "b": 1, "h": 3, "s": 12, "d": 80, "dtype": "float16",
      "outliers": True},
+    {"name": "blocks_small", "small": True, "b": 1, "h": 2, "s": 150, "d": 16, "dtype": "float16"},
     {"name": "fp16_falcon_4x71x2048x64", "small": False, "b": 4, "h": 71, "s": 2048, "d": 64, "dtype": "float16"},
     {"name": "bf16_starcoder_4x48x4096x128_fused_kv", "small": False, "b": 4, "h": 48, "s": 4096, "d": 128,
      "dtype": "bfloat16", "fused_kv": True},

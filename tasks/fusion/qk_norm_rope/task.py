@@ -48,6 +48,7 @@ CASES = [
     {"name": "fp16_d80_outliers_small", "small": True, "t": 7, "hq": 2, "hk": 2, "d": 80, "dtype": "float16",
      "outliers": True},
     {"name": "t1_qkv_small", "small": True, "t": 1, "hq": 8, "hk": 8, "d": 32, "dtype": "float32", "fused": True},
+    {"name": "programs_small", "small": True, "t": 20, "hq": 4, "hk": 2, "d": 64, "dtype": "float32"},
     {"name": "bf16_qwen3_qkv_16384tok_32q8k_128", "small": False, "t": 16384, "hq": 32, "hk": 8, "d": 128,
      "dtype": "bfloat16", "fused": True},
     {"name": "fp16_8192tok_40q8k_128_outliers", "small": False, "t": 8192, "hq": 40, "hk": 8, "d": 128,

@@ -40,6 +40,7 @@ CASES = [
      "dtype": "float16", "outliers": True},
     {"name": "s1_qkv_small", "small": True, "b": 4, "s": 1, "hq": 8, "hk": 8, "dh": 32, "dtype": "float32",
      "fused": True},
+    {"name": "programs_small", "small": True, "b": 2, "s": 10, "hq": 4, "hk": 2, "dh": 64, "dtype": "float32"},
     {"name": "bf16_qkv_4x2048_32q8k_128", "small": False, "b": 4, "s": 2048, "hq": 32, "hk": 8, "dh": 128,
      "dtype": "bfloat16", "fused": True},
     {"name": "fp16_8x1024_40q40k_128_outliers", "small": False, "b": 8, "s": 1024, "hq": 40, "hk": 40,

@@ -38,6 +38,7 @@ CASES = [
     {"name": "bf16_small", "small": True, "m": 6, "n": 512, "dtype": "bfloat16"},
     {"name": "fp32_outliers_small", "small": True, "m": 8, "n": 300, "dtype": "float32", "outliers": True},
     {"name": "m1_small", "small": True, "m": 1, "n": 4096, "dtype": "float16"},
+    {"name": "programs_small", "small": True, "m": 70, "n": 100, "dtype": "float16"},
     {"name": "fp16_16384x4096", "small": False, "m": 16384, "n": 4096, "dtype": "float16"},
     {"name": "bf16_8192x8192_outliers", "small": False, "m": 8192, "n": 8192, "dtype": "bfloat16",
      "outliers": True},

@@ -39,6 +39,7 @@ CASES = [
      "outliers": True},
     {"name": "z_sliced_small", "small": True, "shape": [10, 160], "group": 40, "dtype": "float32",
      "z_sliced": True},
+    {"name": "programs_small", "small": True, "shape": [70, 96], "group": 32, "dtype": "float32"},
     {"name": "bf16_8192x5120_g640", "small": False, "shape": [8192, 5120], "group": 640, "dtype": "bfloat16",
      "z_sliced": True},
     {"name": "fp16_4x2048x4096_g4096_outliers", "small": False, "shape": [4, 2048, 4096], "group": 4096,

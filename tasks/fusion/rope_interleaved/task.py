@@ -39,6 +39,7 @@ CASES = [
     {"name": "fp16_bhsd_outliers_small", "small": True, "b": 2, "s": 6, "h": 4, "d": 24, "dtype": "float16",
      "bhsd": True, "outliers": True},
     {"name": "s1_small", "small": True, "b": 4, "s": 1, "h": 8, "d": 32, "dtype": "float32"},
+    {"name": "programs_small", "small": True, "b": 2, "s": 10, "h": 4, "d": 64, "dtype": "float32"},
     {"name": "bf16_4x4096x32x128", "small": False, "b": 4, "s": 4096, "h": 32, "d": 128, "dtype": "bfloat16"},
     {"name": "fp16_bhsd_8x2048x40x128_outliers", "small": False, "b": 8, "s": 2048, "h": 40, "d": 128,
      "dtype": "float16", "bhsd": True, "outliers": True},

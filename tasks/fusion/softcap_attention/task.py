@@ -39,6 +39,7 @@ CASES = [
      "bshd": True},
     {"name": "outliers_small", "small": True, "b": 1, "h": 2, "s": 12, "d": 64, "cap": 50.0, "dtype": "float16",
      "outliers": True},
+    {"name": "blocks_small", "small": True, "b": 1, "h": 1, "s": 150, "d": 16, "cap": 5.0, "dtype": "float16"},
     {"name": "bf16_gemma2_2x16x4096x256", "small": False, "b": 2, "h": 16, "s": 4096, "d": 256, "cap": 50.0,
      "dtype": "bfloat16"},
     {"name": "fp16_4x32x2048x128_bshd", "small": False, "b": 4, "h": 32, "s": 2048, "d": 128, "cap": 20.0,

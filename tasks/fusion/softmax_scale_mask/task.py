@@ -35,6 +35,7 @@ CASES = [
     {"name": "bf16_outliers_empty_row_small", "small": True, "b": 2, "h": 2, "sq": 6, "sk": 33,
      "dtype": "bfloat16", "outliers": True, "empty_row": True},
     {"name": "sq1_small", "small": True, "b": 3, "h": 4, "sq": 1, "sk": 77, "dtype": "float32"},
+    {"name": "programs_small", "small": True, "b": 2, "h": 2, "sq": 40, "sk": 100, "dtype": "float32"},
     {"name": "fp16_4x16x1024x1024", "small": False, "b": 4, "h": 16, "sq": 1024, "sk": 1024, "dtype": "float16"},
     {"name": "bf16_2x32x512x2000_outliers", "small": False, "b": 2, "h": 32, "sq": 512, "sk": 2000,
      "dtype": "bfloat16", "outliers": True, "empty_row": True},

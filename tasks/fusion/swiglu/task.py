@@ -30,6 +30,7 @@ CASES = [
     {"name": "fp16_3d_small", "small": True, "shape": [2, 6, 256], "dtype": "float16"},
     {"name": "bf16_outliers_small", "small": True, "shape": [8, 600], "dtype": "bfloat16", "outliers": True},
     {"name": "n1_small", "small": True, "shape": [9, 2], "dtype": "float32"},
+    {"name": "programs_small", "small": True, "shape": [3, 4200], "dtype": "float32"},
     {"name": "bf16_4096x22016", "small": False, "shape": [4096, 22016], "dtype": "bfloat16"},
     {"name": "fp16_4x1024x28672_outliers", "small": False, "shape": [4, 1024, 28672], "dtype": "float16",
      "outliers": True},

@@ -36,6 +36,8 @@ CASES = [
      "dtype": "float32"},
     {"name": "mask_attention_4d_small", "small": True, "cond": [1, 1, 12, 12], "x": [2, 3, 12, 12],
      "y": [1], "dtype": "float32"},
+    {"name": "programs_small", "small": True, "cond": [50, 70], "x": [50, 70], "y": [50, 70], "dtype": "float32"},
+    {"name": "c1_small", "small": True, "cond": [6, 1], "x": [6, 1], "y": [1], "dtype": "float32"},
     {"name": "same_shape_fp32_16M", "small": False, "cond": [4096, 4096], "x": [4096, 4096], "y": [4096, 4096],
      "dtype": "float32"},
     {"name": "attention_mask_fp16_8x32x1024x1024", "small": False, "cond": [1, 1, 1024, 1024],

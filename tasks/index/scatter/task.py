@@ -39,6 +39,7 @@ CASES = [
     {"name": "dim1_single_small", "small": True, "r": 50, "n": 40, "k": 1, "dim": 1, "dtype": "float32"},
     {"name": "dim0_transposed_small", "small": True, "r": 45, "n": 60, "k": 20, "dim": 0, "dtype": "float32",
      "transposed": True},
+    {"name": "r1_small", "small": True, "r": 1, "n": 40, "k": 10, "dim": 1, "dtype": "float32"},
     {"name": "dim1_fp32_8192x4096_k1024", "small": False, "r": 8192, "n": 4096, "k": 1024, "dim": 1,
      "dtype": "float32"},
     {"name": "dim0_fp16_16384x2048_k8192", "small": False, "r": 16384, "n": 2048, "k": 8192, "dim": 0,

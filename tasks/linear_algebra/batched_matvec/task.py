@@ -33,6 +33,7 @@ CASES = [
     {"name": "n1_small", "small": True, "b": 7, "m": 40, "n": 1},
     {"name": "column_major_outliers_small", "small": True, "b": 2, "m": 50, "n": 64, "column_major": True,
      "outliers": True},
+    {"name": "m1_small", "small": True, "b": 3, "m": 1, "n": 50},
     {"name": "batch_128x1024x512", "small": False, "b": 128, "m": 1024, "n": 512},
     {"name": "batch_4096x64x96_outliers", "small": False, "b": 4096, "m": 64, "n": 96, "outliers": True},
     {"name": "column_major_32x2000x1000", "small": False, "b": 32, "m": 2000, "n": 1000, "column_major": True},

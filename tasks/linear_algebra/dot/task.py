@@ -34,6 +34,7 @@ CASES = [
     {"name": "size1", "small": True, "n": 1},
     {"name": "strided_small", "small": True, "n": 2500, "stride": 3},
     {"name": "outliers_small", "small": True, "n": 8191, "outliers": True},
+    {"name": "x_strided_small", "small": True, "n": 2000, "stride": 3, "stride_y": 1},
     {"name": "n_64M", "small": False, "n": 67108864},
     {"name": "n_odd_outliers", "small": False, "n": 50000017, "outliers": True},
     {"name": "strided_16M", "small": False, "n": 16777216, "stride": 2},
@@ -42,11 +43,11 @@ CASES = [
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal entries scaled by N**-0.25 (outliers: 0.1% scaled by 10). With `stride` s,
-    the vectors are every s-th element of vectors s times as long."""
+    the vectors are every s-th element of vectors s times as long (`stride_y`, if given, for y)."""
     g = torch.Generator(device).manual_seed(seed)
     n, s = case["n"], case.get("stride", 1)
     vecs = []
-    for _ in range(2):
+    for s in (s, case.get("stride_y", s)):
         v = torch.randn(n * s, generator=g, device=g.device)
         if case.get("outliers"):
             v = torch.where(torch.rand(n * s, generator=g, device=g.device) < 0.001, v * 10, v)

@@ -31,6 +31,7 @@ CASES = [
     {"name": "transposed_small", "small": True, "a": [6, 5], "b": [20, 12], "dtype": "float32",
      "transposed": True},
     {"name": "outliers_small", "small": True, "a": [8, 8], "b": [16, 16], "dtype": "float32", "outliers": True},
+    {"name": "columns_small", "small": True, "a": [3, 1], "b": [4, 1], "dtype": "float32"},
     {"name": "fp32_64x64_by_128x128", "small": False, "a": [64, 64], "b": [128, 128], "dtype": "float32"},
     {"name": "fp16_100x37_by_97x301_outliers", "small": False, "a": [100, 37], "b": [97, 301],
      "dtype": "float16", "outliers": True},

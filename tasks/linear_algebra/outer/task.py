@@ -31,6 +31,7 @@ CASES = [
     {"name": "n1_small", "small": True, "m": 513, "n": 1, "dtype": "float32"},
     {"name": "strided_outliers_small", "small": True, "m": 70, "n": 50, "dtype": "float32", "strided": True,
      "outliers": True},
+    {"name": "x_strided_small", "small": True, "m": 60, "n": 45, "dtype": "float32", "strided": "x"},
     {"name": "fp32_8192x8192", "small": False, "m": 8192, "n": 8192, "dtype": "float32"},
     {"name": "fp16_16384x12288_outliers", "small": False, "m": 16384, "n": 12288, "dtype": "float16",
      "outliers": True},
@@ -48,12 +49,13 @@ def _vec(n: int, g: torch.Generator, outliers: bool) -> torch.Tensor:
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal vectors (outliers: 0.1% scaled by 10). A strided case draws vectors twice as
-    long and returns every second element."""
+    long and returns every second element (`strided: "x"`: only x)."""
     g = torch.Generator(device).manual_seed(seed)
     step = 2 if case.get("strided") else 1
+    step_y = 2 if case.get("strided") is True else 1
     dtype = getattr(torch, case["dtype"])
     x = _vec(case["m"] * step, g, case.get("outliers", False)).to(dtype).to(device)[::step]
-    y = _vec(case["n"] * step, g, case.get("outliers", False)).to(dtype).to(device)[::step]
+    y = _vec(case["n"] * step_y, g, case.get("outliers", False)).to(dtype).to(device)[::step_y]
     return (x, y), {}
 
 

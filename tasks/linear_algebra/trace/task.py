@@ -32,6 +32,7 @@ CASES = [
     {"name": "one_by_one_small", "small": True, "shape": [300, 1, 1]},
     {"name": "transposed_outliers_small", "small": True, "shape": [12, 50, 33], "transposed": True,
      "outliers": True},
+    {"name": "programs_small", "small": True, "shape": [70, 20, 24]},
     {"name": "batch_65536x32x32", "small": False, "shape": [65536, 32, 32]},
     {"name": "batch_16384x64x48_outliers", "small": False, "shape": [16384, 64, 48], "outliers": True},
     {"name": "transposed_4096x100x129", "small": False, "shape": [4096, 100, 129], "transposed": True},

@@ -35,6 +35,7 @@ CASES = [
     {"name": "few_classes_small", "small": True, "n": 300, "c": 37},
     {"name": "sliced_small", "small": True, "n": 20, "c": 777, "sliced": True},
     {"name": "outliers_small", "small": True, "n": 8, "c": 4096, "outliers": True},
+    {"name": "many_rows_small", "small": True, "n": 4100, "c": 5},
     {"name": "vocab_4096x50257", "small": False, "n": 4096, "c": 50257},
     {"name": "vocab_16384x32000_outliers", "small": False, "n": 16384, "c": 32000, "outliers": True},
     {"name": "classes_262144x100", "small": False, "n": 262144, "c": 100},

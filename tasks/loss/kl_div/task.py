@@ -37,6 +37,7 @@ CASES = [
     {"name": "two_classes_small", "small": True, "n": 500, "c": 2},
     {"name": "sliced_small", "small": True, "n": 33, "c": 77, "sliced": True},
     {"name": "peaked_outliers_small", "small": True, "n": 8, "c": 1000, "outliers": True},
+    {"name": "programs_small", "small": True, "n": 150, "c": 100},
     {"name": "distill_4096x8192", "small": False, "n": 4096, "c": 8192},
     {"name": "sliced_16384x1000_outliers", "small": False, "n": 16384, "c": 1000, "sliced": True,
      "outliers": True},

@@ -42,6 +42,7 @@ CASES = [
      "alpha": 1.0, "inf_input": True},
     {"name": "bt_outliers_small", "small": True, "m": 24, "n": 40, "k": 32, "bias": "row", "beta": 1.0,
      "alpha": 1.0, "b_transposed": True, "outliers": True},
+    {"name": "tiles_small", "small": True, "m": 136, "n": 140, "k": 100, "bias": "full", "beta": 1.0, "alpha": 1.0},
     {"name": "linear_8192x4096x4096_bt", "small": False, "m": 8192, "n": 4096, "k": 4096, "bias": "row",
      "beta": 1.0, "alpha": 1.0, "b_transposed": True},
     {"name": "full_4096x4096x4096_scaled", "small": False, "m": 4096, "n": 4096, "k": 4096, "bias": "full",

@@ -43,6 +43,8 @@ CASES = [
      "beta": 2.0, "alpha": 1.0, "b_transposed": True},
     {"name": "beta0_inf_outliers_small", "small": True, "b": 2, "m": 16, "n": 16, "k": 48, "input": "full",
      "beta": 0.0, "alpha": 1.0, "inf_input": True, "outliers": True},
+    {"name": "tiles_small", "small": True, "b": 2, "m": 136, "n": 140, "k": 100, "input": "full", "beta": 1.0,
+     "alpha": 1.0},
     {"name": "attention_bias_64x1024x1024x128_bt", "small": False, "b": 64, "m": 1024, "n": 1024, "k": 128,
      "input": "shared", "beta": 1.0, "alpha": 0.08838834764831845, "b_transposed": True},
     {"name": "full_16x2048x2048x1024", "small": False, "b": 16, "m": 2048, "n": 2048, "k": 1024,

@@ -32,6 +32,7 @@ CASES = [
     {"name": "batch1_m1_small", "small": True, "b": 1, "m": 1, "n": 40, "k": 64},
     {"name": "b_transposed_small", "small": True, "b": 2, "m": 24, "n": 20, "k": 40, "b_transposed": True},
     {"name": "outliers_small", "small": True, "b": 2, "m": 16, "n": 48, "k": 32, "outliers": True},
+    {"name": "tiles_small", "small": True, "b": 2, "m": 136, "n": 140, "k": 100},
     {"name": "b32_1024x1024x1024", "small": False, "b": 32, "m": 1024, "n": 1024, "k": 1024},
     {"name": "attention_scores_256x512x512x128_bt", "small": False, "b": 256, "m": 512, "n": 512, "k": 128,
      "b_transposed": True},

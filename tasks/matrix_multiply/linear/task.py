@@ -34,6 +34,7 @@ CASES = [
     {"name": "one_token_small", "small": True, "x": [1, 64], "n": 48},
     {"name": "sliced_small", "small": True, "x": [3, 8, 32], "n": 20, "sliced": True},
     {"name": "outliers_small", "small": True, "x": [16, 48], "n": 32, "outliers": True},
+    {"name": "tiles_small", "small": True, "x": [136, 100], "n": 140},
     {"name": "mlp_up_8x1024x4096_to_11008", "small": False, "x": [8, 1024, 4096], "n": 11008},
     {"name": "decode_16x8192_to_8192", "small": False, "x": [16, 8192], "n": 8192},
     {"name": "odd_4x1000x3000_to_2999_outliers", "small": False, "x": [4, 1000, 3000], "n": 2999,

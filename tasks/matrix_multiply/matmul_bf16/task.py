@@ -31,6 +31,7 @@ CASES = [
     {"name": "gemv_m1_small", "small": True, "m": 1, "n": 64, "k": 40},
     {"name": "b_transposed_small", "small": True, "m": 16, "n": 24, "k": 64, "b_transposed": True},
     {"name": "outliers_small", "small": True, "m": 32, "n": 20, "k": 48, "outliers": True},
+    {"name": "tiles_small", "small": True, "m": 136, "n": 140, "k": 100},
     {"name": "square_4096", "small": False, "m": 4096, "n": 4096, "k": 4096},
     {"name": "linear_8192x4096x4096_bt", "small": False, "m": 8192, "n": 4096, "k": 4096, "b_transposed": True},
     {"name": "odd_3001x4999x2001_outliers", "small": False, "m": 3001, "n": 4999, "k": 2001, "outliers": True},

@@ -35,6 +35,7 @@ CASES = [
     {"name": "gemv_m1_small", "small": True, "m": 1, "n": 48, "k": 64},
     {"name": "b_transposed_small", "small": True, "m": 20, "n": 30, "k": 40, "b_transposed": True},
     {"name": "outliers_small", "small": True, "m": 32, "n": 16, "k": 64, "outliers": True},
+    {"name": "tiles_small", "small": True, "m": 136, "n": 140, "k": 100},
     {"name": "square_4096", "small": False, "m": 4096, "n": 4096, "k": 4096},
     {"name": "odd_3000x2000x5000_bt", "small": False, "m": 3000, "n": 2000, "k": 5000, "b_transposed": True},
     {"name": "outliers_2048x8192x1024", "small": False, "m": 2048, "n": 8192, "k": 1024, "outliers": True},

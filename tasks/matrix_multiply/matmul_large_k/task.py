@@ -36,6 +36,7 @@ CASES = [
     {"name": "m1_small", "small": True, "m": 1, "n": 16, "k": 1024},
     {"name": "bt_outliers_small", "small": True, "m": 20, "n": 24, "k": 600, "b_transposed": True,
      "outliers": True},
+    {"name": "wide_n_small", "small": True, "m": 7, "n": 137, "k": 777},
     {"name": "64x64_k1048576", "small": False, "m": 64, "n": 64, "k": 1048576},
     {"name": "16x4096_k65536", "small": False, "m": 16, "n": 4096, "k": 65536},
     {"name": "odd_100x250_k262143_bt_outliers", "small": False, "m": 100, "n": 250, "k": 262143,

@@ -33,6 +33,7 @@ CASES = [
     {"name": "m1_small", "small": True, "m": 1, "n": 45, "k": 63},
     {"name": "n1_small", "small": True, "m": 23, "n": 1, "k": 37},
     {"name": "outliers_small", "small": True, "m": 15, "n": 27, "k": 41, "outliers": True},
+    {"name": "tiles_small", "small": True, "m": 137, "n": 139, "k": 99},
     {"name": "odd_1000x1001x999", "small": False, "m": 1000, "n": 1001, "k": 999},
     {"name": "odd_4095x4097x4093", "small": False, "m": 4095, "n": 4097, "k": 4093},
     {"name": "odd_8191x3x8191_outliers", "small": False, "m": 8191, "n": 3, "k": 8191, "outliers": True},

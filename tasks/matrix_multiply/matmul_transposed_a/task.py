@@ -35,6 +35,7 @@ CASES = [
     {"name": "m1_small", "small": True, "m": 1, "n": 40, "k": 64},
     {"name": "n1_small", "small": True, "m": 24, "n": 1, "k": 33},
     {"name": "outliers_small", "small": True, "m": 16, "n": 32, "k": 48, "outliers": True},
+    {"name": "tiles_small", "small": True, "m": 136, "n": 140, "k": 100},
     {"name": "wgrad_4096x4096_k16384", "small": False, "m": 4096, "n": 4096, "k": 16384},
     {"name": "wgrad_1024x11008_k8192_outliers", "small": False, "m": 1024, "n": 11008, "k": 8192,
      "outliers": True},

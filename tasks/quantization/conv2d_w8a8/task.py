@@ -47,6 +47,7 @@ CASES = [
      "padding": 2, "channels_last": True},
     {"name": "outliers_small", "small": True, "x": [1, 8, 8, 8], "w": [16, 8, 3, 3], "stride": 1, "padding": 1,
      "outliers": True},
+    {"name": "tiles_small", "small": True, "x": [2, 40, 10, 9], "w": [136, 40, 3, 3], "stride": 1, "padding": 1},
     {"name": "resnet_3x3_32x64x56x56", "small": False, "x": [32, 64, 56, 56], "w": [128, 64, 3, 3], "stride": 1,
      "padding": 1},
     {"name": "stem_7x7_s2_32x3x224x224", "small": False, "x": [32, 3, 224, 224], "w": [64, 3, 7, 7], "stride": 2,

@@ -44,6 +44,7 @@ CASES = [
     {"name": "decode_m1_small", "small": True, "m": 1, "n": 48, "k": 128, "group": 64},
     {"name": "odd_group40_small", "small": True, "m": 5, "n": 19, "k": 80, "group": 40},
     {"name": "outliers_small", "small": True, "m": 24, "n": 16, "k": 64, "group": 16, "outliers": True},
+    {"name": "tiles_small", "small": True, "m": 70, "n": 140, "k": 192, "group": 32},
     {"name": "decode_1x4096_to_11008_g128", "small": False, "m": 1, "n": 11008, "k": 4096, "group": 128},
     {"name": "batch16_8192_to_8192_g64", "small": False, "m": 16, "n": 8192, "k": 8192, "group": 64},
     {"name": "prefill_4096x4096_to_4096_g128_outliers", "small": False, "m": 4096, "n": 4096, "k": 4096,

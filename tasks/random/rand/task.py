@@ -11,8 +11,10 @@ device it runs on, e.g. "cuda").
 
 Checked by `check`: dtype float32, shape [n], every value in [0, 1), the Kolmogorov-Smirnov
 distance to U(0, 1) below 2.23 / sqrt(n) (the critical value at significance 1e-4, so a correct
-generator fails about once in 10,000 draws), and the mean within 5 standard errors of 0.5. The
-harness additionally checks determinism per seed and that seeds matter.
+generator fails about once in 10,000 draws), the mean within 5 standard errors of 0.5, and no more
+repeated values than chance gives at 23-bit resolution (at most 8 n^2 / 2^24 + 16: samples must be
+independent, so no two parts of the output may come from the same counters). The harness
+additionally checks determinism per seed and that seeds matter.
 """
 import torch
 
@@ -64,4 +66,7 @@ def check(out: list, ref: list, case: dict) -> str | None:
     z = abs(s.mean().item() - 0.5) / (1 / (12 * n)) ** 0.5
     if z > 5:
         return f"mean {s.mean().item():.6f} is {z:.1f} standard errors from 0.5"
+    repeats = int((s[1:] == s[:-1]).sum().item())
+    if repeats > 8 * n * n / 2 ** 24 + 16:  # birthday bound at 23 bits, 32x margin
+        return f"{repeats} repeated values among {n}: samples are not independent"
     return None

@@ -38,6 +38,7 @@ CASES = [
     {"name": "outliers_keepdim_small", "small": True, "shape": [40, 81], "dim": 0, "dtype": "float32",
      "outliers": True, "keepdim": True},
     {"name": "bf16_rows_small", "small": True, "shape": [24, 150], "dim": -1, "dtype": "bfloat16"},
+    {"name": "nans_small", "small": True, "shape": [40, 81], "dim": -1, "dtype": "float32", "nans": True},
     {"name": "fp32_8192x8192_lastdim", "small": False, "shape": [8192, 8192], "dim": -1, "dtype": "float32"},
     {"name": "fp16_4096x16384_dim0_outliers", "small": False, "shape": [4096, 16384], "dim": 0,
      "dtype": "float16", "outliers": True},
