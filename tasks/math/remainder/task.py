@@ -44,6 +44,7 @@ CASES = [
      "other": 1.0},
     {"name": "integers_small", "small": True, "shape": [2001], "dtype": "float32", "integers": True,
      "other": 3.0},
+    {"name": "small_x_small", "small": True, "shape": [500], "dtype": "float32", "other": 1000.0, "scale": 1e-4},
     {"name": "fp32_16M", "small": False, "shape": [4096, 4096], "dtype": "float32", "other": 2.5},
     {"name": "fp16_16M_outliers", "small": False, "shape": [4096, 4096], "dtype": "float16", "outliers": True,
      "other": -1.5},
@@ -80,10 +81,10 @@ def _finish(x: torch.Tensor, case: dict, device: str) -> torch.Tensor:
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Normal values with standard deviation 8 (outliers: 0.1% scaled by 10); an integers case rounds
-    them to integers."""
+    them to integers; `scale` multiplies them (x much smaller than `other`)."""
     g = torch.Generator(device).manual_seed(seed)
     z = _draw(g, case)
-    x = 8 * z
+    x = 8 * z * case.get("scale", 1.0)
     if case.get("integers"):  # integer-valued x: many exact-zero remainders
         x = torch.round(x)
     return (_finish(x, case, device),), {k: case[k] for k in ('other',) if k in case}

@@ -34,6 +34,7 @@ CASES = [
     {"name": "transposed_small", "small": True, "shape": [33, 65], "dtype": "float32", "view": "t"},
     {"name": "strided_3d_small", "small": True, "shape": [3, 7, 50], "dtype": "float16", "view": "s"},
     {"name": "outliers_small", "small": True, "shape": [4001], "dtype": "float32", "outliers": True},
+    {"name": "tiny_small", "small": True, "shape": [500], "dtype": "float32", "scale": 1e-30},
     {"name": "fp32_16M", "small": False, "shape": [4096, 4096], "dtype": "float32"},
     {"name": "fp16_16M_outliers", "small": False, "shape": [4096, 4096], "dtype": "float16", "outliers": True},
     {"name": "bf16_16M", "small": False, "shape": [16777216], "dtype": "bfloat16"},
@@ -67,10 +68,12 @@ def _finish(x: torch.Tensor, case: dict, device: str) -> torch.Tensor:
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
-    """Standard normal values (outliers: 0.1% scaled by 10) with 10% exact zeros."""
+    """Standard normal values (outliers: 0.1% scaled by 10) with 10% exact zeros, times `scale` if
+    given (tiny magnitudes)."""
     g = torch.Generator(device).manual_seed(seed)
     z = _draw(g, case)
     x = torch.where(torch.rand(z.shape, generator=g, device=g.device) < 0.1, 0.0, z)  # 10% exact zeros
+    x = x * case.get("scale", 1.0)
     return (_finish(x, case, device),), {}
 
 

@@ -47,6 +47,7 @@ CASES = [
     {"name": "row_strip_small", "small": True, "shape": [2, 3, 20, 17], "output_size": [1, 4],
      "dtype": "float16"},
     {"name": "big_window_small", "small": True, "shape": [1, 2, 40, 40], "output_size": [2, 2], "dtype": "float32"},
+    {"name": "global_odd_count_small", "small": True, "shape": [1, 2, 47, 47], "output_size": [1, 1], "dtype": "float32"},
     {"name": "fp32_32x256x64x64_to_7x7", "small": False, "shape": [32, 256, 64, 64], "output_size": [7, 7],
      "dtype": "float32"},
     {"name": "fp16_64x512x28x28_global_outliers", "small": False, "shape": [64, 512, 28, 28],

@@ -39,6 +39,7 @@ CASES = [
      "outliers": True, "keepdim": True},
     {"name": "bf16_rows_small", "small": True, "shape": [24, 150], "dim": -1, "dtype": "bfloat16"},
     {"name": "nans_small", "small": True, "shape": [40, 81], "dim": -1, "dtype": "float32", "nans": True},
+    {"name": "negative_small", "small": True, "shape": [19, 200], "dim": -1, "dtype": "float32", "negative": True},
     {"name": "fp32_8192x8192_lastdim", "small": False, "shape": [8192, 8192], "dim": -1, "dtype": "float32"},
     {"name": "fp16_4096x16384_dim0_outliers", "small": False, "shape": [4096, 16384], "dim": 0,
      "dtype": "float16", "outliers": True},
@@ -72,11 +73,12 @@ def _finish(x: torch.Tensor, case: dict, device: str) -> torch.Tensor:
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
-    """Standard normal values (outliers: 0.1% scaled by 10); a nans case makes each value NaN with
-    probability 0.5 / L (about 40% of the slices hold one)."""
+    """Standard normal values (outliers: 0.1% scaled by 10; a negative case uses -|z| - 1, as
+    for log-probabilities); a nans case makes each value NaN with probability 0.5 / L (about
+    40% of the slices hold one)."""
     g = torch.Generator(device).manual_seed(seed)
     z = _draw(g, case)
-    x = z
+    x = -z.abs() - 1 if case.get("negative") else z
     if case.get("nans"):  # NaN with probability 0.5 / L: about 40% of the slices hold one
         x = torch.where(torch.rand(z.shape, generator=g, device=g.device) < 0.5 / case["shape"][case["dim"]], float("nan"), x)
     return (_finish(x, case, device),), {"dim": case["dim"], "keepdim": case.get("keepdim", False)}

@@ -41,6 +41,7 @@ CASES = [
      "ties": True},
     {"name": "fp16_ties_3d_small", "small": True, "shape": [3, 100, 7], "dim": -2, "dtype": "float16",
      "ties": True},
+    {"name": "negative_small", "small": True, "shape": [19, 200], "dim": -1, "dtype": "float32", "negative": True},
     {"name": "fp32_8192x8192_lastdim", "small": False, "shape": [8192, 8192], "dim": -1, "dtype": "float32"},
     {"name": "fp16_4096x16384_dim0_outliers", "small": False, "shape": [4096, 16384], "dim": 0,
      "dtype": "float16", "outliers": True},
@@ -74,12 +75,13 @@ def _finish(x: torch.Tensor, case: dict, device: str) -> torch.Tensor:
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
-    """Standard normal values (outliers: 0.1% scaled by 10); a ties case uses round(2 z) clamped to
-    [-6, 4] (many equal maxima); a nans case makes each value NaN with probability 0.5 / L
-    (about 40% of the slices hold one)."""
+    """Standard normal values (outliers: 0.1% scaled by 10; a negative case uses -|z| - 1, as
+    for log-probabilities); a ties case uses round(2 z) clamped to [-6, 4] (many equal maxima);
+    a nans case makes each value NaN with probability 0.5 / L (about 40% of the slices hold
+    one)."""
     g = torch.Generator(device).manual_seed(seed)
     z = _draw(g, case)
-    x = z
+    x = -z.abs() - 1 if case.get("negative") else z
     if case.get("ties"):  # small integers: many equal maxima per slice
         x = torch.round(2 * z).clamp(-6, 4)
     if case.get("nans"):  # NaN with probability 0.5 / L: about 40% of the slices hold one
