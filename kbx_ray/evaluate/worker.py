@@ -301,6 +301,13 @@ def _poison(input_bytes: int = 0) -> None:
     if DEVICE != "cuda":
         return
     torch.cuda.empty_cache()
+    try:
+        _fill_free_blocks(input_bytes)
+    except torch.OutOfMemoryError:  # a nearly full GPU: poison what fitted, leave room to run
+        torch.cuda.empty_cache()
+
+
+def _fill_free_blocks(input_bytes: int) -> None:
     held = []
     try:
         for seg in torch.cuda.memory_snapshot():
