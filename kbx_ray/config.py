@@ -6,7 +6,9 @@ mistake becomes one `ConfigError` line that names the key and the fix.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
@@ -86,8 +88,11 @@ class EngineConfig:
     evaluators: int = 0                  # evaluator actors per pool; 0: one per GPU (CPU: 1)
     evaluators_per_gpu: int = 1          # evaluators sharing each GPU: they compile and check in
     #                                      parallel; timing holds the GPU alone (evaluate/gpulock.py)
+    eval_batch: int = 0                  # candidates per evaluator call; 0: 1 (64 with mode=noop,
+    #                                      where the Ray round trip is the whole cost)
     flush_every: int = 32                # cells per Parquet part
     flush_s: float = 10.0                # ... or seconds, whichever comes first
+    flush_min_s: float = 1.0             # ... but parts at least this far apart (fast cells)
     ray_address: str | None = None       # None: start or join a local Ray
 
 
@@ -236,12 +241,24 @@ def iter_cells(cfg: Config, tasks: list[Any], pools: list[str]) -> Iterator[Cell
     """The grid task x method x model x sample, lazily, each with a stable cell id."""
     tasks, methods, models, samples = grid_axes(cfg, tasks)
     hw = tuple(pools)
-    keyed_methods = [(m, OmegaConf.to_container(OmegaConf.structured(m))) for m in methods]
-    keyed_models = [(m, OmegaConf.to_container(OmegaConf.structured(m))) for m in models]
-    for task, (method, mk), (model, mok), sample in itertools.product(
-            tasks, keyed_methods, keyed_models, samples):
-        cid = stable_hash(task.task_id, task.task_hash, mk, mok, sample, hw)
-        yield Cell(cid, task.task_id, method, model, sample, hw)
+    keyed_methods = [(m, _json(OmegaConf.to_container(OmegaConf.structured(m)))) for m in methods]
+    keyed_models = [(m, _json(OmegaConf.to_container(OmegaConf.structured(m)))) for m in models]
+    tail = f", {_json(hw)}]"
+    # cell_id = stable_hash(task_id, task_hash, method, model, sample, hw); the JSON of the parts
+    # that a grid repeats is made once, and the digest of the shared prefix is copied per sample
+    # (a sweep of 100k cells walks the grid several times).
+    for task, (method, mk), (model, mok) in itertools.product(tasks, keyed_methods, keyed_models):
+        head = hashlib.sha256(
+            f"[{_json(task.task_id)}, {_json(task.task_hash)}, {mk}, {mok}, ".encode())
+        for sample in samples:
+            h = head.copy()
+            h.update(f"{sample}{tail}".encode())
+            yield Cell(h.hexdigest()[:16], task.task_id, method, model, sample, hw)
+
+
+def _json(value: Any) -> str:
+    """One part of `stable_hash`'s JSON, byte for byte."""
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def count_cells(cfg: Config, tasks: list[Any]) -> int:

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -44,9 +45,11 @@ class SweepPlan:
     def todo(self) -> Iterator[Cell]:
         return (c for c in self.cells() if c.cell_id not in self.done)
 
-    @property
+    @cached_property
     def n_todo(self) -> int:
-        return sum(1 for _ in self.todo())
+        """Cells not yet recorded (counted once: `done` is fixed when the plan is made)."""
+        done = sum(1 for c in self.cells() if c.cell_id in self.done) if self.done else 0
+        return self.n_cells - done
 
 
 def resolve_pools(names: list[str]) -> dict[str, hardware.HardwarePool]:
@@ -87,10 +90,16 @@ def describe(p: SweepPlan) -> str:
 
 
 class _Writer:
-    """Buffers whole cells and writes them in batches (whichever of count or age comes first)."""
+    """Buffers whole cells and writes them in batches (whichever of count or age comes first).
 
-    def __init__(self, sinks: Any, genlog: GenerationLog, every: int, seconds: float) -> None:
+    A part is also at least `min_s` old: cells that finish by thousands a second (a replayed or
+    noop sweep) would otherwise cost a Parquet part, with its fsyncs, every few milliseconds.
+    """
+
+    def __init__(self, sinks: Any, genlog: GenerationLog, every: int, seconds: float,
+                 min_s: float = 0.0) -> None:
         self.sinks, self.genlog, self.every, self.seconds = sinks, genlog, every, seconds
+        self.min_s = min_s
         self.gen: list[dict] = []
         self.ev: list[dict] = []
         self.cells: set[str] = set()
@@ -100,7 +109,8 @@ class _Writer:
         self.gen += gens
         self.ev += evals
         self.cells.add(cell_id)
-        if len(self.cells) >= self.every or time.monotonic() - self.last > self.seconds:
+        age = time.monotonic() - self.last
+        if age > self.seconds or (len(self.cells) >= self.every and age >= self.min_s):
             self.flush()
 
     def flush(self) -> None:
@@ -173,7 +183,8 @@ async def _drive(p: SweepPlan, sinks: Any) -> None:
 async def _run_cells(p: SweepPlan, sinks: Any, pools: dict) -> None:
     cfg = p.cfg
     genlog = GenerationLog(p.sweep_dir, cfg.engine.wal_fsync)
-    writer = _Writer(sinks, genlog, cfg.engine.flush_every, cfg.engine.flush_s)
+    writer = _Writer(sinks, genlog, cfg.engine.flush_every, cfg.engine.flush_s,
+                     cfg.engine.flush_min_s)
     backends: dict = {}
     cells = p.todo()
     errors: list[BaseException] = []

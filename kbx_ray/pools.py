@@ -1,10 +1,12 @@
 """Evaluator pools: one set of evaluator actors per hardware pool, with bounded calls in flight.
 
-Each actor evaluates one candidate at a time (timing has the GPU to itself); the pool hands a free
-actor to each request and queues the rest. An actor that dies mid-candidate is restarted by Ray
-(`max_restarts`) and the candidate is retried; after `retries` it is recorded as `infra_error`.
-`mode=task` instead runs one GPU-pinned Ray task per candidate in a fresh process, and `mode=noop`
-answers instantly, to measure the engine's own overhead.
+Each actor evaluates one candidate at a time (timing has the GPU to itself): requests queue in the
+pool, and each actor's dispatcher takes the next one when the actor is free. An actor that dies
+mid-candidate is restarted by Ray (`max_restarts`) and the candidate is retried; after `retries` it
+is recorded as `infra_error`. `mode=task` instead runs one GPU-pinned Ray task per candidate in a
+fresh process, and `mode=noop` answers instantly, to measure the engine's own overhead: there the
+Ray round trip is the whole cost, so a call carries up to `engine.eval_batch` candidates and two
+calls overlap per actor.
 """
 from __future__ import annotations
 
@@ -95,6 +97,23 @@ def actors_for(pool: hardware.HardwarePool, requested: int, reserved: int = 0,
     return max(1, int((gpus - reserved) // per)) * max(1, per_gpu)
 
 
+@dataclass
+class _Request:
+    task: Task
+    cand: Candidate
+    future: asyncio.Future
+    tries: int = 0              # calls that ended with the evaluator dead
+    last: str = ""              # how the last one died
+
+
+def batching(cfg: Config) -> tuple[int, int]:
+    """(candidates per evaluator call, calls in flight per evaluator). A real evaluator takes one
+    candidate at a time (timing has the GPU alone, a free evaluator takes the next); with instant
+    verdicts (`mode=noop`) the Ray round trip is the cost, so calls carry many and overlap."""
+    batch = cfg.engine.eval_batch or (64 if cfg.engine.mode == "noop" else 1)
+    return (1, 1) if cfg.engine.mode == "task" else (batch, 2 if cfg.engine.mode == "noop" else 1)
+
+
 class EvaluatorPool:
     def __init__(self, pool: hardware.HardwarePool, cfg: Config) -> None:
         import ray
@@ -117,15 +136,16 @@ class EvaluatorPool:
         else:
             self.actors = [EvaluatorActor.options(max_restarts=-1, **self.opts).remote(
                 self.ecfg, self.mode == "noop") for _ in range(n)]
-        self.free: asyncio.Queue = asyncio.Queue()
+        self.batch, self.depth = batching(cfg)
         self.ready_s = cfg.engine.actor_ready_s
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self._dispatchers: list[asyncio.Task] = []
 
     async def start(self) -> None:
         """Hand out only actors that came up: one that cannot be placed (too few CPUs or GPUs of
         the type) would otherwise take candidates and never answer."""
         if self.mode == "task":
-            for a in self.actors:
-                self.free.put_nowait(a)
             return
         pending = {a.info.remote(): a for a in self.actors}
         ready, _ = await asyncio.to_thread(self.ray.wait, list(pending), num_returns=len(pending),
@@ -142,50 +162,110 @@ class EvaluatorPool:
             log.warning("pool %s: %d of %d evaluators started (not enough free resources for the "
                         "rest); going on with %d", self.pool.name, len(up), len(self.actors), len(up))
         self.actors = up
-        for a in up:
-            self.free.put_nowait(a)
+        self._stop_dispatchers()  # the next call dispatches to these
 
     def close(self) -> None:
         """End the evaluators now, not when the last handle is collected: a driver that keeps
         the sweep's exception (a notebook, a test) would otherwise keep their CPUs and GPUs."""
+        self._stop_dispatchers()
         for a in self.actors:
             if a is not None:
                 self.ray.kill(a)
 
     async def evaluate(self, task: Task, cand: Candidate) -> EvalResult:
-        last = ""
-        for attempt in range(self.retries + 1):
-            self.stats.waiting += 1
-            actor = await self.free.get()
-            self.stats.waiting -= 1
-            self.stats.in_flight += 1
+        """Queue the candidate; the next free evaluator takes it (with others queued behind it,
+        up to `batch`). An evaluator that dies mid-call is awaited back and the candidates it held
+        are queued again, `retries` times; then each is recorded as `infra_error`."""
+        self._dispatch_here()
+        req = _Request(task, cand, asyncio.get_running_loop().create_future())
+        self.stats.waiting += 1
+        self._queue.put_nowait(req)
+        return await req.future
+
+    def _stop_dispatchers(self) -> None:
+        for t in self._dispatchers:
+            if not t.done() and not t.get_loop().is_closed():
+                t.cancel()
+        self._dispatchers, self._loop = [], None
+
+    def _dispatch_here(self) -> None:
+        """One dispatcher per evaluator and call in flight, in the running event loop (the engine
+        runs each sweep in a fresh one)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is loop:
+            return
+        self._loop, self._queue = loop, asyncio.Queue()
+        self.stats.waiting = self.stats.in_flight = 0
+        self._dispatchers = [loop.create_task(self._dispatch(a))
+                             for a in self.actors for _ in range(self.depth)]
+
+    async def _dispatch(self, actor: Any) -> None:
+        while True:
+            batch = [await self._queue.get()]
+            while len(batch) < self.batch and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            self.stats.waiting -= len(batch)
+            self.stats.in_flight += len(batch)
             try:
-                ref = (self.task_fn.remote(self.ecfg, task, cand) if actor is None
-                       else actor.evaluate.remote(task, cand))
-                res: EvalResult = await ref
-                problem = hardware.check_gpu_name(self.pool, res.gpu_name or res.device) \
-                    if self.ecfg.device != "cpu" or not self.pool.is_gpu else None
-                if problem:
-                    raise ConfigError(problem)
-                self.stats.done += 1
-                self.stats.failed += 0 if res.exec_ok else 1
-                return res
-            except (self.ray.exceptions.RayActorError, self.ray.exceptions.WorkerCrashedError,
-                    self.ray.exceptions.NodeDiedError) as e:
-                last = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                self.stats.retried += 1
-                log.warning("evaluator on pool %s died on %s (attempt %d/%d): %s", self.pool.name,
-                            task.task_id, attempt + 1, self.retries + 1, last)
-                if actor is not None and attempt < self.retries:
-                    await self._await_restart(actor)
+                died = await self._call(actor, batch)
             finally:
-                self.stats.in_flight -= 1
-                self.free.put_nowait(actor)
+                self.stats.in_flight -= len(batch)
+            if died and actor is not None and any(not r.future.done() for r in batch):
+                await self._await_restart(actor)
+
+    async def _call(self, actor: Any, batch: list[_Request]) -> bool:
+        """Evaluate a batch on one evaluator and settle its futures; True if the evaluator died."""
+        try:
+            if actor is None:
+                results = [await self.task_fn.remote(self.ecfg, batch[0].task, batch[0].cand)]
+            elif len(batch) == 1:
+                results = [await actor.evaluate.remote(batch[0].task, batch[0].cand)]
+            else:
+                results = await actor.evaluate_batch.remote([(r.task, r.cand) for r in batch])
+        except (self.ray.exceptions.RayActorError, self.ray.exceptions.WorkerCrashedError,
+                self.ray.exceptions.NodeDiedError) as e:
+            self._requeue(batch, e)
+            return True
+        except Exception as e:  # noqa: BLE001 - the callers decide; this evaluator goes on
+            for r in batch:
+                if not r.future.done():
+                    r.future.set_exception(e)
+            return False
+        for r, res in zip(batch, results):
+            self._settle(r, res)
+        return False
+
+    def _settle(self, r: _Request, res: EvalResult) -> None:
+        if r.future.done():  # the cell was cancelled
+            return
+        problem = hardware.check_gpu_name(self.pool, res.gpu_name or res.device) \
+            if self.ecfg.device != "cpu" or not self.pool.is_gpu else None
+        if problem:
+            r.future.set_exception(ConfigError(problem))
+            return
         self.stats.done += 1
-        self.stats.failed += 1
-        return EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id, stage="compile",
-                          error_kind="infra_error",
-                          error_msg=f"evaluator died {self.retries + 1} times: {last}")
+        self.stats.failed += 0 if res.exec_ok else 1
+        r.future.set_result(res)
+
+    def _requeue(self, batch: list[_Request], e: BaseException) -> None:
+        last = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        for r in batch:
+            if r.future.done():
+                continue
+            r.tries, r.last = r.tries + 1, last
+            self.stats.retried += 1
+            log.warning("evaluator on pool %s died on %s (attempt %d/%d): %s", self.pool.name,
+                        r.task.task_id, r.tries, self.retries + 1, last)
+            if r.tries <= self.retries:
+                self.stats.waiting += 1
+                self._queue.put_nowait(r)
+                continue
+            self.stats.done += 1
+            self.stats.failed += 1
+            r.future.set_result(EvalResult(
+                task_id=r.task.task_id, candidate_id=r.cand.candidate_id, stage="compile",
+                error_kind="infra_error",
+                error_msg=f"evaluator died {self.retries + 1} times: {r.last}"))
 
     async def _await_restart(self, actor: Any, timeout_s: float = 300.0) -> None:
         """Wait until Ray has restarted the actor (it answers `info`), so a retry is not wasted on

@@ -15,12 +15,26 @@ def generation_row(sweep_id: str, cell: Any, a: Any) -> dict:
         "schema_version": SCHEMA_VERSION, "sweep_id": sweep_id, "cell_id": cell.cell_id,
         "task_id": cell.task_id, "method": cell.method.name, "model": cell.model.name,
         "sample": cell.sample, "round": a.round, "branch": a.branch,
-        "prompt": json.dumps(a.prompt.messages), "completion": g.text,
+        "prompt": _messages_json(a.prompt.messages), "completion": g.text,
         "prompt_tokens": g.prompt_tokens, "completion_tokens": g.completion_tokens,
         "latency_s": g.latency_s,
         "finish_reason": g.finish_reason, "candidate_id": a.candidate.candidate_id,
         "created_at": time.time(),
     }
+
+
+def _messages_json(messages: list) -> str:
+    """Every sample of a task shares its first prompt (methods/base.py:first_prompt): encode each
+    prompt once. The cache holds the messages, so an id is not reused while its entry lives."""
+    hit = _JSON.get(id(messages))
+    if hit is None or hit[0] is not messages:
+        if len(_JSON) >= 256:
+            _JSON.clear()
+        hit = _JSON[id(messages)] = (messages, json.dumps(messages))
+    return hit[1]
+
+
+_JSON: dict[int, tuple[list, str]] = {}
 
 
 def evaluation_row(sweep_id: str, cell: Any, task: Task, a: Any, started: float,

@@ -6,9 +6,11 @@ An actor rather than a task per candidate because a warm worker evaluates a new 
 """
 from __future__ import annotations
 
+from typing import Any
+
 import ray
 
-from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
+from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.types import Candidate, EvalResult, Task
 
 
@@ -23,11 +25,18 @@ def _node() -> tuple[str, str]:
     return node_id, accel
 
 
+def _evaluator(cfg: EvalConfig) -> Any:
+    """Imported here: the evaluator brings torch (seconds), which a noop actor never needs."""
+    from kbx_ray.evaluate.evaluator import Evaluator
+
+    return Evaluator(cfg)
+
+
 @ray.remote
 class EvaluatorActor:
     def __init__(self, cfg: EvalConfig, noop: bool = False) -> None:
         self.noop = noop
-        self.evaluator = None if noop else Evaluator(cfg)
+        self.evaluator = None if noop else _evaluator(cfg)
         self.node_id, self.node_accelerator = _node()
 
     def evaluate(self, task: Task, cand: Candidate) -> EvalResult:
@@ -39,6 +48,11 @@ class EvaluatorActor:
         res.node_id, res.node_accelerator = self.node_id, self.node_accelerator
         return res
 
+    def evaluate_batch(self, items: list[tuple[Task, Candidate]]) -> list[EvalResult]:
+        """Several candidates in one call, one after another: with instant verdicts the Ray round
+        trip, not the evaluation, is the cost (engine.eval_batch)."""
+        return [self.evaluate(task, cand) for task, cand in items]
+
     def info(self) -> dict:
         if self.evaluator is None:
             return {"device": "cpu"}
@@ -47,7 +61,7 @@ class EvaluatorActor:
 
 @ray.remote
 def evaluate_in_fresh_process(cfg: EvalConfig, task: Task, cand: Candidate) -> EvalResult:
-    ev = Evaluator(cfg)
+    ev = _evaluator(cfg)
     try:
         res = ev.evaluate(task, cand)
     finally:

@@ -18,6 +18,7 @@ class ReferenceBackend:
 
     def __init__(self, solutions: dict[str, str]) -> None:
         self.solutions = solutions  # task_id -> solution.py path
+        self._texts: dict[str, str] = {}  # read once: every sample of a task gets the same answer
 
     async def generate(self, messages: Messages, params: GenParams) -> Generation:
         t0 = time.perf_counter()
@@ -26,13 +27,18 @@ class ReferenceBackend:
         if not path:
             text = f"No reference solution exists for {task_id}."
         else:
-            text = f"Here is the kernel.\n\n```python\n{Path(path).read_text()}```\n"
+            if path not in self._texts:
+                self._texts[path] = f"Here is the kernel.\n\n```python\n{Path(path).read_text()}```\n"
+            text = self._texts[path]
         return Generation(text=text, latency_s=time.perf_counter() - t0, model=self.name,
                           completion_tokens=0, finish_reason="stop")
 
 
 def build(cfg: Any) -> ReferenceBackend:
-    from kbx_ray.suite import load_suite
+    """Finds the solutions without importing every task (the sweep has loaded the ones it runs)."""
+    from kbx_ray.suite import DEFAULT_ROOT
 
-    suite = load_suite(getattr(cfg, "suite_path", None) or None)
-    return ReferenceBackend({t.task_id: t.solution_path for t in suite if t.solution_path})
+    root = Path(getattr(cfg, "suite_path", None) or DEFAULT_ROOT).resolve()
+    return ReferenceBackend({p.parent.relative_to(root).as_posix(): str(p.resolve())
+                             for p in sorted(root.glob("*/*/solution.py"))
+                             if (p.parent / "task.py").exists()})

@@ -22,7 +22,6 @@ from kbx_ray.sinks.metrics import geomean, is_final
 logger = logging.getLogger(__name__)
 
 SUMMARY_COLUMNS = ["cells", "call_rate", "exec_rate", "geomean_speedup"]
-_KEPT = ("cell_id", "category", "call_ok", "exec_ok", "speedup", "final")
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
@@ -50,6 +49,37 @@ def _summary_row(group: pd.DataFrame) -> list[float]:
     return [cells, call.sum() / n, ok.sum() / n, geomean(speedups)]
 
 
+class _Tally:
+    """The running sums behind one row of `summarize`, so the sink keeps no rows."""
+
+    def __init__(self) -> None:
+        self.cells = self.rows = self.call_ok = self.exec_ok = self.n_speedup = 0
+        self.log_speedup = 0.0
+
+    def add(self, final_rows: list[dict], cells: int) -> None:
+        self.cells += cells
+        for r in final_rows:
+            self.rows += 1
+            self.call_ok += bool(r.get("call_ok"))
+            ok = bool(r.get("exec_ok"))
+            self.exec_ok += ok
+            v = r.get("speedup")
+            if ok and v is not None and v > 0 and math.isfinite(v):
+                self.log_speedup += math.log(v)
+                self.n_speedup += 1
+
+    def merged(self, other: _Tally) -> _Tally:
+        out = _Tally()
+        for k in vars(out):
+            setattr(out, k, getattr(self, k) + getattr(other, k))
+        return out
+
+    def summary(self) -> list[float]:
+        n = max(self.rows, 1)
+        mean = math.exp(self.log_speedup / self.n_speedup) if self.n_speedup else math.nan
+        return [self.cells, self.call_ok / n, self.exec_ok / n, mean]
+
+
 def summary_table(summary: pd.DataFrame) -> Table:
     table = Table(title="Summary by category")
     for name, justify in [("category", "left"), ("cells", "right"), ("call rate", "right"),
@@ -71,7 +101,7 @@ class ConsoleSink(Sink):
         self.total = 0
         self.done = 0
         self.failed = 0  # cells whose final row is not exec_ok
-        self._rows: list[dict] = []
+        self._tallies: dict[str, _Tally] = {}  # per category: what the summary needs, no rows
         self._t0 = self._last_log = time.monotonic()
         self._progress: Progress | None = None
         self._task: TaskID | None = None
@@ -93,7 +123,12 @@ class ConsoleSink(Sink):
         final = [r for r in rows if is_final(r)]
         self.done += len({r.get("cell_id") for r in rows})
         self.failed += sum(not r.get("exec_ok") for r in final)
-        self._rows.extend({k: r.get(k) for k in _KEPT} for r in final)
+        by_category: dict[str, list[dict]] = {}
+        for r in final:
+            by_category.setdefault(r.get("category"), []).append(r)
+        for category, group in by_category.items():  # a batch holds whole cells: counted once
+            self._tallies.setdefault(category, _Tally()).add(
+                group, len({r.get("cell_id") for r in group}))
         elapsed = max(time.monotonic() - self._t0, 1e-9)
         rate = self.done / elapsed
         if self._progress is not None and self._task is not None:
@@ -110,5 +145,17 @@ class ConsoleSink(Sink):
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
-        if self._rows:
-            self.console.print(summary_table(summarize(pd.DataFrame(self._rows))))
+        if self._tallies:
+            self.console.print(summary_table(self.summary()))
+
+    def summary(self) -> pd.DataFrame:
+        """`summarize` of every final row seen, from the running tallies."""
+        cats = sorted(c for c in self._tallies if c is not None)  # as groupby drops None
+        total = _Tally()
+        for tally in self._tallies.values():
+            total = total.merged(tally)
+        out = {c: self._tallies[c].summary() for c in cats}
+        out["total"] = total.summary()
+        result = pd.DataFrame.from_dict(out, orient="index", columns=SUMMARY_COLUMNS)
+        result.index.name = "category"
+        return result.astype({"cells": "int64"})

@@ -79,10 +79,17 @@ class ParquetWriteError(OSError):
 def rows_to_table(rows: list[dict], dataset: Dataset) -> pa.Table:
     """A typed table: missing keys become nulls; unknown keys and bad types raise ValueError."""
     schema = SCHEMAS[dataset]
-    unknown = sorted({k for row in rows for k in row} - set(schema.names))
+    unknown = sorted(set().union(*rows) - set(schema.names))
     if unknown:
         raise ValueError(f"{dataset} rows have unknown keys {unknown}; "
                          f"add them to {dataset.upper()[:-1]}_SCHEMA in kbx_ray/sinks/parquet.py")
+    if any(not isinstance(row.get(c), (str, type(None))) for row in rows for c in JSON_COLUMNS):
+        rows = [{**row, **{c: _encode(row.get(c), c) for c in JSON_COLUMNS if c in row}}
+                for row in rows]
+    try:
+        return pa.Table.from_pylist(rows, schema=schema)  # the same columns, built in Cython
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+        pass  # find the column to name, below
     arrays = []
     for f in schema:
         values = [_encode(row.get(f.name), f.name) for row in rows]

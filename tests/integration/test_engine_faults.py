@@ -78,6 +78,35 @@ def test_evaluator_that_keeps_dying_is_recorded_as_infra_error(local_ray):
     assert "evaluator died 1 times" in res.error_msg
 
 
+def test_batch_on_an_evaluator_that_dies_is_queued_again(local_ray):
+    """A call carrying several candidates (engine.eval_batch) meets a dead evaluator: every one of
+    them is retried once it is back, and each gets its own verdict."""
+    from kbx_ray.pools import EvaluatorPool
+
+    task = get_task("activation/relu")
+    code = Path(task.solution_path).read_text()
+    cands = [make_candidate(task.task_id, "relu", code + f"\n# {i}\n") for i in range(6)]
+    cfg = load_config(["engine.evaluators=1", "engine.retries=1", "engine.eval_batch=4"])
+
+    async def main():
+        pool = EvaluatorPool(get_pool("cpu"), cfg)
+        await pool.start()
+        try:
+            job = asyncio.gather(*(pool.evaluate(task, c) for c in cands))
+            while pool.stats.in_flight == 0:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(1.0)  # the first four are being evaluated
+            ray.kill(pool.actors[0], no_restart=False)
+            return pool, await job
+        finally:
+            pool.close()
+
+    pool, results = asyncio.run(main())
+    assert [r.candidate_id for r in results] == [c.candidate_id for c in cands]
+    assert all(r.exec_ok for r in results), [r.error_msg for r in results]
+    assert pool.stats.retried == 4 and pool.stats.done == 6
+
+
 def test_generation_log_survives_a_torn_line(tmp_path):
     log = GenerationLog(tmp_path)
     log.append("c1", 0, 0, Generation(text="hello", completion_tokens=3))

@@ -49,6 +49,21 @@ def test_sweep_then_resume(local_ray, tmp_path):
     assert len(read_table(p.sweep_dir, "evaluations")) == 4
 
 
+def test_noop_sweep_batches_evaluations_and_records_every_cell_once(local_ray, tmp_path):
+    """mode=noop sends many candidates per evaluator call (engine.eval_batch): each cell still gets
+    its own verdict, one row, and a re-run finds them all done."""
+    overrides = [f"output_dir={tmp_path}", INCLUDE, "wandb.mode=disabled", "engine.mode=noop",
+                 "engine.eval_batch=16", "sweep.samples=40", "engine.flush_every=25"]
+    p = engine.run_sweep(load_config(overrides))
+    ev = read_table(p.sweep_dir, "evaluations")
+    gen = read_table(p.sweep_dir, "generations")
+    assert p.n_cells == 120 and len(ev) == len(gen) == 120
+    assert ev.cell_id.is_unique and set(ev.cell_id) == {c.cell_id for c in p.cells()}
+    assert ev.exec_ok.all() and (ev.candidate_id == gen.set_index("cell_id").loc[
+        ev.cell_id, "candidate_id"].values).all()
+    assert engine.run_sweep(load_config(overrides)).n_todo == 0
+
+
 def test_dry_run_counts_cells(tmp_path):
     cfg = load_config([f"output_dir={tmp_path}", INCLUDE, "sweep.samples=2", "hardware=[cpu,h200]"])
     p = engine.plan(cfg)

@@ -60,6 +60,22 @@ def test_cells_are_stable_and_distinct():
     assert [c.cell_id for c in cells] == [c.cell_id for c in expand(cfg, tasks, ["cpu", "h200"])]
 
 
+def test_cell_ids_are_the_stable_hash_of_their_parts():
+    """iter_cells hashes a shared prefix once per task; the ids must stay what resume recorded."""
+    from omegaconf import OmegaConf
+
+    from kbx_ray.types import stable_hash
+
+    cfg = load_config(["sweep.samples=3", "sweep.methods=[one_shot,repair]", "sweep.rounds=[1,3]"])
+    tasks = {t.task_id: t for t in load_suite(include=["activation/relu", "math/exp"])}
+    cells = expand(cfg, list(tasks.values()), ["cpu", "h200"])
+    assert len(cells) == 2 * 4 * 3
+    for c in cells:
+        t = tasks[c.task_id]
+        parts = [OmegaConf.to_container(OmegaConf.structured(x)) for x in (c.method, c.model)]
+        assert c.cell_id == stable_hash(t.task_id, t.task_hash, *parts, c.sample, c.hardware)
+
+
 def test_evaluators_per_gpu_is_bounded():
     assert load_config(["engine.evaluators_per_gpu=4"]).engine.evaluators_per_gpu == 4
     with pytest.raises(ConfigError, match="evaluators_per_gpu=0"):

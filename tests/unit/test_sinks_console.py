@@ -52,6 +52,16 @@ def test_summarize_reads_parquet_dtypes() -> None:
     assert s.loc["Math"].call_rate == 0.0 and s.loc["total"].exec_rate == pytest.approx(2 / 3)
 
 
+def test_sink_keeps_tallies_not_rows_and_sums_up_like_summarize() -> None:
+    """A 100k-cell sweep must not grow the driver: the sink's summary comes from running sums."""
+    sink = ConsoleSink(console=Console(file=io.StringIO()))
+    sink.start(6, {})
+    sink.write_evaluations(ROWS[:3])
+    sink.write_evaluations(ROWS[3:])
+    pd.testing.assert_frame_equal(sink.summary(), summarize(pd.DataFrame(ROWS)))
+    assert not any(isinstance(v, list) and v for v in vars(sink).values())
+
+
 def test_not_a_tty_logs_progress_lines_and_prints_summary(caplog: pytest.LogCaptureFixture) -> None:
     out = io.StringIO()
     sink = ConsoleSink(console=Console(file=out, width=100), log_every_s=0.0)
