@@ -35,6 +35,7 @@ CASES = [
     {"name": "bf16_hw1_outliers_small", "small": True, "shape": [2, 6, 1, 1], "groups": 2, "dtype": "bfloat16",
      "outliers": True},
     {"name": "splits_small", "small": True, "shape": [1, 4, 19, 37], "groups": 2, "dtype": "float32"},
+    {"name": "long_chunks_small", "small": True, "shape": [1, 2, 256, 260], "groups": 1, "dtype": "float32"},
     {"name": "fp16_sd_2x320x64x64_g32", "small": False, "shape": [2, 320, 64, 64], "groups": 32,
      "dtype": "float16"},
     {"name": "fp32_8x640x32x32_g32", "small": False, "shape": [8, 640, 32, 32], "groups": 32,

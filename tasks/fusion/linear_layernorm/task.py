@@ -39,6 +39,7 @@ CASES = [
     {"name": "odd_wide_small", "small": True, "m": 9, "n": 300, "k": 24, "dtype": "float16"},
     {"name": "m1_outliers_small", "small": True, "m": 1, "n": 48, "k": 40, "dtype": "float16", "outliers": True},
     {"name": "tiles_small", "small": True, "m": 136, "n": 140, "k": 100, "dtype": "float16"},
+    {"name": "small_act_wide_small", "small": True, "m": 5, "n": 300, "k": 24, "dtype": "float16", "act_scale": 0.05},
     {"name": "fp16_8192x1024x4096", "small": False, "m": 8192, "n": 1024, "k": 4096, "dtype": "float16"},
     {"name": "bf16_4096x4096x4096", "small": False, "m": 4096, "n": 4096, "k": 4096, "dtype": "bfloat16"},
     {"name": "fp16_odd_3000x4100x2000_outliers", "small": False, "m": 3000, "n": 4100, "k": 2000,
@@ -48,7 +49,8 @@ CASES = [
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal (outliers: 0.1% scaled by 10); weight: normal / sqrt(K); bias: 1 + 0.5 *
-    normal (a nonzero row mean); ln_weight: 1 + 0.3 * normal; ln_bias: 0.3 * normal."""
+    normal (a nonzero row mean); ln_weight: 1 + 0.3 * normal; ln_bias: 0.3 * normal. `act_scale`, if
+    given, multiplies x and bias (small activations)."""
     g = torch.Generator(device).manual_seed(seed)
     m, n, k = case["m"], case["n"], case["k"]
     x = torch.randn(m, k, generator=g, device=g.device)
@@ -56,6 +58,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
         x = torch.where(torch.rand(m, k, generator=g, device=g.device) < 0.001, x * 10, x)
     w = torch.randn(n, k, generator=g, device=g.device) / k ** 0.5
     bias = 1 + 0.5 * torch.randn(n, generator=g, device=g.device)
+    x, bias = x * case.get("act_scale", 1.0), bias * case.get("act_scale", 1.0)
     lw = 1 + 0.3 * torch.randn(n, generator=g, device=g.device)
     lb = 0.3 * torch.randn(n, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])

@@ -60,6 +60,7 @@ CASES = [
      "block_size": 4, "dtype": "float16", "outliers": True},
     {"name": "programs_small", "small": True, "t": 20, "hq": 4, "hk": 2, "d": 64, "blocks": 4, "block_size": 8,
      "dtype": "float32"},
+    {"name": "d80_small", "small": True, "t": 100, "hq": 2, "hk": 1, "d": 80, "blocks": 13, "block_size": 8, "dtype": "float32"},
     {"name": "bf16_qkv_16384tok_32q8k_128", "small": False, "t": 16384, "hq": 32, "hk": 8, "d": 128,
      "blocks": 2048, "block_size": 16, "dtype": "bfloat16", "fused": True, "padding": 0.05},
     {"name": "fp16_8192tok_32q32k_128_outliers", "small": False, "t": 8192, "hq": 32, "hk": 32, "d": 128,

@@ -43,6 +43,7 @@ CASES = [
     {"name": "transposed_repeats_small", "small": True, "shape": [40, 60], "dim": 1, "k": 90, "dtype": "float32",
      "value": -7.25, "transposed": True},
     {"name": "vector_small", "small": True, "shape": [50], "dim": 0, "k": 7, "dtype": "float32", "value": 2.5},
+    {"name": "fp32_inexact_value_small", "small": True, "shape": [20, 30], "dim": 0, "k": 5, "dtype": "float32", "value": 0.1},
     {"name": "rows_fp32_16384x4096_k3000", "small": False, "shape": [16384, 4096], "dim": 0, "k": 3000,
      "dtype": "float32", "value": 0.5},
     {"name": "cols_fp16_8192x8192_k2000", "small": False, "shape": [8192, 8192], "dim": 1, "k": 2000,

@@ -45,6 +45,7 @@ CASES = [
     {"name": "masked_small", "small": True, "shape": [24, 150], "dim": -1, "dtype": "float32", "masked": True},
     {"name": "fp16_masked_dim0_small", "small": True, "shape": [150, 24], "dim": 0, "dtype": "float16",
      "masked": True},
+    {"name": "very_negative_small", "small": True, "shape": [19, 200], "dim": -1, "dtype": "float32", "shift": -800.0},
     {"name": "fp32_4096x4096_lastdim", "small": False, "shape": [4096, 4096], "dim": -1, "dtype": "float32"},
     {"name": "fp16_4096x16384_dim0_outliers", "small": False, "shape": [4096, 16384], "dim": 0,
      "dtype": "float16", "outliers": True},
@@ -76,11 +77,12 @@ def _finish(x: torch.Tensor, case: dict, device: str) -> torch.Tensor:
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
-    """Normal values with standard deviation 3 (outliers: 0.1% of the normals scaled by 10); a masked
-    case sets 10% of the values and the first 5 of every slice to -inf."""
+    """Normal values with standard deviation 3 (outliers: 0.1% of the normals scaled by 10), plus
+    `shift` if given (very negative log-values); a masked case sets 10% of the values and the first 5
+    of every slice to -inf."""
     g = torch.Generator(device).manual_seed(seed)
     z = _draw(g, case)
-    x = 3 * z
+    x = 3 * z + case.get("shift", 0.0)
     if case.get("masked"):  # 10% -inf, and the first 5 elements of every slice along dim are -inf
         x = torch.where(torch.rand(z.shape, generator=g, device=g.device) < 0.1, float("-inf"), x)
         d = case["dim"] if case.get("view") != "t" else -1 - case["dim"]

@@ -42,6 +42,7 @@ CASES = [
      "dtype": "float32", "eps": 1e-3},
     {"name": "channels_last_outliers_small", "small": True, "shape": [1, 12, 6, 10], "groups": 4,
      "dtype": "float32", "channels_last": True, "outliers": True},
+    {"name": "long_group_small", "small": True, "shape": [1, 4, 30, 40], "groups": 2, "dtype": "float32"},
     {"name": "fp32_32x512x64x64_g32", "small": False, "shape": [32, 512, 64, 64], "groups": 32, "dtype": "float32"},
     {"name": "fp16_sd_8x320x128x128_g32", "small": False, "shape": [8, 320, 128, 128], "groups": 32,
      "dtype": "float16", "outliers": True},
