@@ -46,6 +46,7 @@ CASES = [
      "dtype": "float32"},
     {"name": "programs_small", "small": True, "t": 3, "hk": 9, "d": 128, "blocks": 2, "block_size": 4,
      "dtype": "float32"},
+    {"name": "d1_small", "small": True, "t": 5, "hk": 1, "d": 1, "blocks": 2, "block_size": 4, "dtype": "float32"},
     {"name": "bf16_qkv_16384tok_8h_128", "small": False, "t": 16384, "hk": 8, "d": 128, "blocks": 2048,
      "block_size": 16, "dtype": "bfloat16", "fused": True, "padding": 0.05},
     {"name": "fp16_8192tok_32h_128", "small": False, "t": 8192, "hk": 32, "d": 128, "blocks": 1024,

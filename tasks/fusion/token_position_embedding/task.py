@@ -35,6 +35,7 @@ CASES = [
     {"name": "decode_s1_small", "small": True, "b": 4, "s": 1, "v": 64, "p": 40, "e": 64, "dtype": "float32",
      "past": 39},
     {"name": "programs_small", "small": True, "b": 2, "s": 3, "v": 50, "p": 16, "e": 1100, "dtype": "float32"},
+    {"name": "e1_small", "small": True, "b": 2, "s": 5, "v": 20, "p": 8, "e": 1, "dtype": "float32"},
     {"name": "fp16_gpt2_16x1024x768", "small": False, "b": 16, "s": 1024, "v": 50257, "p": 1024, "e": 768,
      "dtype": "float16"},
     {"name": "bf16_8x2048x4096", "small": False, "b": 8, "s": 2048, "v": 32000, "p": 4096, "e": 4096,

@@ -40,6 +40,7 @@ CASES = [
     {"name": "b_transposed_small", "small": True, "b": 2, "m": 24, "n": 20, "k": 40, "b_transposed": True},
     {"name": "outliers_small", "small": True, "b": 1, "m": 32, "n": 16, "k": 64, "outliers": True},
     {"name": "tiles_small", "small": True, "b": 2, "m": 136, "n": 140, "k": 300},
+    {"name": "decode_k8192_small", "small": True, "b": 2, "m": 4, "n": 64, "k": 8192},
     {"name": "b16_2048x2048x2048", "small": False, "b": 16, "m": 2048, "n": 2048, "k": 2048},
     {"name": "b64_1024x1024x512_bt", "small": False, "b": 64, "m": 1024, "n": 1024, "k": 512,
      "b_transposed": True},

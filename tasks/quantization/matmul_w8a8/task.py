@@ -38,6 +38,7 @@ CASES = [
     {"name": "decode_m1_small", "small": True, "m": 1, "n": 384, "k": 512},
     {"name": "b_transposed_small", "small": True, "m": 64, "n": 96, "k": 200, "b_transposed": True},
     {"name": "outliers_small", "small": True, "m": 80, "n": 64, "k": 256, "outliers": True},
+    {"name": "decode_k8192_small", "small": True, "m": 4, "n": 128, "k": 8192},
     {"name": "square_4096", "small": False, "m": 4096, "n": 4096, "k": 4096},
     {"name": "linear_8192x4096x4096_bt", "small": False, "m": 8192, "n": 4096, "k": 4096, "b_transposed": True},
     {"name": "odd_3000x5000x2000", "small": False, "m": 3000, "n": 5000, "k": 2000},
