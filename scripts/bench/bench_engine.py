@@ -195,6 +195,7 @@ def main() -> int:
     ap.add_argument("--eval-batch", type=int, default=0, help="engine.eval_batch (0: default)")
     ap.add_argument("--flush-every", type=int, default=0, help="engine.flush_every (0: default)")
     ap.add_argument("--profile", type=int, default=0, help="print the top N functions (cProfile)")
+    ap.add_argument("--before", help="a JSON this script wrote on older code, to compare with")
     ap.add_argument("--label", default="", help="a note stored with the figures")
     ap.add_argument("--out", default=str(ROOT / "scripts/bench/results/bench_engine.json"))
     args = ap.parse_args()
@@ -229,17 +230,28 @@ def main() -> int:
         "cells_per_ray_call": round(big["cells_per_s"] / base["ray_calls_per_s"], 3),
         "peak_rss_mb": {str(r["cells"]): r["peak_rss_mb"] for r in runs},
         "peak_rss_growth_mb": round(big["peak_rss_mb"] - small["peak_rss_mb"], 1),
+        "notes": [
+            "cells_per_s: end to end (run_sweep wall clock, actor start included) on the largest "
+            "grid; steady_cells_per_s: between the first and the last Parquet part",
+            "the machine is shared (other agents' CI and tests): load averages are next to each "
+            "run; baseline = raw Ray round trips and a fixed Python workload measured in this run",
+            "memory: peak_rss_mb per grid, rss_over_run_mb at five even times of each run",
+        ],
         "two_gpu_scaling": None,
         "two_gpu_note": "pending a 2xH200 run (scripts/bench/bench_engine.py measures the CPU "
                         "engine overhead only; no 2-GPU host was reachable)",
     }
+    if args.before:  # the same script run on older code: `git archive <rev>`, PYTHONPATH
+        prev = json.loads(Path(args.before).read_text())
+        doc["before"] = {k: prev.get(k) for k in ("label", "measured_at", "baseline", "runs")}
+        ratios = {str(r["cells"]): round(r["cells_per_s"] / b["cells_per_s"], 1)
+                  for r in runs for b in prev["runs"] if b["cells"] == r["cells"]}
+        doc["speedup_vs_before"] = ratios
     if Path(args.out).exists():
         old = json.loads(Path(args.out).read_text())
         if old.get("two_gpu_scaling") is not None:
             doc["two_gpu_scaling"] = old["two_gpu_scaling"]
             doc["two_gpu_note"] = old.get("two_gpu_note", "")
-        if "before" in old:
-            doc["before"] = old["before"]
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
     print(json.dumps({k: v for k, v in doc.items() if k != "runs"}, indent=1))
     return 0
