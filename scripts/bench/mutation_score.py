@@ -1,13 +1,16 @@
 """Mutation score of the suite: every task's own solution, mutated, judged by the CPU evaluator.
 
     python scripts/bench/mutation_score.py [--per-operator 2] [--jobs 2] [--include math,relu]
+                                           [--merge | --summarize-only]
                                            [--out scripts/bench/results/mutation_score.json]
+
+(the committed results use --per-operator 1: pass it to reproduce or --merge into them)
 
 First each unmutated solution is judged (a rejection is a false positive: the harness or the task
 is wrong); then every mutant of it (kbx_ray/llm/mutants.py). A mutant is killed when it ends
 exec_ok=False. A mutant whose statement the solution's own small cases never execute (a branch for
 shapes no case has) cannot be killed by any harness: it is counted as not covered and left out of
-the kill rate, which is killed / covered. Prints the kill rate per category and per mutation
+the kill rate, which is killed / (covered - equivalent). Prints the kill rate per category and per mutation
 operator, lists the surviving covered mutants for review (each an equivalent mutant, or a weak case
 or tolerance), and writes the figures as JSON with the hardware named. Runs on the Triton
 interpreter: small cases only.
@@ -128,6 +131,8 @@ def main() -> None:
         report.update({k: old[k] for k in ("hardware", "partial_rescore") if k in old})
         Path(args.out).write_text(dump(report))
         return print_report(report)
+    if args.merge and json.loads(Path(args.out).read_text())["per_operator_sites"] != args.per_operator:
+        sys.exit(f"{args.out} was scored with another --per-operator: merge with the same value")
     t0 = time.time()
     tasks = load_suite(include=[s for s in args.include.split(",") if s] or None)
     tasks = [t for t in tasks if t.solution_path]
