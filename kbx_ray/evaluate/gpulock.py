@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -23,6 +24,8 @@ class GpuLock:
         self.paths = (base / f"kbx_gpu_{safe}.turnstile", base / f"kbx_gpu_{safe}.lock")
         self._fds: tuple[int, int] | None = None
         self.depth = 0  # re-entrant within one process: an inner request keeps the outer mode
+        self.wait_s = 0.0  # time spent waiting for the lock, either mode (a running total)
+        self.exclusive_s = 0.0  # time held exclusively (a running total)
 
     def _open(self) -> tuple[int, int]:
         if self._fds is None:
@@ -39,9 +42,11 @@ class GpuLock:
                 self.depth -= 1
             return
         gate, main = self._open()
+        t0 = time.perf_counter()
         fcntl.flock(gate, fcntl.LOCK_EX)
         fcntl.flock(main, fcntl.LOCK_SH)
         fcntl.flock(gate, fcntl.LOCK_UN)
+        self.wait_s += time.perf_counter() - t0
         self.depth = 1
         try:
             yield
@@ -54,13 +59,17 @@ class GpuLock:
         if self.depth:
             raise RuntimeError("GpuLock.exclusive inside a held lock")
         gate, main = self._open()
+        t0 = time.perf_counter()
         fcntl.flock(gate, fcntl.LOCK_EX)
         try:
             fcntl.flock(main, fcntl.LOCK_EX)
+            t1 = time.perf_counter()
+            self.wait_s += t1 - t0
             self.depth = 1
             try:
                 yield
             finally:
+                self.exclusive_s += time.perf_counter() - t1
                 self.depth = 0
                 fcntl.flock(main, fcntl.LOCK_UN)
         finally:
@@ -75,6 +84,8 @@ class GpuLock:
 
 class NoLock:
     """The CPU path: the interpreter's timings are never taken, so nothing to exclude."""
+
+    wait_s = exclusive_s = 0.0
 
     @contextmanager
     def shared(self) -> Iterator[None]:

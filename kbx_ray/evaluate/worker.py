@@ -48,6 +48,7 @@ class Worker:
         self.inputs = InputCache(int(os.environ.get("KBX_INPUT_CACHE_MB", "4096")) << 20)
         self.tasks: dict[str, Any] = {}
         self.last: tuple | None = None  # (case name, args, kwargs, reused): the last run's buffers
+        self.timed: tuple | None = None  # (case name, args, kwargs): the buffers `time` just used
         self.landlocked = False  # set once main() has confined the process (landlock.py)
         self.task_ids: dict[str, dict[str, int]] = {}  # identities of each task module's names
         self.task_key = ""
@@ -78,6 +79,7 @@ class Worker:
         # A new candidate never sees inputs an earlier one could have written to (cached pristine
         # tensors live in this process); drawing them again on the device costs milliseconds.
         self.inputs.clear()
+        self.timed = None
         self.mutates = tuple(getattr(self.task, "MUTATES", ()))
         self.sig = inspect.signature(getattr(self.task, req["entry"]))
         try:
@@ -131,10 +133,21 @@ class Worker:
         return {"results": results}, blobs
 
     def time(self, req: dict) -> tuple[dict, list[bytes]]:
+        """Time the candidate on one case; its buffers are kept for `recheck`, which the parent asks
+        for next, outside the exclusive GPU lock (the check needs no quiet GPU)."""
         args, kwargs = self._inputs(req["case"], req["seed"])
         t = timing.bench(lambda: self.entry(*args, **kwargs), timing.TimingConfig(**req["timing"]))
-        # Fresh values written into the very buffers that were timed: a cache keyed by pointer,
-        # shape or call count now returns a stale answer, which the parent rejects.
+        self.timed = (req["case"]["name"], args, kwargs)
+        return {"timing": t.to_dict()}, []
+
+    def recheck(self, req: dict) -> tuple[dict, list[bytes]]:
+        """Fresh values written into the very buffers that were just timed, then one checked call:
+        a cache keyed by pointer, shape or call count now returns a stale answer, which the parent
+        rejects."""
+        if self.timed is None or self.timed[0] != req["case"]["name"]:
+            raise RuntimeError(f"recheck of case {req['case']['name']!r} without timing it first")
+        _, args, kwargs = self.timed
+        self.timed = None
         fresh_args, fresh_kwargs = self._inputs(req["case"], req["fresh_seed"])
         if not _refill((args, kwargs), (fresh_args, fresh_kwargs)):
             # the seed decides sizes (random sequence lengths): new buffers, so a cache keyed by
@@ -143,7 +156,7 @@ class Worker:
         info, returned, mutated = self._call_checked(args, kwargs)
         blobs: list[bytes] = []
         info["outputs"] = _encode(returned + mutated, blobs)
-        return {"timing": t.to_dict(), "check": info}, blobs
+        return {"check": info}, blobs
 
     # ---- one checked call ------------------------------------------------------------------
     def _call_checked(self, args: tuple, kwargs: dict) -> tuple[dict, list[Any], list[Any]]:

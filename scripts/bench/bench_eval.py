@@ -127,14 +127,17 @@ def floor_s(results: list) -> float:
 
 
 def cv_over_repeats(cands: list, cfg: Any, jobs: int, repeats: int) -> dict:
+    """Each solution evaluated `repeats` times from cold caches (the reference timed afresh too)."""
+    from kbx_ray.evaluate.parallel import LocalEvaluators
+
     sols = [c for c in cands if c[2] == "solution"]
     per_case: dict[str, list[float]] = {}
-    for _ in range(repeats):
-        _, res, _ = run_ours(sols, cfg, jobs, cold=True)
-        for (task, _, _), r in zip(sols, res):
-            for c in r.cases:
-                if c.cand_ms:
-                    per_case.setdefault(f"{task.task_id}:{c.case}", []).append(c.cand_ms)
+    with LocalEvaluators(cfg, jobs) as evs:
+        for _ in range(repeats):
+            for i, r in evs.map([(t, c) for t, c, _ in sols], cold=True):
+                for c in r.cases:
+                    if c.cand_ms:
+                        per_case.setdefault(f"{sols[i][0].task_id}:{c.case}", []).append(c.cand_ms)
     cvs = {k: statistics.pstdev(v) / statistics.mean(v) for k, v in per_case.items()
            if len(v) == repeats and statistics.mean(v) > 0.02}
     return {"max": max(cvs.values(), default=None),
@@ -190,7 +193,12 @@ def main() -> int:
     ap.add_argument("--naive", type=int, default=4, help="tasks whose candidates both harnesses run")
     ap.add_argument("--jobs", type=int, default=4, help="our evaluators sharing the GPU")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--alt-jobs", type=int, nargs="*", default=[8],
+                    help="other evaluator counts timed on the side-by-side set")
+    ap.add_argument("--skip", nargs="*", default=[], choices=["shares", "cv", "agreement"],
+                    help="steps to leave out; their figures are kept from --out's previous run")
     ap.add_argument("--out", default=str(ROOT / "scripts/bench/results/bench_eval_h200.json"))
+    ap.add_argument("--label", default="", help="what was run (a commit), kept in the JSON")
     args = ap.parse_args()
 
     from kbx_ray.evaluate.settings import EvalConfig
@@ -201,9 +209,17 @@ def main() -> int:
     cands = candidates(args.include, args.mutants)
     sub_tasks = set(args.include[: args.naive])
     sub = [c for c in cands if c[0].task_id in sub_tasks or c[2].startswith("fixture:")]
-    doc: dict[str, Any] = {"jobs": args.jobs, "tasks": args.include, "n_candidates_full": len(cands),
-                           "n_candidates_side_by_side": len(sub)}
     out = Path(args.out)
+    kept = json.loads(out.read_text()) if args.skip and out.exists() else {}
+    doc: dict[str, Any] = {"label": args.label, "jobs": args.jobs, "tasks": args.include, "n_candidates_full": len(cands),
+                           "n_candidates_side_by_side": len(sub)}
+    for step, keys in {"shares": ["technique_shares"], "cv": ["cv_median", "cv_detail"],
+                       "agreement": ["dobench_agreement", "graph_agreement",
+                                     "agreement_detail"]}.items():
+        if step in args.skip and all(k in kept for k in keys):
+            doc.update({k: kept[k] for k in keys})
+            doc.setdefault("kept_from_previous_run", {"label": kept.get("label", ""),
+                                                      "keys": []})["keys"].extend(keys)
 
     def save() -> None:
         out.write_text(json.dumps(doc, indent=1, default=str))
@@ -217,7 +233,12 @@ def main() -> int:
                exec_ok={f"{c[0].task_id}:{c[2]}:{i}": r.exec_ok
                         for i, (c, r) in enumerate(zip(cands, results))},
                stage_s_total={k: round(sum(r.stage_s.get(k, 0) for r in results), 2)
-                              for k in ("load", "worker_run", "decode", "judge", "timing")})
+                              for k in ("load", "worker_run", "decode", "judge", "correctness",
+                                        "timing", "lock_wait", "exclusive")},
+               per_candidate={f"{c[0].task_id}:{c[2]}:{i}": {
+                   "wall_s": round(r.eval_wall_s, 2), "error_kind": r.error_kind,
+                   "stage_s": {k: round(v, 2) for k, v in r.stage_s.items()}}
+                   for i, (c, r) in enumerate(zip(cands, results))})
     save()
     sub_wall, sub_res, _ = run_ours(sub, cfg, args.jobs)
     naive_wall, naive = run_naive(sub)
@@ -231,6 +252,14 @@ def main() -> int:
                timing_floor_s_naive=round(naive_cases * 2 * 1.1, 1),
                naive_ok=[n.get("ok") for n in naive])
     save()
+    for jobs in args.alt_jobs:  # the same set with more (or fewer) evaluators sharing the GPU
+        w, _, _ = run_ours(sub, cfg, jobs)
+        doc.setdefault("alt_jobs", {})[str(jobs)] = {
+            "wall_s": round(w, 2), "evals_per_gpu_min": round(60 * len(sub) / w, 1),
+            "throughput_ratio": round(60 * len(sub) / w / naive_rate, 2)}
+        save()
+    if "shares" in args.skip:
+        return cv_and_agreement(args, cfg, cands, results, sub, doc, save)
     shares = {}
     for name, (over, jobs, cold) in {
             "one_evaluator_per_gpu": ({}, 1, False),
@@ -244,14 +273,21 @@ def main() -> int:
         shares[name] = {"wall_s": round(w, 2), "slowdown_vs_ours": round(w / sub_wall, 2)}
         doc["technique_shares"] = shares
         save()
-    cv = cv_over_repeats(sub, cfg, args.jobs, args.repeats)
-    doc["cv_median"], doc["cv_detail"] = cv["max"], cv
-    save()
-    agree = agreement(cands, results)
-    doc["dobench_agreement"], doc["graph_agreement"] = (agree["dobench_max_abs_dev"],
-                                                         agree["graph_max_abs_dev"])
-    doc["agreement_detail"] = agree
-    save()
+    return cv_and_agreement(args, cfg, cands, results, sub, doc, save)
+
+
+def cv_and_agreement(args: Any, cfg: Any, cands: list, results: list, sub: list, doc: dict,
+                     save: Any) -> int:
+    if "cv" not in args.skip:
+        cv = cv_over_repeats(sub, cfg, args.jobs, args.repeats)
+        doc["cv_median"], doc["cv_detail"] = cv["max"], cv
+        save()
+    if "agreement" not in args.skip:
+        agree = agreement(cands, results)
+        doc["dobench_agreement"], doc["graph_agreement"] = (agree["dobench_max_abs_dev"],
+                                                             agree["graph_max_abs_dev"])
+        doc["agreement_detail"] = agree
+        save()
     return 0
 
 

@@ -62,3 +62,24 @@ def test_a_killed_holder_releases_the_lock(tmp_path):
     with lock.exclusive():
         pass
     assert time.monotonic() - t0 < 2
+
+
+def test_wait_and_exclusive_hold_are_accounted(tmp_path):
+    """The counters the evaluator reports (stage_s lock_wait / exclusive) follow real waits."""
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    holder = ctx.Process(target=_worker, args=(str(tmp_path), "exclusive", 0.5, 0.0, q))
+    holder.start()
+    time.sleep(0.15)  # the holder has the lock now
+    lock = GpuLock("gpu-test", str(tmp_path))
+    with lock.shared():
+        pass
+    waited = lock.wait_s
+    with lock.exclusive():
+        time.sleep(0.2)
+    holder.join(10)
+    q.get(timeout=5)
+    lock.close()
+    assert 0.2 < waited < 2.0  # blocked behind the 0.5 s exclusive holder
+    assert 0.2 <= lock.exclusive_s < 1.0
+    assert lock.wait_s - waited < 0.2  # nobody held it the second time

@@ -37,7 +37,7 @@ CASES = [
     {"name": "fp32_2048x256", "small": False, "b": 2048, "n": 256, "offset": 0, "dtype": "float32"},
     {"name": "fp16_512x1000_offset3", "small": False, "b": 512, "n": 1000, "offset": 3, "dtype": "float16",
      "outliers": True},
-    {"name": "bf16_transposed_64x4095_offset-2", "small": False, "b": 64, "n": 4095, "offset": -2,
+    {"name": "bf16_transposed_32x4095_offset-2", "small": False, "b": 32, "n": 4095, "offset": -2,
      "dtype": "bfloat16", "transposed": True},
 ]
 
