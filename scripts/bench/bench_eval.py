@@ -252,6 +252,7 @@ def main() -> int:
                timing_floor_s_naive=round(naive_cases * 2 * 1.1, 1),
                naive_ok=[n.get("ok") for n in naive])
     save()
+    cv_and_agreement(args, cfg, cands, results, sub, doc, save)
     for jobs in args.alt_jobs:  # the same set with more (or fewer) evaluators sharing the GPU
         w, _, _ = run_ours(sub, cfg, jobs)
         doc.setdefault("alt_jobs", {})[str(jobs)] = {
@@ -259,7 +260,7 @@ def main() -> int:
             "throughput_ratio": round(60 * len(sub) / w / naive_rate, 2)}
         save()
     if "shares" in args.skip:
-        return cv_and_agreement(args, cfg, cands, results, sub, doc, save)
+        return 0
     shares = {}
     for name, (over, jobs, cold) in {
             "one_evaluator_per_gpu": ({}, 1, False),
@@ -273,7 +274,7 @@ def main() -> int:
         shares[name] = {"wall_s": round(w, 2), "slowdown_vs_ours": round(w / sub_wall, 2)}
         doc["technique_shares"] = shares
         save()
-    return cv_and_agreement(args, cfg, cands, results, sub, doc, save)
+    return 0
 
 
 def cv_and_agreement(args: Any, cfg: Any, cands: list, results: list, sub: list, doc: dict,
