@@ -29,7 +29,11 @@ def _cumsum_kernel(x_ptr, out_ptr, R, L, R1, s0, s1, sl, oR1, os0, os1, osl, TWO
         x = tl.load(x_ptr + base[:, None] + cols[None, :] * sl, mask=mask, other=0.0).to(tl.float32)
         y = tl.cumsum(x, axis=1) + carry[:, None]
         tl.store(out_ptr + obase[:, None] + cols[None, :] * osl, y.to(out_ptr.dtype.element_ty), mask=mask)
-        carry += tl.sum(x, axis=1)
+        # Next carry = last column of y (masked tail columns add 0). Not `carry += tl.sum(x, axis=1)`:
+        # on float32 input Triton 3.6's OptimizeThreadLocality pass matches that "loop-carried sum of a
+        # loaded tile" and asserts (make_ttgir: PassManager::run failed) since carry is unused after the
+        # loop; a carry also read inside the loop would not be supported by that rewrite either.
+        carry = tl.sum(tl.where((tl.arange(0, BLOCK_L) == BLOCK_L - 1)[None, :], y, 0.0), axis=1)
 
 
 def _rows(t: torch.Tensor, dim: int):
