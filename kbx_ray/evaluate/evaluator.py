@@ -131,8 +131,13 @@ class Evaluator:
             return
         res.stage = "timing"
         timed = [(c, cr) for c, cr in zip(cases, res.cases) if self._timed(c, cases)]
-        for case, cr in timed:
-            self._time_case(ref_mod, task, case, cr, res)
+        for group in self._timing_groups(ref_mod, timed):
+            # One exclusive hold per group: each hold first waits for every evaluator's shared work
+            # in flight (a compile can take seconds), so one per case would idle the GPU that often.
+            with self.lock.exclusive():
+                measured = [self._time_case(ref_mod, task, case) for case, _ in group]
+            for (case, cr), m in zip(group, measured):
+                self._check_timed_case(ref_mod, task, case, cr, res, *m)
         self._clock(res, "timing", mark)
         timed = [c for c in res.cases if c.speedup]
         if timed:
@@ -251,18 +256,34 @@ class Evaluator:
             return Verdict(False, "shape_mismatch", f"returned {info.get('structure')}, expected {shape}")
         return compare(outs, ref, ref_mod, case)
 
-    def _time_case(self, ref_mod: Any, task: Task, case: dict, cr: CaseResult,
-                   res: EvalResult) -> None:
+    def _timing_groups(self, ref_mod: Any, timed: list[tuple]) -> list[list[tuple]]:
+        """Consecutive timed cases whose inputs and outputs fit `timing_group_mb` together: the
+        worker keeps each timed case's buffers until its post-timing check."""
+        groups: list[list[tuple]] = []
+        room = 0.0
+        for item in timed:
+            mb = (ref_mod.cost(item[0]).get("bytes") or 0) / 2**20
+            if not groups or mb > room:
+                groups.append([])
+                room = float(self.cfg.timing_group_mb)
+            groups[-1].append(item)
+            room -= mb
+        return groups
+
+    def _time_case(self, ref_mod: Any, task: Task, case: dict) -> tuple[dict, float, Any]:
+        """The candidate's and the reference's timing loops (the caller holds the GPU alone)."""
         from dataclasses import asdict
 
-        with self.lock.exclusive():  # only the two timing loops need the GPU to themselves
-            asked = time.perf_counter()
-            reply, _ = self._ask({"op": "time", "case": case, "seed": self.cfg.base_seed,
-                                  "timing": asdict(self.cfg.timing)},
-                                 self.cfg.case_timeout_s + 4 * self.cfg.timing.budget_s, "timing")
-            parent_wall_ms = (time.perf_counter() - asked) * 1e3  # our clock, not the worker's word
-            ref_t = self._ref_timing(ref_mod, task, case)
-        t = reply["timing"]
+        asked = time.perf_counter()
+        reply, _ = self._ask({"op": "time", "case": case, "seed": self.cfg.base_seed,
+                              "timing": asdict(self.cfg.timing)},
+                             self.cfg.case_timeout_s + 4 * self.cfg.timing.budget_s, "timing")
+        parent_wall_ms = (time.perf_counter() - asked) * 1e3  # our clock, not the worker's word
+        return reply["timing"], parent_wall_ms, self._ref_timing(ref_mod, task, case)
+
+    def _check_timed_case(self, ref_mod: Any, task: Task, case: dict, cr: CaseResult,
+                          res: EvalResult, t: dict, parent_wall_ms: float, ref_t: Any) -> None:
+        """Fresh values in the timed buffers, checked (GPU shared), then the timing's own checks."""
         fresh = self.cfg.base_seed + 1000 + len(res.cases)
         with self.lock.shared():
             reply, blobs = self._ask({"op": "recheck", "case": case, "fresh_seed": fresh},

@@ -26,5 +26,7 @@ class EvalConfig:
     ref_cache_mb: int = 4096         # ... and at most this many MB of them
     timing_cases: str = "large"      # large: time the non-small cases (launch-bound toys say
     #                                  nothing about a kernel) | all
+    timing_group_mb: int = 8192      # timed cases held alone together, up to this many MB of
+    #                                  their inputs and outputs (kept until each one's check)
     peak_gbps: float = 0.0           # filled from the hardware pool
     peak_tflops: dict[str, float] = field(default_factory=dict)

@@ -48,7 +48,7 @@ class Worker:
         self.inputs = InputCache(int(os.environ.get("KBX_INPUT_CACHE_MB", "4096")) << 20)
         self.tasks: dict[str, Any] = {}
         self.last: tuple | None = None  # (case name, args, kwargs, reused): the last run's buffers
-        self.timed: tuple | None = None  # (case name, args, kwargs): the buffers `time` just used
+        self.timed: dict[str, tuple] = {}  # case name -> (args, kwargs): buffers `time` used
         self.landlocked = False  # set once main() has confined the process (landlock.py)
         self.task_ids: dict[str, dict[str, int]] = {}  # identities of each task module's names
         self.task_key = ""
@@ -79,7 +79,7 @@ class Worker:
         # A new candidate never sees inputs an earlier one could have written to (cached pristine
         # tensors live in this process); drawing them again on the device costs milliseconds.
         self.inputs.clear()
-        self.timed = None
+        self.timed = {}
         self.mutates = tuple(getattr(self.task, "MUTATES", ()))
         self.sig = inspect.signature(getattr(self.task, req["entry"]))
         try:
@@ -137,17 +137,16 @@ class Worker:
         for next, outside the exclusive GPU lock (the check needs no quiet GPU)."""
         args, kwargs = self._inputs(req["case"], req["seed"])
         t = timing.bench(lambda: self.entry(*args, **kwargs), timing.TimingConfig(**req["timing"]))
-        self.timed = (req["case"]["name"], args, kwargs)
+        self.timed[req["case"]["name"]] = (args, kwargs)
         return {"timing": t.to_dict()}, []
 
     def recheck(self, req: dict) -> tuple[dict, list[bytes]]:
         """Fresh values written into the very buffers that were just timed, then one checked call:
         a cache keyed by pointer, shape or call count now returns a stale answer, which the parent
         rejects."""
-        if self.timed is None or self.timed[0] != req["case"]["name"]:
+        if req["case"]["name"] not in self.timed:
             raise RuntimeError(f"recheck of case {req['case']['name']!r} without timing it first")
-        _, args, kwargs = self.timed
-        self.timed = None
+        args, kwargs = self.timed.pop(req["case"]["name"])
         fresh_args, fresh_kwargs = self._inputs(req["case"], req["fresh_seed"])
         if not _refill((args, kwargs), (fresh_args, fresh_kwargs)):
             # the seed decides sizes (random sequence lengths): new buffers, so a cache keyed by

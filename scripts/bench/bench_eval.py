@@ -11,10 +11,13 @@ realistic failing kernels, several candidates per task as in a sweep) plus five 
   `do_bench(warmup=100, rep=1000)` per case for the candidate and for the eager reference;
 - both on the same candidates (the first `--naive` tasks' candidates, for time). Throughput is
   candidate evaluations per GPU-minute (one GPU: GPU time = wall time).
-Also: the physical floor (GPU time the timing itself needs), the CV of each kernel's median over
-`--repeats` evaluations, agreement with do_bench and with CUDA-graph replay, and each technique's
-share of the gain (each switched off in turn). The JSON is rewritten after every step, with the GPU
-named, so a run cut short keeps what it measured.
+Also, in this order: the physical floor (GPU time the timing itself needs); the CV of each
+kernel's median over `--repeats` cold evaluations (values kept); agreement of our timing loop with
+do_bench and with CUDA-graph replay, interleaved in one process, plus the sweep's own medians against
+do_bench (`in_sweep_*`); `--alt-jobs` evaluator counts; each technique's share of the gain (each
+switched off in turn; `--skip shares` keeps the previous run's). Per candidate: wall time and stages,
+including `lock_wait` and `exclusive` (time waiting for the GPU lock, time holding it alone). The
+JSON is rewritten after every step, with the GPU named, so a run cut short keeps what it measured.
 """
 from __future__ import annotations
 
@@ -142,45 +145,60 @@ def cv_over_repeats(cands: list, cfg: Any, jobs: int, repeats: int) -> dict:
            if len(v) == repeats and statistics.mean(v) > 0.02}
     return {"max": max(cvs.values(), default=None),
             "median": statistics.median(cvs.values()) if cvs else None,
-            "n_kernels_over_20us": len(cvs), "per_case": cvs}
+            "n_kernels_over_20us": len(cvs), "per_case": cvs,
+            "values_ms": {k: v for k, v in per_case.items() if k in cvs}}
 
 
-def agreement(cands: list, results: list) -> dict:
-    """Our medians against do_bench and against CUDA-graph replay, on the solutions' timed cases."""
+def agreement(cands: list, results: list, cfg: Any, rounds: int = 2) -> dict:
+    """Our timing loop against do_bench and against CUDA-graph replay on the solutions' timed cases,
+    interleaved in this one process, so clocks and heat are the same for all three (the headline);
+    and the medians the sweep itself reported against do_bench now (`in_sweep`: adds run-to-run
+    drift, such as the GPU's clock after a minute of work)."""
     import torch
     import triton.testing
 
-    from kbx_ray.evaluate.timing import graph_median_ms
+    from kbx_ray.evaluate.timing import bench, graph_median_ms
     from kbx_ray.suite import load_module
 
-    db, gr = {}, {}
+    db, gr, sweep = {}, {}, {}
     for (task, cand, label), r in zip(cands, results):
         if label != "solution" or not r.exec_ok:
             continue
         mod, sol = load_module(task.path), load_module(task.solution_path, prefix="sol")
-        fn_name = task.name
         for cr in r.cases:
             if not cr.cand_ms or cr.cand_ms < 0.02:
                 continue
             case = next(c for c in task.cases if c["name"] == cr.case)
             args, kwargs = mod.make_inputs(case, 0, "cuda")
-            fn = getattr(sol, fn_name)
+            fn = getattr(sol, task.name)
             key = f"{task.task_id}:{cr.case}"
-            db[key] = cr.cand_ms / triton.testing.do_bench(lambda: fn(*args, **kwargs), warmup=25,
-                                                           rep=200, return_mode="median")
-            try:
-                gr[key] = cr.cand_ms / graph_median_ms(lambda: fn(*args, **kwargs))
-            except RuntimeError as e:  # a kernel that cannot be captured (host sync inside)
-                gr[key] = f"not capturable: {str(e)[:80]}"
+            ours, theirs, graph = [], [], []
+            for _ in range(rounds):
+                ours.append(bench(lambda: fn(*args, **kwargs), cfg.timing).median_ms)
+                theirs.append(triton.testing.do_bench(lambda: fn(*args, **kwargs), warmup=25,
+                                                      rep=200, return_mode="median"))
+                try:
+                    graph.append(graph_median_ms(lambda: fn(*args, **kwargs)))
+                except RuntimeError as e:  # a kernel that cannot be captured (host sync inside)
+                    gr[key] = f"not capturable: {str(e)[:80]}"
+            o = statistics.median(ours)
+            db[key] = o / statistics.median(theirs)
+            sweep[key] = cr.cand_ms / statistics.median(theirs)
+            if graph:
+                gr[key] = o / statistics.median(graph)
             del args, kwargs
             torch.cuda.synchronize()
-    dev = [abs(v - 1) for v in db.values()]
-    gdev = [abs(v - 1) for v in gr.values() if isinstance(v, float)]
-    return {"dobench_max_abs_dev": max(dev, default=None),
-            "dobench_median_abs_dev": statistics.median(dev) if dev else None,
-            "graph_max_abs_dev": max(gdev, default=None),
-            "graph_median_abs_dev": statistics.median(gdev) if gdev else None,
-            "dobench_ratios": db, "graph_ratios": gr}
+
+    def devs(d: dict) -> list[float]:
+        return [abs(v - 1) for v in d.values() if isinstance(v, float)]
+
+    return {"dobench_max_abs_dev": max(devs(db), default=None),
+            "dobench_median_abs_dev": statistics.median(devs(db)) if db else None,
+            "graph_max_abs_dev": max(devs(gr), default=None),
+            "graph_median_abs_dev": statistics.median(devs(gr)) if devs(gr) else None,
+            "in_sweep_dobench_max_abs_dev": max(devs(sweep), default=None),
+            "in_sweep_dobench_median_abs_dev": statistics.median(devs(sweep)) if sweep else None,
+            "dobench_ratios": db, "graph_ratios": gr, "in_sweep_dobench_ratios": sweep}
 
 
 def main() -> int:
@@ -284,7 +302,7 @@ def cv_and_agreement(args: Any, cfg: Any, cands: list, results: list, sub: list,
         doc["cv_median"], doc["cv_detail"] = cv["max"], cv
         save()
     if "agreement" not in args.skip:
-        agree = agreement(cands, results)
+        agree = agreement(cands, results, cfg)
         doc["dobench_agreement"], doc["graph_agreement"] = (agree["dobench_max_abs_dev"],
                                                              agree["graph_max_abs_dev"])
         doc["agreement_detail"] = agree

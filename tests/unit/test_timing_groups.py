@@ -1,0 +1,32 @@
+"""Timed cases share one exclusive GPU hold while their buffers fit `timing_group_mb` together."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from kbx_ray.evaluate.evaluator import Evaluator
+from kbx_ray.evaluate.settings import EvalConfig
+
+
+class _Ref:
+    @staticmethod
+    def cost(case: dict) -> dict:
+        return {"flops": 0, "bytes": case["mb"] * 2**20}
+
+
+def _groups(mbs: list[int], limit: int) -> list[list[str]]:
+    me = SimpleNamespace(cfg=EvalConfig(timing_group_mb=limit))
+    timed = [({"name": f"c{i}", "mb": mb}, None) for i, mb in enumerate(mbs)]
+    return [[c["name"] for c, _ in g] for g in Evaluator._timing_groups(me, _Ref, timed)]
+
+
+def test_cases_that_fit_share_one_hold():
+    assert _groups([100, 200, 300, 400], 8192) == [["c0", "c1", "c2", "c3"]]
+
+
+def test_groups_close_when_the_next_case_does_not_fit():
+    assert _groups([3000, 3000, 3000, 100], 8192) == [["c0", "c1"], ["c2", "c3"]]
+
+
+def test_a_case_bigger_than_the_limit_is_held_alone():
+    assert _groups([10000, 50, 9000], 8192) == [["c0"], ["c1"], ["c2"]]
+    assert _groups([], 8192) == []
