@@ -158,11 +158,17 @@ class Evaluator:
             return True
         return not case["small"]
 
-    def _ask(self, header: dict, timeout: float, stage: str) -> tuple[dict, list[bytes]]:
+    def _ask(self, header: dict, timeout: float, stage: str,
+             res: EvalResult | None = None) -> tuple[dict, list[bytes]]:
         try:
             reply, blobs = self.sandbox.request(header, timeout)
         except WorkerDied as d:
             raise _Fail(stage, d.kind, d.msg) from None
+        prof = reply.get("prof")
+        if res is not None and isinstance(prof, dict):  # the worker's own account: profiling only
+            for k, v in prof.items():
+                if k in ("inputs", "poison", "call", "encode") and isinstance(v, (int, float)):
+                    res.stage_s[f"w_{k}"] = round(res.stage_s.get(f"w_{k}", 0.0) + float(v), 4)
         if not reply.get("ok"):
             raise _Fail(stage, reply.get("error_kind", "infra_error"), reply.get("error_msg", ""))
         return reply, blobs
@@ -176,7 +182,7 @@ class Evaluator:
                 t0 = time.perf_counter()
                 reply, blobs = self._ask({"op": "run", "case": case, "seeds": [seed],
                                           "repeat": i == 0}, self.cfg.case_timeout_s,
-                                         "compile" if first and i == 0 else "correctness")
+                                         "compile" if first and i == 0 else "correctness", res)
                 res.stage, res.call_ok = "correctness", True
                 info = reply["results"][0]
                 t1 = time.perf_counter()
@@ -287,7 +293,7 @@ class Evaluator:
         fresh = self.cfg.base_seed + 1000 + len(res.cases)
         with self.lock.shared():
             reply, blobs = self._ask({"op": "recheck", "case": case, "fresh_seed": fresh},
-                                     self.cfg.case_timeout_s, "timing")
+                                     self.cfg.case_timeout_s, "timing", res)
             check = reply["check"]
             outs = [tensor_from_wire(m, b).to(self.device) for m, b in zip(check["outputs"], blobs)]
             v = self._integrity(check, task, res) or self._verdict(ref_mod, task, case, fresh, outs,

@@ -8,10 +8,12 @@ triton and numpy only, so it runs on a bare GPU image.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import inspect
 import os
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -52,9 +54,23 @@ class Worker:
         self.landlocked = False  # set once main() has confined the process (landlock.py)
         self.task_ids: dict[str, dict[str, int]] = {}  # identities of each task module's names
         self.task_key = ""
+        self.prof: dict[str, float] = {}  # seconds per step since the last reply (profiling)
 
     def _inputs(self, case: dict, seed: int) -> tuple[tuple, dict]:
-        return self.inputs.get(self.task, self.task_key, case, seed, DEVICE)
+        with self._step("inputs"):
+            return self.inputs.get(self.task, self.task_key, case, seed, DEVICE)
+
+    @contextlib.contextmanager
+    def _step(self, name: str) -> Any:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.prof[name] = self.prof.get(name, 0.0) + time.perf_counter() - t0
+
+    def _take_prof(self) -> dict[str, float]:
+        prof, self.prof = self.prof, {}
+        return {k: round(v, 4) for k, v in prof.items()}
 
     # ---- ops -------------------------------------------------------------------------------
     def hello(self, req: dict) -> tuple[dict, list[bytes]]:
@@ -119,7 +135,8 @@ class Worker:
             self.last = (req["case"]["name"], args, kwargs, reused)
             info, returned, mutated = self._call_checked(args, kwargs)
             outs = returned + mutated
-            info["outputs"] = _encode(outs, blobs)
+            with self._step("encode"):
+                info["outputs"] = _encode(outs, blobs)
             if i == 0 and req.get("repeat", True):
                 args2, kwargs2 = self._inputs(req["case"], seed)
                 _, returned2, mutated2 = self._call_checked(args2, kwargs2)
@@ -130,7 +147,7 @@ class Worker:
                 info["nondeterministic"] = len(outs) != len(outs2) or not all(
                     _same(a, b) for a, b in zip(outs, outs2))
             results.append(info)
-        return {"results": results}, blobs
+        return {"results": results, "prof": self._take_prof()}, blobs
 
     def time(self, req: dict) -> tuple[dict, list[bytes]]:
         """Time the candidate on one case; its buffers are kept for `recheck`, which the parent asks
@@ -154,15 +171,18 @@ class Worker:
             args, kwargs = fresh_args, fresh_kwargs
         info, returned, mutated = self._call_checked(args, kwargs)
         blobs: list[bytes] = []
-        info["outputs"] = _encode(returned + mutated, blobs)
-        return {"check": info}, blobs
+        with self._step("encode"):
+            info["outputs"] = _encode(returned + mutated, blobs)
+        return {"check": info, "prof": self._take_prof()}, blobs
 
     # ---- one checked call ------------------------------------------------------------------
     def _call_checked(self, args: tuple, kwargs: dict) -> tuple[dict, list[Any], list[Any]]:
-        pristine = [t.clone() for t in _tensors((args, kwargs))]
-        _poison(sum(t.numel() * t.element_size() for t in pristine))
+        with self._step("poison"):
+            pristine = [t.clone() for t in _tensors((args, kwargs))]
+            _poison(sum(t.numel() * t.element_size() for t in pristine))
         guards.MONITOR.reset()
         guards.MONITOR.active = True
+        t0 = time.perf_counter()
         try:
             with self.mode:
                 out = self.entry(*args, **kwargs)
@@ -173,6 +193,7 @@ class Worker:
             raise CandidateError(_error_kind(e), _candidate_tb(e, "kbx_cand_")) from None
         finally:
             guards.MONITOR.active = False
+            self.prof["call"] = self.prof.get("call", 0.0) + time.perf_counter() - t0
         self._check_tampering()
         returned = _flatten_output(out)
         bound = self.sig.bind(*args, **kwargs).arguments if self.sig else {}

@@ -56,3 +56,14 @@ def test_mismatch_message_names_case_and_errors(cpu_evaluator):
     res = cpu_evaluator.evaluate(RELU, make_candidate(RELU.task_id, "relu", code))
     assert "case fp32_small" in res.error_msg and "max abs err" in res.error_msg
     assert res.cases[-1].max_abs_err > 0.001
+
+
+def test_worker_steps_are_profiled_per_result(cpu_evaluator):
+    """The worker's own account of where a candidate's time went reaches `stage_s` (w_*): its
+    calls, input draws and output encoding, bounded by the parent's own clock of the requests."""
+    res = cpu_evaluator.evaluate(RELU, make_candidate(RELU.task_id, "relu", GOOD))
+    assert res.exec_ok, res.error_msg
+    st = res.stage_s
+    assert st["w_call"] > 0 and st["w_inputs"] > 0 and st["w_encode"] > 0
+    assert st["w_call"] + st["w_inputs"] + st["w_encode"] <= st["worker_run"]
+    assert "lock_wait" not in st  # no GPU: no lock to wait for
