@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # One device call's worth of GPU validation (an H200 session allows 30 min, 10 per call):
-#   bash scripts/bench/gpu_session.sh tests|suite|bench [extra args]   (OUT=<dir> for the files)
+#   bash scripts/bench/gpu_session.sh tests|suite|bench|two_gpu [extra args]   (OUT=<dir> for the files)
 # - tests: the gpu-marked tests, full log (never cut with tail: the failures are the point)
 # - suite: scripts/bench/suite_gpu.py --jobs 4 over the given task ids (default: all), incremental JSON
 # - bench: scripts/bench/bench_eval.py with its defaults (8 tasks, 2 mutants each, 4 jobs)
+# - two_gpu (nvidia-h200-x2): scripts/bench/bench_two_gpu.py. Ray is not in the image and its wheel
+#   is over the carry limit, so it comes in two parts: call 1 carries .whl (part aa + jsonschema,
+#   referencing, rpds, omegaconf wheels) and runs `mkdir -p /tmp/rayparts && cp .whl/* /tmp/rayparts`;
+#   call 2, at once (the machine goes back after 30 s idle), carries .whl2 (part ab) and .snap
 # Each step has its own timeout inside the 600 s call limit and leaves its files in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,5 +24,13 @@ case "$step" in
            > "$OUT/suite_h200.log" 2>&1; tail -3 "$OUT/suite_h200.log" ;;
   bench) timeout 560 python scripts/bench/bench_eval.py --out "$OUT/bench_eval_h200.json" "$@" \
            > "$OUT/bench_eval.log" 2>&1; tail -5 "$OUT/bench_eval.log" ;;
-  *) echo "usage: gpu_session.sh tests|suite|bench [args]"; exit 2 ;;
+  two_gpu) whl=/tmp/ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl
+         cat /tmp/rayparts/raypart_aa "${WHL2:-../.whl2}/raypart_ab" > "$whl" || exit 3
+         python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$whl" \
+           /tmp/rayparts/*.whl > "$OUT/pip.log" 2>&1 || { tail -5 "$OUT/pip.log"; exit 3; }
+         export PYTHONPATH=/tmp/site:$PWD
+         cp scripts/bench/results/bench_engine.json "$OUT/bench_engine.json"
+         timeout 540 python scripts/bench/bench_two_gpu.py --out "$OUT/bench_engine.json" "$@" \
+           > "$OUT/two_gpu.log" 2>&1; tail -4 "$OUT/two_gpu.log" ;;
+  *) echo "usage: gpu_session.sh tests|suite|bench|two_gpu [args]"; exit 2 ;;
 esac
