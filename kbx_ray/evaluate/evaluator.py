@@ -126,9 +126,11 @@ class Evaluator:
             if not cr.ok:
                 raise _Fail("correctness", cr.error_kind, f"case {case['name']}: {cr.message}")
         mark = self._clock(res, "correctness", mark)
-        if self.device != "cuda":
+        if self.device != "cuda" and not self.cfg.cpu_timing:
             res.timing_skipped = "no GPU: correctness ran under the Triton interpreter"
             return
+        if self.device != "cuda":
+            res.flags.append("cpu_timing")  # the protocol ran; its figures mean nothing
         res.stage = "timing"
         timed = [(c, cr) for c, cr in zip(cases, res.cases) if self._timed(c, cases)]
         for group in self._timing_groups(ref_mod, timed):
@@ -327,5 +329,6 @@ class Evaluator:
             args, kwargs = self.inputs.get(ref_mod, task.task_hash, case, self.cfg.base_seed, self.device)
             self.case_dtypes[(task.task_hash, case["name"])] = compute_dtype((args, kwargs))
             fn = getattr(ref_mod, task.name)
-            self.ref_times[key] = timing_mod.bench(lambda: fn(*args, **kwargs), self.cfg.timing)
+            self.ref_times[key] = timing_mod.bench(lambda: fn(*args, **kwargs), self.cfg.timing,
+                                                   self.device)
         return self.ref_times[key]

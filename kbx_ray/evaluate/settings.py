@@ -28,5 +28,7 @@ class EvalConfig:
     #                                  nothing about a kernel) | all
     timing_group_mb: int = 8192      # timed cases held alone together, up to this many MB of
     #                                  their inputs and outputs (kept until each one's check)
+    cpu_timing: bool = False         # tests only: run the timing protocol on the interpreter with
+    #                                  the host clock (its figures say nothing about any GPU)
     peak_gbps: float = 0.0           # filled from the hardware pool
     peak_tflops: dict[str, float] = field(default_factory=dict)

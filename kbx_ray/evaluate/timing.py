@@ -60,10 +60,13 @@ def _quantile(s: list[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, int(round(q * (len(s) - 1)))))]
 
 
-def bench(fn: Callable[[], Any], cfg: TimingConfig) -> Timing:
-    """Time `fn` on the current CUDA device. `fn` must be idempotent on its inputs."""
+def bench(fn: Callable[[], Any], cfg: TimingConfig, device: str = "cuda") -> Timing:
+    """Time `fn` on the current CUDA device. `fn` must be idempotent on its inputs. Without a GPU
+    (`evaluation.cpu_timing`, for tests of the protocol) the host clock times each call instead."""
     import torch
 
+    if device != "cuda":
+        return _bench_host(fn, cfg)
     flush = torch.empty(cfg.flush_mb << 20, dtype=torch.uint8, device="cuda")
     fn()
     torch.cuda.synchronize()
@@ -97,6 +100,29 @@ def bench(fn: Callable[[], Any], cfg: TimingConfig) -> Timing:
         median_ms=s[len(s) // 2], p20_ms=_quantile(s, 0.2), p80_ms=_quantile(s, 0.8),
         reps=len(times), rel_ci=median_rel_ci(times), wall_s=wall, event_sum_ms=sum(times),
         sync_wall_ms=sync_wall_ms, times_ms=times,
+    )
+
+
+def _bench_host(fn: Callable[[], Any], cfg: TimingConfig) -> Timing:
+    """The same loop on the host clock (the Triton interpreter: figures that mean nothing about a
+    GPU, only the protocol around them is exercised)."""
+    fn()
+    times: list[float] = []
+    deadline = time.perf_counter() + cfg.budget_s
+    t0 = time.perf_counter()
+    while len(times) < cfg.max_reps:
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
+        if len(times) >= cfg.min_reps and (
+            median_rel_ci(times) <= cfg.target_rel_ci or time.perf_counter() > deadline
+        ):
+            break
+    s = sorted(times)
+    return Timing(
+        median_ms=s[len(s) // 2], p20_ms=_quantile(s, 0.2), p80_ms=_quantile(s, 0.8),
+        reps=len(times), rel_ci=median_rel_ci(times), wall_s=time.perf_counter() - t0,
+        event_sum_ms=sum(times), sync_wall_ms=s[len(s) // 2], times_ms=times,
     )
 
 

@@ -153,7 +153,8 @@ class Worker:
         """Time the candidate on one case; its buffers are kept for `recheck`, which the parent asks
         for next, outside the exclusive GPU lock (the check needs no quiet GPU)."""
         args, kwargs = self._inputs(req["case"], req["seed"])
-        t = timing.bench(lambda: self.entry(*args, **kwargs), timing.TimingConfig(**req["timing"]))
+        t = timing.bench(lambda: self.entry(*args, **kwargs), timing.TimingConfig(**req["timing"]),
+                         DEVICE)
         self.timed[req["case"]["name"]] = (args, kwargs)
         return {"timing": t.to_dict()}, []
 

@@ -1,0 +1,53 @@
+"""The timing protocol on the CPU: the interpreter, timed by the host clock (`cpu_timing`).
+
+On a GPU a candidate's timed cases are timed under one exclusive hold, then each is checked again on
+a fresh seed written into the very buffers that were timed. The figures mean nothing here; the point
+is that CI runs the same requests, buffers and verdicts as the GPU does.
+"""
+from pathlib import Path
+
+import pytest
+
+from kbx_ray.evaluate.evaluator import Evaluator
+from kbx_ray.evaluate.settings import EvalConfig
+from kbx_ray.evaluate.timing import TimingConfig
+from kbx_ray.suite import get_task
+from tests.conftest import FIXTURES, make_candidate
+
+RELU = get_task("activation/relu")
+GOOD = Path(RELU.solution_path).read_text()
+REPS = 110  # enough timed calls per case for a cache that switches on after 100
+
+
+@pytest.fixture(scope="module")
+def timed_ev():
+    # the default timing_group_mb: every small case in one exclusive hold, then each rechecked
+    ev = Evaluator(EvalConfig(device="cpu", cpu_timing=True, case_timeout_s=180,
+                              load_timeout_s=180,
+                              timing=TimingConfig(min_reps=REPS, max_reps=REPS, budget_s=0.0)))
+    yield ev
+    ev.close()
+
+
+def test_every_case_is_timed_then_rechecked(timed_ev):
+    res = timed_ev.evaluate(RELU, make_candidate(RELU.task_id, "relu", GOOD))
+    assert res.exec_ok, res.error_msg
+    assert "cpu_timing" in res.flags and not res.timing_skipped
+    assert res.cases and all(c.cand_reps == REPS and c.cand_ms > 0 and c.ref_ms > 0
+                             and c.speedup for c in res.cases)
+    assert res.stage_s["timing"] > 0 and res.stage_s["w_encode"] > 0  # the rechecks sent outputs
+
+
+def test_a_cache_switched_on_during_timing_is_caught_by_the_recheck(timed_ev):
+    code = (FIXTURES / "exploits" / "timed_pointer_cache.py").read_text()
+    res = timed_ev.evaluate(RELU, make_candidate(RELU.task_id, "relu", code))
+    assert (res.exec_ok, res.error_kind, res.stage) == (False, "mismatch", "timing"), res.error_msg
+    assert "after timing" in res.error_msg
+    follow = timed_ev.evaluate(RELU, make_candidate(RELU.task_id, "relu", GOOD))
+    assert follow.exec_ok, follow.error_msg
+
+
+def test_without_cpu_timing_the_interpreter_skips_timing(cpu_evaluator):
+    res = cpu_evaluator.evaluate(RELU, make_candidate(RELU.task_id, "relu", GOOD))
+    assert res.exec_ok and res.timing_skipped and "cpu_timing" not in res.flags
+    assert all(c.cand_ms is None for c in res.cases)
