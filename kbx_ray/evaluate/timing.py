@@ -89,16 +89,23 @@ def bench(fn: Callable[[], Any], cfg: TimingConfig, device: str = "cuda") -> Tim
             pairs.append((start, end))
         torch.cuda.synchronize()
         times.extend(s.elapsed_time(e) for s, e in pairs)
-        if len(times) >= cfg.min_reps and (
-            median_rel_ci(times) <= cfg.target_rel_ci or time.perf_counter() > deadline
-        ):
+        if _enough(times, cfg, deadline):
             break
     wall = time.perf_counter() - t0
-    sync_wall_ms = _sync_wall_ms(fn, n=min(20, len(times)))
+    return _summary(times, wall, _sync_wall_ms(fn, n=min(20, len(times))))
+
+
+def _enough(times: list[float], cfg: TimingConfig, deadline: float) -> bool:
+    """The adaptive stop, the same for every loop: enough reps and a tight median, or no budget."""
+    return len(times) >= cfg.min_reps and (
+        median_rel_ci(times) <= cfg.target_rel_ci or time.perf_counter() > deadline)
+
+
+def _summary(times: list[float], wall_s: float, sync_wall_ms: float) -> Timing:
     s = sorted(times)
     return Timing(
         median_ms=s[len(s) // 2], p20_ms=_quantile(s, 0.2), p80_ms=_quantile(s, 0.8),
-        reps=len(times), rel_ci=median_rel_ci(times), wall_s=wall, event_sum_ms=sum(times),
+        reps=len(times), rel_ci=median_rel_ci(times), wall_s=wall_s, event_sum_ms=sum(times),
         sync_wall_ms=sync_wall_ms, times_ms=times,
     )
 
@@ -114,16 +121,10 @@ def _bench_host(fn: Callable[[], Any], cfg: TimingConfig) -> Timing:
         t = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t) * 1e3)
-        if len(times) >= cfg.min_reps and (
-            median_rel_ci(times) <= cfg.target_rel_ci or time.perf_counter() > deadline
-        ):
+        if _enough(times, cfg, deadline):
             break
-    s = sorted(times)
-    return Timing(
-        median_ms=s[len(s) // 2], p20_ms=_quantile(s, 0.2), p80_ms=_quantile(s, 0.8),
-        reps=len(times), rel_ci=median_rel_ci(times), wall_s=time.perf_counter() - t0,
-        event_sum_ms=sum(times), sync_wall_ms=s[len(s) // 2], times_ms=times,
-    )
+    wall = time.perf_counter() - t0
+    return _summary(times, wall, sorted(times)[len(times) // 2])  # the host clock is the sync
 
 
 def graph_median_ms(fn: Callable[[], Any], replays: int = 50, flush_mb: int = 256) -> float:

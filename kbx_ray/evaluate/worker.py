@@ -183,18 +183,17 @@ class Worker:
             _poison(sum(t.numel() * t.element_size() for t in pristine))
         guards.MONITOR.reset()
         guards.MONITOR.active = True
-        t0 = time.perf_counter()
         try:
-            with self.mode:
-                out = self.entry(*args, **kwargs)
-            if DEVICE == "cuda":
-                torch.cuda.synchronize()
+            with self._step("call"):
+                with self.mode:
+                    out = self.entry(*args, **kwargs)
+                if DEVICE == "cuda":
+                    torch.cuda.synchronize()
         except BaseException as e:  # noqa: BLE001
             self._check_tampering()
             raise CandidateError(_error_kind(e), _candidate_tb(e, "kbx_cand_")) from None
         finally:
             guards.MONITOR.active = False
-            self.prof["call"] = self.prof.get("call", 0.0) + time.perf_counter() - t0
         self._check_tampering()
         returned = _flatten_output(out)
         bound = self.sig.bind(*args, **kwargs).arguments if self.sig else {}

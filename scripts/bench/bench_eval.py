@@ -229,8 +229,8 @@ def main() -> int:
     sub = [c for c in cands if c[0].task_id in sub_tasks or c[2].startswith("fixture:")]
     out = Path(args.out)
     kept = json.loads(out.read_text()) if args.skip and out.exists() else {}
-    doc: dict[str, Any] = {"label": args.label, "jobs": args.jobs, "tasks": args.include, "n_candidates_full": len(cands),
-                           "n_candidates_side_by_side": len(sub)}
+    doc: dict[str, Any] = {"label": args.label, "jobs": args.jobs, "tasks": args.include,
+                           "n_candidates_full": len(cands), "n_candidates_side_by_side": len(sub)}
     for step, keys in {"shares": ["technique_shares"], "cv": ["cv_median", "cv_detail"],
                        "agreement": ["dobench_agreement", "graph_agreement",
                                      "agreement_detail"]}.items():
@@ -270,7 +270,16 @@ def main() -> int:
                timing_floor_s_naive=round(naive_cases * 2 * 1.1, 1),
                naive_ok=[n.get("ok") for n in naive])
     save()
-    cv_and_agreement(args, cfg, cands, results, sub, doc, save)
+    if "cv" not in args.skip:
+        cv = cv_over_repeats(sub, cfg, args.jobs, args.repeats)
+        doc["cv_median"], doc["cv_detail"] = cv["max"], cv
+        save()
+    if "agreement" not in args.skip:
+        agree = agreement(cands, results, cfg)
+        doc["dobench_agreement"], doc["graph_agreement"] = (agree["dobench_max_abs_dev"],
+                                                             agree["graph_max_abs_dev"])
+        doc["agreement_detail"] = agree
+        save()
     for jobs in args.alt_jobs:  # the same set with more (or fewer) evaluators sharing the GPU
         w, _, _ = run_ours(sub, cfg, jobs)
         doc.setdefault("alt_jobs", {})[str(jobs)] = {
@@ -291,21 +300,6 @@ def main() -> int:
         w, _, _ = run_ours(sub, replace(cfg, **over), jobs, cold)
         shares[name] = {"wall_s": round(w, 2), "slowdown_vs_ours": round(w / sub_wall, 2)}
         doc["technique_shares"] = shares
-        save()
-    return 0
-
-
-def cv_and_agreement(args: Any, cfg: Any, cands: list, results: list, sub: list, doc: dict,
-                     save: Any) -> int:
-    if "cv" not in args.skip:
-        cv = cv_over_repeats(sub, cfg, args.jobs, args.repeats)
-        doc["cv_median"], doc["cv_detail"] = cv["max"], cv
-        save()
-    if "agreement" not in args.skip:
-        agree = agreement(cands, results, cfg)
-        doc["dobench_agreement"], doc["graph_agreement"] = (agree["dobench_max_abs_dev"],
-                                                             agree["graph_max_abs_dev"])
-        doc["agreement_detail"] = agree
         save()
     return 0
 

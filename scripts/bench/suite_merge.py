@@ -5,7 +5,7 @@
 
 A device call runs part of the suite (the H200 budget is 30 min a session), so the record holds the
 latest row of every task with the run that produced it (`run` per task, `runs` for the runs).
-Totals, `by_category` and `not_run` are recomputed from the rows. Standard library only.
+Totals, `by_category` and `not_run` are recomputed from the rows.
 """
 from __future__ import annotations
 
@@ -18,11 +18,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def suite_ids() -> dict[str, str]:
-    """task id -> category for every task in tasks/ (read from the folders, no imports)."""
+    """task id -> category for every task in tasks/ (the suite loader's view)."""
     sys.path.insert(0, str(ROOT))
     from kbx_ray.suite import load_suite
 
     return {t.task_id: t.category for t in load_suite()}
+
+
+def _faster(r: dict) -> bool:
+    return bool(r["exec_ok"] and r.get("speedup") and r["speedup"] > 1)
 
 
 def merge(base: dict, run: dict, tag: str, commit: str, note: str, ids: dict[str, str]) -> dict:
@@ -44,11 +48,10 @@ def merge(base: dict, run: dict, tag: str, commit: str, note: str, ids: dict[str
         c = cats.setdefault(ids[r["task_id"]], {"run": 0, "exec_ok": 0, "faster_than_eager": 0})
         c["run"] += 1
         c["exec_ok"] += bool(r["exec_ok"])
-        c["faster_than_eager"] += bool(r["exec_ok"] and r.get("speedup") and r["speedup"] > 1)
+        c["faster_than_eager"] += _faster(r)
     doc.update(n_tasks_suite=len(ids), n_tasks=len(ordered),
                n_exec_ok=sum(bool(r["exec_ok"]) for r in ordered),
-               n_faster_than_eager=sum(bool(r["exec_ok"] and r.get("speedup") and r["speedup"] > 1)
-                                       for r in ordered),
+               n_faster_than_eager=sum(_faster(r) for r in ordered),
                not_run=sorted(set(ids) - set(rows)), by_category=dict(sorted(cats.items())),
                tasks=ordered)
     return doc
