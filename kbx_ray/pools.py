@@ -19,7 +19,7 @@ from typing import Any
 
 from kbx_ray import hardware
 from kbx_ray.config import Config, ConfigError
-from kbx_ray.types import Candidate, EvalResult, Task
+from kbx_ray.types import Candidate, ErrorKind, EvalResult, Task
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +106,11 @@ class _Request:
     last: str = ""              # how the last one died
 
 
+def _worker_sigkilled(res: EvalResult) -> bool:
+    """The verdict is the sandbox worker's death by SIGKILL (sandbox.Sandbox._died)."""
+    return res.error_kind == ErrorKind.CRASH and "killed by SIGKILL" in res.error_msg
+
+
 def batching(cfg: Config) -> tuple[int, int]:
     """(candidates per evaluator call, calls in flight per evaluator). A real evaluator takes one
     candidate at a time (timing has the GPU alone, a free evaluator takes the next); with instant
@@ -115,6 +120,8 @@ def batching(cfg: Config) -> tuple[int, int]:
 
 
 class EvaluatorPool:
+    probe_s = 10.0  # how long an evaluator whose worker was SIGKILLed has to say it still runs
+
     def __init__(self, pool: hardware.HardwarePool, cfg: Config) -> None:
         import ray
 
@@ -141,6 +148,7 @@ class EvaluatorPool:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: asyncio.Queue = asyncio.Queue()
         self._dispatchers: list[asyncio.Task] = []
+        self._pids: dict[Any, int] = {}  # each evaluator's process, to tell a restarted one
 
     async def start(self) -> None:
         """Hand out only actors that came up: one that cannot be placed (too few CPUs or GPUs of
@@ -151,6 +159,8 @@ class EvaluatorPool:
         ready, _ = await asyncio.to_thread(self.ray.wait, list(pending), num_returns=len(pending),
                                            timeout=self.ready_s)
         up = [pending[r] for r in ready]
+        infos = await asyncio.gather(*ready, return_exceptions=True)
+        self._pids = {pending[r]: i.get("pid") for r, i in zip(ready, infos) if isinstance(i, dict)}
         for a in self.actors:
             if a not in up:
                 self.ray.kill(a, no_restart=True)
@@ -214,14 +224,12 @@ class EvaluatorPool:
                 await self._await_restart(actor)
 
     async def _call(self, actor: Any, batch: list[_Request]) -> bool:
-        """Evaluate a batch on one evaluator and settle its futures; True if the evaluator died."""
+        """Evaluate a batch on one evaluator and settle its futures; True if the evaluator died
+        (the call failed, or a SIGKILLed worker's verdict came from an evaluator since replaced)."""
         try:
-            if actor is None:
-                results = [await self.task_fn.remote(self.ecfg, batch[0].task, batch[0].cand)]
-            elif len(batch) == 1:
-                results = [await actor.evaluate.remote(batch[0].task, batch[0].cand)]
-            else:
-                results = await actor.evaluate_batch.remote([(r.task, r.cand) for r in batch])
+            results = await self._results(actor, batch)
+            replaced = await self._replaced(actor) \
+                if actor is not None and any(map(_worker_sigkilled, results)) else ""
         except (self.ray.exceptions.RayActorError, self.ray.exceptions.WorkerCrashedError,
                 self.ray.exceptions.NodeDiedError) as e:
             self._requeue(batch, e)
@@ -231,9 +239,31 @@ class EvaluatorPool:
                 if not r.future.done():
                     r.future.set_exception(e)
             return False
+        if replaced:
+            self._requeue(batch, replaced)
+            return True
         for r, res in zip(batch, results):
             self._settle(r, res)
         return False
+
+    async def _results(self, actor: Any, batch: list[_Request]) -> list[EvalResult]:
+        if actor is None:
+            return [await self.task_fn.remote(self.ecfg, batch[0].task, batch[0].cand)]
+        if len(batch) == 1:
+            return [await actor.evaluate.remote(batch[0].task, batch[0].cand)]
+        return await actor.evaluate_batch.remote([(r.task, r.cand) for r in batch])
+
+    async def _replaced(self, actor: Any) -> str:
+        """Why an evaluator whose sandbox worker was SIGKILLed is no longer the process that
+        evaluated ("" if it is; raises RayActorError if it is dead). Ray can reap the sandbox worker
+        before the actor it kills, which then reports the kill as the candidate's crash; a worker
+        killed under a live actor (a resource limit) is the candidate's own crash."""
+        try:
+            pid = (await asyncio.wait_for(actor.info.remote(), self.probe_s)).get("pid")
+        except TimeoutError:
+            return f"evaluator silent for {self.probe_s:g} s after its worker was SIGKILLed"
+        old = self._pids.setdefault(actor, pid)
+        return "" if pid == old else f"evaluator restarted mid-call (pid {old} -> {pid})"
 
     def _settle(self, r: _Request, res: EvalResult) -> None:
         if r.future.done():  # the cell was cancelled
@@ -247,7 +277,7 @@ class EvaluatorPool:
         self.stats.failed += 0 if res.exec_ok else 1
         r.future.set_result(res)
 
-    def _requeue(self, batch: list[_Request], e: BaseException) -> None:
+    def _requeue(self, batch: list[_Request], e: BaseException | str) -> None:
         last = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         for r in batch:
             if r.future.done():
@@ -268,13 +298,13 @@ class EvaluatorPool:
                 error_msg=f"evaluator died {self.retries + 1} times: {r.last}"))
 
     async def _await_restart(self, actor: Any, timeout_s: float = 300.0) -> None:
-        """Wait until Ray has restarted the actor (it answers `info`), so a retry is not wasted on
-        an actor that is still coming back."""
+        """Wait until Ray has restarted the actor (it answers `info`, with its new pid), so a retry
+        is not wasted on an actor that is still coming back."""
         deadline = time.monotonic() + timeout_s
         delay = 0.2
         while time.monotonic() < deadline:
             try:
-                await actor.info.remote()
+                self._pids[actor] = (await actor.info.remote()).get("pid")
                 return
             except self.ray.exceptions.RayActorError:
                 await asyncio.sleep(delay)

@@ -6,6 +6,7 @@ An actor rather than a task per candidate because a warm worker evaluates a new 
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import ray
@@ -54,9 +55,11 @@ class EvaluatorActor:
         return [self.evaluate(task, cand) for task, cand in items]
 
     def info(self) -> dict:
+        """The worker's versions and device, and this process's pid (the pool tells a restarted
+        actor by it)."""
         if self.evaluator is None:
-            return {"device": "cpu"}
-        return dict(self.evaluator.sandbox.info, device=self.evaluator.device)
+            return {"device": "cpu", "pid": os.getpid()}
+        return dict(self.evaluator.sandbox.info, device=self.evaluator.device, pid=os.getpid())
 
 
 @ray.remote

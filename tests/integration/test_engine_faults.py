@@ -107,6 +107,139 @@ def test_batch_on_an_evaluator_that_dies_is_queued_again(local_ray):
     assert pool.stats.retried == 4 and pool.stats.done == 6
 
 
+def _proc_stat(pid: int) -> list[str]:
+    """/proc/<pid>/stat past the command name: [state, ppid, ...]; [] once the pid is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+async def _kill_sandbox_worker(actor_pid: int, timeout_s: float = 120.0) -> None:
+    """SIGKILL the evaluator's sandbox worker as soon as it is up, as a resource limit would."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        workers = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
+                   and _proc_stat(int(p.name))[1:2] == [str(actor_pid)]
+                   and b"kbx_ray.evaluate.worker" in _read_bytes(p / "cmdline")]
+        if workers:
+            for pid in workers:
+                os.kill(pid, signal.SIGKILL)
+            return
+        assert time.monotonic() < deadline, "the evaluator started no sandbox worker"
+        await asyncio.sleep(0.02)
+
+
+async def _exited(pid: int, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while _proc_stat(pid)[:1] not in ([], ["Z"]):
+        assert time.monotonic() < deadline, f"process {pid} still runs"
+        await asyncio.sleep(0.05)
+
+
+def _pool_killed_after_its_worker(restarted: bool, *overrides: str):
+    """A pool whose first call replays the race: Ray reaps the evaluator's sandbox worker, the
+    actor answers with the worker's SIGKILL crash, and only then does the actor itself die (and,
+    if `restarted`, come back before the pool asks after it)."""
+    from kbx_ray.pools import EvaluatorPool
+
+    class Pool(EvaluatorPool):
+        raced = False
+
+        async def _results(self, actor, batch):
+            if self.raced:
+                return await super()._results(actor, batch)
+            self.raced, pid = True, self._pids[actor]
+            call = asyncio.ensure_future(super()._results(actor, batch))
+            await _kill_sandbox_worker(pid)
+            results = await call  # the live actor's verdict: its worker died of SIGKILL
+            ray.kill(actor, no_restart=False)
+            await _exited(pid)
+            deadline = time.monotonic() + 120
+            while restarted:
+                try:
+                    await actor.info.remote()
+                    break
+                except ray.exceptions.RayActorError:
+                    assert time.monotonic() < deadline, "the evaluator did not come back"
+                    await asyncio.sleep(0.2)
+            return results
+
+    return Pool(get_pool("cpu"), load_config(["engine.evaluators=1", *overrides]))
+
+
+@pytest.mark.parametrize("restarted", [False, True], ids=["dead", "restarted"])
+def test_worker_reaped_before_its_killed_evaluator_is_retried(local_ray, restarted):
+    """The sandbox worker's SIGKILL reported by an evaluator that Ray then killed is the kill's,
+    not the candidate's: the candidate is retried on the restarted evaluator, whether the pool
+    finds it dead or already back (a new pid)."""
+    task = get_task("activation/relu")
+    cand = make_candidate(task.task_id, "relu", Path(task.solution_path).read_text())
+
+    async def main():
+        pool = _pool_killed_after_its_worker(restarted, "engine.retries=2")
+        await pool.start()
+        first = pool._pids[pool.actors[0]]
+        try:
+            return pool, first, await pool.evaluate(task, cand)
+        finally:
+            pool.close()
+
+    pool, first, res = asyncio.run(main())
+    assert res.exec_ok, res.error_msg
+    assert pool.stats.retried == 1 and pool.stats.done == 1
+    assert pool._pids[pool.actors[0]] not in (None, first)  # the restarted actor's pid
+
+
+def test_batch_with_a_worker_reaped_before_its_evaluator_is_queued_again(local_ray):
+    """engine.eval_batch: one SIGKILL verdict in a call whose evaluator then died sends the
+    whole call back to the queue, the verdicts it did give included."""
+    task = get_task("activation/relu")
+    code = Path(task.solution_path).read_text()
+    cands = [make_candidate(task.task_id, "relu", code + f"\n# {i}\n") for i in range(3)]
+
+    async def main():
+        pool = _pool_killed_after_its_worker(False, "engine.retries=1", "engine.eval_batch=3")
+        await pool.start()
+        try:
+            return pool, await asyncio.gather(*(pool.evaluate(task, c) for c in cands))
+        finally:
+            pool.close()
+
+    pool, results = asyncio.run(main())
+    assert all(r.exec_ok for r in results), [r.error_msg for r in results]
+    assert pool.stats.retried == 3 and pool.stats.done == 3
+
+
+def test_worker_sigkilled_under_a_live_evaluator_is_the_candidates_crash(local_ray):
+    """A worker killed while its evaluator lives (a memory limit, the OOM killer) is the
+    candidate's own crash: recorded as such, never retried."""
+    task = get_task("activation/relu")
+    cand = make_candidate(task.task_id, "relu", Path(task.solution_path).read_text())
+
+    async def main():
+        pool = _pool(retries=2)
+        await pool.start()
+        try:
+            job = asyncio.ensure_future(pool.evaluate(task, cand))
+            await _kill_sandbox_worker(pool._pids[pool.actors[0]])
+            return pool, await job
+        finally:
+            pool.close()
+
+    pool, res = asyncio.run(main())
+    assert (res.exec_ok, res.error_kind) == (False, "crash"), res.error_msg
+    assert "killed by SIGKILL" in res.error_msg
+    assert pool.stats.retried == 0 and pool.stats.failed == 1
+
+
 def test_generation_log_survives_a_torn_line(tmp_path):
     log = GenerationLog(tmp_path)
     log.append("c1", 0, 0, Generation(text="hello", completion_tokens=3))
