@@ -38,7 +38,7 @@ def phase(n_actors: int, cands: list, cfg, cache_root: str) -> dict:
     env = {"TRITON_CACHE_DIR": tempfile.mkdtemp(prefix=f"triton{n_actors}_", dir=cache_root)}
     actors = [EvaluatorActor.options(num_gpus=1, runtime_env={"env_vars": env}).remote(cfg)
               for _ in range(n_actors)]
-    infos = ray.get([a.info.remote() for a in actors], timeout=600)  # warm: worker up, CUDA init
+    ray.get([a.info.remote() for a in actors], timeout=600)  # warm: worker up, CUDA init
     todo = list(enumerate(cands))
     running: dict = {}
     results: list = [None] * len(cands)
@@ -59,9 +59,10 @@ def phase(n_actors: int, cands: list, cfg, cache_root: str) -> dict:
         ray.kill(a)
     return {"actors": n_actors, "wall_s": round(wall, 2),
             "candidates_per_min": round(60 * len(cands) / wall, 1),
-            "gpus": sorted({i.get("gpu_name", "") for i in infos}),
+            "gpus": sorted({r.gpu_name for r in results}),  # what each evaluation saw
             "exec_ok": sum(bool(r.exec_ok) for r in results),
             "error_kinds": dict(Counter(r.error_kind for r in results if not r.exec_ok)),
+            "verdicts": [r.error_kind for r in results],
             "per_actor_node_gpu": sorted({(r.node_accelerator, r.gpu_name) for r in results}),
             "results": results}
 
@@ -96,7 +97,8 @@ def main() -> int:
     print(json.dumps({k: v for k, v in one.items() if k != "results"}), flush=True)
     two = phase(2, cands, cfg, cache_root)
     print(json.dumps({k: v for k, v in two.items() if k != "results"}), flush=True)
-    same = [a.exec_ok == b.exec_ok for a, b in zip(one.pop("results"), two.pop("results"))]
+    r1, r2 = one.pop("results"), two.pop("results")
+    same = [a.exec_ok == b.exec_ok for a, b in zip(r1, r2)]
     if not all(g for g in one["gpus"] + two["gpus"]):
         raise SystemExit(f"an actor saw no GPU: {one['gpus']} {two['gpus']}")
     ratio = round(one["wall_s"] / two["wall_s"], 3)
@@ -108,6 +110,7 @@ def main() -> int:
         "ray_version": ray.__version__, "gpus_in_cluster": n_gpus, "goal": 1.8,
         "n_candidates": len(cands), "tasks": args.include, "mutants_per_task": args.mutants,
         "one_actor": one, "two_actors": two, "same_verdicts": sum(same),
+        "same_error_kind": sum(a.error_kind == b.error_kind for a, b in zip(r1, r2)),
         "note": "same candidates, warm actors started before the clock, a fresh Triton cache "
                 "per phase; two_gpu_scaling = one actor's wall / two actors' wall"}
     doc.pop("two_gpu_note", None)
