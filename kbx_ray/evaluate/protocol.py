@@ -19,29 +19,46 @@ class ProtocolError(RuntimeError):
     """The peer sent something that is not a well-formed message (or the pipe closed)."""
 
 
-def send(fp: IO[bytes], header: dict[str, Any], blobs: list[bytes] | None = None) -> None:
-    blobs = blobs or []
-    header = dict(header, blobs=[len(b) for b in blobs])
+def send(fp: IO[bytes], header: dict[str, Any], blobs: list[Any] | None = None) -> None:
+    """Blobs are anything with the buffer protocol (bytes, a tensor's numpy view), written as is."""
+    views = [memoryview(b).cast("B") for b in blobs or []]
+    header = dict(header, blobs=[v.nbytes for v in views])
     raw = json.dumps(header).encode()
-    fp.write(_LEN.pack(len(raw)))
-    fp.write(raw)
-    for b in blobs:
-        fp.write(b)
+    for v in [memoryview(_LEN.pack(len(raw)) + raw), *views]:
+        _write_all(fp, v)
     fp.flush()
 
 
-def _read_exact(fp: IO[bytes], n: int) -> bytes:
-    chunks, left = [], n
-    while left:
-        chunk = fp.read(left)
-        if not chunk:
+def _write_all(fp: IO[bytes], view: memoryview) -> None:
+    while view.nbytes:  # an unbuffered file may write less than asked
+        n = fp.write(view)
+        view = view[n if n is not None else view.nbytes:]
+
+
+def widen_pipe(fd: int, size: int = 1 << 20) -> None:
+    """Ask for a bigger pipe buffer (Linux; the default 64 KB costs a context switch per 64 KB of
+    output). Best effort: the system's pipe-max-size caps it."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), size)
+    except OSError:
+        pass
+
+
+def _read_exact(fp: IO[bytes], n: int) -> bytearray:
+    """`n` bytes read straight into one buffer (no chunk list joined afterwards)."""
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = fp.readinto(view[got:])  # type: ignore[attr-defined]
+        if not k:
             raise ProtocolError("pipe closed")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+        got += k
+    return buf
 
 
-def recv(fp: IO[bytes], max_bytes: int = 2 << 30) -> tuple[dict[str, Any], list[bytes]]:
+def recv(fp: IO[bytes], max_bytes: int = 2 << 30) -> tuple[dict[str, Any], list[bytearray]]:
     (n,) = _LEN.unpack(_read_exact(fp, _LEN.size))
     if n > MAX_HEADER:
         raise ProtocolError(f"header of {n} bytes exceeds {MAX_HEADER}")
@@ -55,16 +72,18 @@ def recv(fp: IO[bytes], max_bytes: int = 2 << 30) -> tuple[dict[str, Any], list[
     return header, [_read_exact(fp, s) for s in sizes]
 
 
-def tensor_to_wire(t: Any) -> tuple[dict[str, Any], bytes]:
-    """A tensor's metadata and its bytes (contiguous, on the CPU)."""
+def tensor_to_wire(t: Any) -> tuple[dict[str, Any], Any]:
+    """A tensor's metadata and its bytes (contiguous, on the CPU): a flat uint8 numpy view of one
+    host copy, which `send` writes without copying again."""
     import torch
 
     c = t.detach().to("cpu").contiguous()
-    raw = c.reshape(-1).view(torch.uint8).numpy().tobytes() if c.numel() else b""
+    raw = c.reshape(-1).view(torch.uint8).numpy() if c.numel() else b""
     return {"dtype": str(c.dtype).replace("torch.", ""), "shape": list(c.shape)}, raw
 
 
-def tensor_from_wire(meta: dict[str, Any], raw: bytes) -> Any:
+def tensor_from_wire(meta: dict[str, Any], raw: bytes | bytearray) -> Any:
+    """The tensor over `raw`'s memory (a bytearray from `recv` is used in place, not copied)."""
     import torch
 
     dtype = getattr(torch, str(meta["dtype"]), None)
@@ -78,4 +97,5 @@ def tensor_from_wire(meta: dict[str, Any], raw: bytes) -> Any:
         raise ProtocolError("tensor bytes do not match its shape and dtype")
     if numel == 0:
         return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dtype).reshape(shape)
+    buf = raw if isinstance(raw, bytearray) else bytearray(raw)
+    return torch.frombuffer(buf, dtype=torch.uint8).view(dtype).reshape(shape)

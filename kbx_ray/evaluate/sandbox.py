@@ -136,6 +136,7 @@ class Sandbox:
     def _spawn(self) -> None:
         self.home = tempfile.mkdtemp(prefix="kbx_sbx_")
         r_fd, w_fd = os.pipe()
+        protocol.widen_pipe(r_fd)  # replies carry outputs of up to GBs
         logf = open(os.path.join(self.home, "worker.log"), "wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kbx_ray.evaluate.worker", str(w_fd)],
