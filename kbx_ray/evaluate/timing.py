@@ -17,6 +17,7 @@ from typing import Any, Callable
 @dataclass
 class TimingConfig:
     warmup_ms: float = 25.0        # warmup time before measuring
+    warmup_flush: bool = False     # flush L2 before each warmup call too (the measuring pattern)
     min_reps: int = 10
     max_reps: int = 2000
     budget_s: float = 1.0          # per case and side
@@ -72,6 +73,8 @@ def bench(fn: Callable[[], Any], cfg: TimingConfig, device: str = "cuda") -> Tim
     torch.cuda.synchronize()
     t_end = time.perf_counter() + cfg.warmup_ms / 1e3
     while time.perf_counter() < t_end:
+        if cfg.warmup_flush:
+            flush.zero_()
         fn()
     torch.cuda.synchronize()
 

@@ -27,10 +27,9 @@ sys.path.insert(0, str(ROOT))
 PLACEMENT = [("reduce/sum", "fp32_transposed_4096x8191"),
              ("normalization/layer_norm", "fp32_sliced_32768x1000"),
              ("math/exp", "fp32_16M")]  # a control with no outlier so far
-AGREEMENT = [("matrix_multiply/matmul", "outliers_2048x8192x1024"),
-             ("matrix_multiply/matmul", "square_4096"),
-             ("loss/cross_entropy", "vocab_16384x32000_outliers"),
-             ("activation/relu", "fp32_16M")]  # a control that agrees
+AGREEMENT_TASKS = ["activation/relu", "math/exp", "reduce/sum", "normalization/layer_norm",
+                   "fusion/add_gelu", "matrix_multiply/matmul", "loss/cross_entropy",
+                   "index/index_select"]  # bench_eval's tasks
 
 
 def _case(task_id: str, case_name: str):  # noqa: ANN202
@@ -63,56 +62,81 @@ def placement(placements: int) -> dict:
     return out
 
 
-def agreement(rounds: int) -> dict:
+def agreement(rounds: int, tasks: list[str]) -> dict:
+    """Every timed (non-small) case of the tasks' solutions: loop variants against do_bench and
+    graph replay, interleaved in this process."""
     import torch
     import triton.testing
 
     from kbx_ray.evaluate.timing import TimingConfig, bench, graph_median_ms
+    from kbx_ray.suite import get_task
 
     base = TimingConfig()
-    variants = {"ours": base, "warmup_200ms": replace(base, warmup_ms=200.0),
-                "batch_100": replace(base, batch=100),
+    variants = {"ours": base,
+                "flush_warmup_25ms": replace(base, warmup_flush=True),
+                "flush_warmup_100ms": replace(base, warmup_flush=True, warmup_ms=100.0),
                 "min_200ms": replace(base, min_reps=0, target_rel_ci=0.0, budget_s=0.2,
                                      max_reps=100000)}
     out = {}
-    for task_id, name in AGREEMENT:
-        task, mod, fn, case = _case(task_id, name)
-        args, kwargs = mod.make_inputs(case, 0, "cuda")
-        call = lambda: fn(*args, **kwargs)  # noqa: E731
-        got: dict[str, list[float]] = {k: [] for k in [*variants, "do_bench", "graph"]}
-        reps: dict[str, list[int]] = {k: [] for k in variants}
-        for _ in range(rounds):
-            for k, cfg in variants.items():
-                t = bench(call, cfg)
-                got[k].append(t.median_ms)
-                reps[k].append(t.reps)
-            got["do_bench"].append(triton.testing.do_bench(call, warmup=25, rep=200,
-                                                           return_mode="median"))
-            got["graph"].append(graph_median_ms(call))
-        med = {k: statistics.median(v) for k, v in got.items()}
-        out[f"{task_id}:{name}"] = {
-            "median_ms": {k: round(v, 5) for k, v in med.items()},
-            "vs_do_bench": {k: round(med[k] / med["do_bench"], 3) for k in [*variants, "graph"]},
-            "reps": reps}
-        print(task_id, name, out[f"{task_id}:{name}"]["vs_do_bench"], flush=True)
-        del args, kwargs
-        torch.cuda.synchronize()
+    for task_id in tasks:
+        for case in [c for c in get_task(task_id).cases if not c["small"]]:
+            task, mod, fn, case = _case(task_id, case["name"])
+            args, kwargs = mod.make_inputs(case, 0, "cuda")
+            call = lambda: fn(*args, **kwargs)  # noqa: E731
+            got: dict[str, list[float]] = {k: [] for k in [*variants, "do_bench", "graph"]}
+            reps: dict[str, list[int]] = {k: [] for k in variants}
+            for _ in range(rounds):
+                for k, cfg in variants.items():
+                    t = bench(call, cfg)
+                    got[k].append(t.median_ms)
+                    reps[k].append(t.reps)
+                got["do_bench"].append(triton.testing.do_bench(call, warmup=25, rep=200,
+                                                               return_mode="median"))
+                try:
+                    got["graph"].append(graph_median_ms(call))
+                except RuntimeError:
+                    got.pop("graph", None)
+            med = {k: statistics.median(v) for k, v in got.items() if v}
+            key = f"{task_id}:{case['name']}"
+            out[key] = {"median_ms": {k: round(v, 5) for k, v in med.items()},
+                        "vs_do_bench": {k: round(med[k] / med["do_bench"], 3)
+                                        for k in med if k != "do_bench"},
+                        "reps": reps}
+            print(key, out[key]["vs_do_bench"], flush=True)
+            del args, kwargs
+            torch.cuda.synchronize()
+    return out
+
+
+def summary(rows: dict) -> dict:
+    """Per variant: the largest and the median |ratio - 1| against do_bench, over every case."""
+    keys = {k for r in rows.values() for k in r["vs_do_bench"]}
+    out = {}
+    for k in sorted(keys):
+        devs = [abs(r["vs_do_bench"][k] - 1) for r in rows.values() if k in r["vs_do_bench"]]
+        out[k] = {"max_abs_dev": round(max(devs), 4),
+                  "median_abs_dev": round(statistics.median(devs), 4), "cases": len(devs)}
     return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--placements", type=int, default=8)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--tasks", nargs="*", default=AGREEMENT_TASKS)
+    ap.add_argument("--skip-placement", action="store_true")
     ap.add_argument("--out", default=str(ROOT / "scripts/bench/results/timing_probe_h200.json"))
     args = ap.parse_args()
     import torch
 
     doc = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
            "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    doc["placement"] = placement(args.placements)
-    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
-    doc["loop_variants"] = agreement(args.rounds)
+    if not args.skip_placement:
+        doc["placement"] = placement(args.placements)
+        Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
+    doc["loop_variants"] = agreement(args.rounds, args.tasks)
+    doc["loop_variant_summary"] = summary(doc["loop_variants"])
+    print(json.dumps(doc["loop_variant_summary"]), flush=True)
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
     return 0
 
