@@ -2,7 +2,10 @@
 
 Both sides call `bench` with the same settings, so launch overhead and L2 state are handled the same
 way for candidate and reference. Each timed call: flush L2 with a write larger than L2, record a
-start event, call, record an end event. Reps adapt: they stop once the median's 95% confidence
+start event, call, record an end event. The warmup repeats that flush-then-call pattern: after a
+warmup without flushes, the first few dozen flushed calls of a compute-bound kernel run 6-15% slower
+on an H200 (fp32 matmul), and an adaptive loop that stops after 20 reps would report them
+(scripts/bench/results/timing_probe_h200.json). Reps adapt: they stop once the median's 95% confidence
 interval (from order statistics) is within `target_rel_ci` of the median, or the budget is spent.
 Standard library and torch only.
 """
@@ -17,7 +20,7 @@ from typing import Any, Callable
 @dataclass
 class TimingConfig:
     warmup_ms: float = 25.0        # warmup time before measuring
-    warmup_flush: bool = False     # flush L2 before each warmup call too (the measuring pattern)
+    warmup_flush: bool = True      # flush L2 before each warmup call too (the measuring pattern)
     min_reps: int = 10
     max_reps: int = 2000
     budget_s: float = 1.0          # per case and side
