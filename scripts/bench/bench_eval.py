@@ -153,14 +153,15 @@ def agreement(cands: list, results: list, cfg: Any, rounds: int = 2) -> dict:
     """Our timing loop against do_bench and against CUDA-graph replay on the solutions' timed cases,
     interleaved in this one process, so clocks and heat are the same for all three (the headline);
     and the medians the sweep itself reported against do_bench now (`in_sweep`: adds run-to-run
-    drift, such as the GPU's clock after a minute of work)."""
+    drift, such as the GPU's clock after a minute of work). `dobench_vs_graph`: how far the two
+    references disagree with each other on the same kernel."""
     import torch
     import triton.testing
 
     from kbx_ray.evaluate.timing import bench, graph_median_ms
     from kbx_ray.suite import load_module
 
-    db, gr, sweep = {}, {}, {}
+    db, gr, sweep, dbg = {}, {}, {}, {}
     for (task, cand, label), r in zip(cands, results):
         if label != "solution" or not r.exec_ok:
             continue
@@ -186,6 +187,7 @@ def agreement(cands: list, results: list, cfg: Any, rounds: int = 2) -> dict:
             sweep[key] = cr.cand_ms / statistics.median(theirs)
             if graph:
                 gr[key] = o / statistics.median(graph)
+                dbg[key] = statistics.median(theirs) / statistics.median(graph)
             del args, kwargs
             torch.cuda.synchronize()
 
@@ -198,7 +200,9 @@ def agreement(cands: list, results: list, cfg: Any, rounds: int = 2) -> dict:
             "graph_median_abs_dev": statistics.median(devs(gr)) if devs(gr) else None,
             "in_sweep_dobench_max_abs_dev": max(devs(sweep), default=None),
             "in_sweep_dobench_median_abs_dev": statistics.median(devs(sweep)) if sweep else None,
-            "dobench_ratios": db, "graph_ratios": gr, "in_sweep_dobench_ratios": sweep}
+            "dobench_vs_graph_max_abs_dev": max(devs(dbg), default=None),
+            "dobench_ratios": db, "graph_ratios": gr, "in_sweep_dobench_ratios": sweep,
+            "dobench_vs_graph_ratios": dbg}
 
 
 def main() -> int:
