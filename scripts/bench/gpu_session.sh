@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # One device call's worth of GPU validation (an H200 session allows 30 min, 10 per call):
-#   bash scripts/bench/gpu_session.sh tests|suite|bench|two_gpu [extra args]   (OUT=<dir> for the files)
+#   bash scripts/bench/gpu_session.sh tests|suite|bench|probe|two_gpu [extra args]   (OUT=<dir> for the files)
 # - tests: the gpu-marked tests, full log (never cut with tail: the failures are the point)
 # - suite: scripts/bench/suite_gpu.py --jobs 4 over the given task ids (default: all), incremental JSON
-# - bench: scripts/bench/bench_eval.py with its defaults (8 tasks, 2 mutants each, 4 jobs)
+# - bench: scripts/bench/bench_eval.py with its defaults (8 tasks, 2 mutants each, 4 jobs); e.g.
+#   `bench --skip shares --alt-jobs --label <commit>` fits one call (about 7 min)
+# - probe: scripts/bench/timing_probe.py (placement and timing-loop variants, about 80 s)
 # - two_gpu (nvidia-h200-x2): scripts/bench/bench_two_gpu.py. Ray is not in the image and its wheel
 #   is over the carry limit, so it comes in two parts: call 1 carries .whl (part aa + jsonschema,
 #   referencing, rpds, omegaconf wheels) and runs `mkdir -p /tmp/rayparts && cp .whl/* /tmp/rayparts`;
@@ -22,8 +24,11 @@ case "$step" in
   suite) inc=(); [ $# -gt 0 ] && inc=(--include "$@")
          timeout 560 python scripts/bench/suite_gpu.py --jobs 4 --out "$OUT/suite_h200.json" "${inc[@]}" \
            > "$OUT/suite_h200.log" 2>&1; tail -3 "$OUT/suite_h200.log" ;;
-  bench) timeout 560 python scripts/bench/bench_eval.py --out "$OUT/bench_eval_h200.json" "$@" \
+  bench) cp scripts/bench/results/bench_eval_h200.json "$OUT/"  # --skip keeps the skipped figures
+         timeout 560 python scripts/bench/bench_eval.py --out "$OUT/bench_eval_h200.json" "$@" \
            > "$OUT/bench_eval.log" 2>&1; tail -5 "$OUT/bench_eval.log" ;;
+  probe) timeout 300 python scripts/bench/timing_probe.py --out "$OUT/timing_probe_h200.json" "$@" \
+           > "$OUT/timing_probe.log" 2>&1; tail -3 "$OUT/timing_probe.log" ;;
   two_gpu) whl=/tmp/ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl
          cat /tmp/rayparts/raypart_aa "${WHL2:-../.whl2}/raypart_ab" > "$whl" || exit 3
          python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$whl" \
@@ -32,5 +37,5 @@ case "$step" in
          cp scripts/bench/results/bench_engine.json "$OUT/bench_engine.json"
          timeout 540 python scripts/bench/bench_two_gpu.py --out "$OUT/bench_engine.json" "$@" \
            > "$OUT/two_gpu.log" 2>&1; tail -4 "$OUT/two_gpu.log" ;;
-  *) echo "usage: gpu_session.sh tests|suite|bench|two_gpu [args]"; exit 2 ;;
+  *) echo "usage: gpu_session.sh tests|suite|bench|probe|two_gpu [args]"; exit 2 ;;
 esac
