@@ -249,9 +249,9 @@ def main() -> int:
         doc["speedup_vs_before"] = ratios
     if Path(args.out).exists():
         old = json.loads(Path(args.out).read_text())
-        if old.get("two_gpu_scaling") is not None:
-            doc["two_gpu_scaling"] = old["two_gpu_scaling"]
-            doc["two_gpu_note"] = old.get("two_gpu_note", "")
+        if old.get("two_gpu_scaling") is not None:  # bench_two_gpu.py's figures, kept whole
+            doc.pop("two_gpu_note")
+            doc.update({k: old[k] for k in ("two_gpu_scaling", "two_gpu") if k in old})
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
     print(json.dumps({k: v for k, v in doc.items() if k != "runs"}, indent=1))
     return 0
