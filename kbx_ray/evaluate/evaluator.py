@@ -161,7 +161,7 @@ class Evaluator:
         return not case["small"]
 
     def _ask(self, header: dict, timeout: float, stage: str,
-             res: EvalResult | None = None) -> tuple[dict, list[bytes]]:
+             res: EvalResult | None = None) -> tuple[dict, list[bytearray]]:
         try:
             reply, blobs = self.sandbox.request(header, timeout)
         except WorkerDied as d:

@@ -152,7 +152,7 @@ class Sandbox:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def request(self, header: dict, timeout: float) -> tuple[dict, list[bytes]]:
+    def request(self, header: dict, timeout: float) -> tuple[dict, list[bytearray]]:
         if not self.alive:
             self.kill()
             self._spawn()
@@ -181,7 +181,7 @@ class Sandbox:
                 f.write(data)
         return dest
 
-    def _roundtrip(self, header: dict, timeout: float) -> tuple[dict, list[bytes]]:
+    def _roundtrip(self, header: dict, timeout: float) -> tuple[dict, list[bytearray]]:
         assert self.proc and self.proc.stdin
         try:
             protocol.send(self.proc.stdin, header)

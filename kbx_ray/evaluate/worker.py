@@ -73,7 +73,7 @@ class Worker:
         return {k: round(v, 4) for k, v in prof.items()}
 
     # ---- ops -------------------------------------------------------------------------------
-    def hello(self, req: dict) -> tuple[dict, list[bytes]]:
+    def hello(self, req: dict) -> tuple[dict, list[Any]]:
         info = {"device": DEVICE, "torch": torch.__version__, "gpu_name": "", "driver": ""}
         import triton
 
@@ -84,7 +84,7 @@ class Worker:
             info["driver"] = str(getattr(torch.version, "cuda", "") or "")
         return info, []
 
-    def load(self, req: dict) -> tuple[dict, list[bytes]]:
+    def load(self, req: dict) -> tuple[dict, list[Any]]:
         self.task_key = req.get("task_key") or req["task_path"]
         if self.task_key not in self.tasks:
             mod = _import_path(f"kbx_task_{req['module']}", req["task_path"])
@@ -118,14 +118,14 @@ class Worker:
         self.entry = entry
         return {}, []
 
-    def run(self, req: dict) -> tuple[dict, list[bytes]]:
+    def run(self, req: dict) -> tuple[dict, list[Any]]:
         """Each seed's outputs, encoded as soon as they exist. Every other seed of a case reuses
         the previous seed's buffers with fresh values written in (across requests), so a result
         cached by pointer, tensor identity or shape comes back stale; the first seed runs twice,
         to check determinism and that the second call did not hand back the first call's output
         buffer."""
         results: list[dict] = []
-        blobs: list[bytes] = []
+        blobs: list[Any] = []
         for i, seed in enumerate(req["seeds"]):
             args, kwargs = self._inputs(req["case"], seed)
             last, reused = self.last, False
@@ -149,7 +149,7 @@ class Worker:
             results.append(info)
         return {"results": results, "prof": self._take_prof()}, blobs
 
-    def time(self, req: dict) -> tuple[dict, list[bytes]]:
+    def time(self, req: dict) -> tuple[dict, list[Any]]:
         """Time the candidate on one case; its buffers are kept for `recheck`, which the parent asks
         for next, outside the exclusive GPU lock (the check needs no quiet GPU)."""
         args, kwargs = self._inputs(req["case"], req["seed"])
@@ -158,7 +158,7 @@ class Worker:
         self.timed[req["case"]["name"]] = (args, kwargs)
         return {"timing": t.to_dict()}, []
 
-    def recheck(self, req: dict) -> tuple[dict, list[bytes]]:
+    def recheck(self, req: dict) -> tuple[dict, list[Any]]:
         """Fresh values written into the very buffers that were just timed, then one checked call:
         a cache keyed by pointer, shape or call count now returns a stale answer, which the parent
         rejects."""
@@ -171,7 +171,7 @@ class Worker:
             # pointer or shape misses anyway and must recompute
             args, kwargs = fresh_args, fresh_kwargs
         info, returned, mutated = self._call_checked(args, kwargs)
-        blobs: list[bytes] = []
+        blobs: list[Any] = []
         with self._step("encode"):
             info["outputs"] = _encode(returned + mutated, blobs)
         return {"check": info, "prof": self._take_prof()}, blobs
@@ -356,7 +356,7 @@ def _fill_free_blocks(input_bytes: int) -> None:
     del held
 
 
-def _encode(outs: list[Any], blobs: list[bytes]) -> list[dict]:
+def _encode(outs: list[Any], blobs: list[Any]) -> list[dict]:
     metas = []
     for t in outs:
         meta, raw = protocol.tensor_to_wire(t)
