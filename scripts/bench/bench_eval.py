@@ -15,7 +15,8 @@ Also, in this order: the physical floor (GPU time the timing itself needs); the 
 kernel's median over `--repeats` cold evaluations (values kept); agreement of our timing loop with
 do_bench and with CUDA-graph replay, interleaved in one process, plus the sweep's own medians against
 do_bench (`in_sweep_*`); `--alt-jobs` evaluator counts; each technique's share of the gain (each
-switched off in turn; `--skip shares` keeps the previous run's). Per candidate: wall time and stages,
+switched off in turn; `--skip shares` keeps the previous run's, `--skip naive cv agreement` measures
+the shares alone and keeps the rest). Per candidate: wall time and stages,
 including `lock_wait` and `exclusive` (time waiting for the GPU lock, time holding it alone). The
 JSON is rewritten after every step, with the GPU named, so a run cut short keeps what it measured.
 """
@@ -205,6 +206,24 @@ def agreement(cands: list, results: list, cfg: Any, rounds: int = 2) -> dict:
             "dobench_vs_graph_ratios": dbg}
 
 
+NAIVE_KEYS = ["ours_wall_s", "naive_wall_s", "ours_evals_per_gpu_min", "naive_evals_per_gpu_min",
+              "throughput_ratio", "timing_floor_s_ours", "timing_floor_s_naive", "naive_ok"]
+
+
+def ratio_fields(doc: dict, sub: list, sub_wall: float, sub_res: list) -> None:
+    """Run the naive harness on the side-by-side set and fill the ratio's figures (NAIVE_KEYS)."""
+    naive_wall, naive = run_naive(sub)
+    ours_rate, naive_rate = 60 * len(sub) / sub_wall, 60 * len(sub) / naive_wall
+    naive_cases = sum(len(n.get("cases", [])) for n in naive)
+    doc.update(ours_wall_s=round(sub_wall, 2), naive_wall_s=round(naive_wall, 2),
+               ours_evals_per_gpu_min=round(ours_rate, 1),
+               naive_evals_per_gpu_min=round(naive_rate, 1),
+               throughput_ratio=round(ours_rate / naive_rate, 2),
+               timing_floor_s_ours=round(floor_s(sub_res), 2),
+               timing_floor_s_naive=round(naive_cases * 2 * 1.1, 1),
+               naive_ok=[n.get("ok") for n in naive])
+
+
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--naive-worker":
         naive_worker(sys.argv[2], sys.argv[3])
@@ -217,11 +236,14 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--alt-jobs", type=int, nargs="*", default=[8],
                     help="other evaluator counts timed on the side-by-side set")
-    ap.add_argument("--skip", nargs="*", default=[], choices=["shares", "cv", "agreement"],
+    ap.add_argument("--skip", nargs="*", default=[], choices=["shares", "cv", "agreement", "naive"],
                     help="steps to leave out; their figures are kept from --out's previous run")
     ap.add_argument("--out", default=str(ROOT / "scripts/bench/results/bench_eval_h200.json"))
     ap.add_argument("--label", default="", help="what was run (a commit), kept in the JSON")
     args = ap.parse_args()
+    if "naive" in args.skip and not {"cv", "agreement"} <= set(args.skip):
+        ap.error("--skip naive goes with --skip cv agreement (a shares-only run: the ratio, CV and "
+                 "agreement all stay from the previous run)")
 
     from kbx_ray.evaluate.settings import EvalConfig
     from kbx_ray.hardware import detect_local, peak_table
@@ -237,7 +259,8 @@ def main() -> int:
                            "n_candidates_full": len(cands), "n_candidates_side_by_side": len(sub)}
     for step, keys in {"shares": ["technique_shares"], "cv": ["cv_median", "cv_detail"],
                        "agreement": ["dobench_agreement", "graph_agreement",
-                                     "agreement_detail"]}.items():
+                                     "agreement_detail"],
+                       "naive": NAIVE_KEYS}.items():
         if step in args.skip and all(k in kept for k in keys):
             doc.update({k: kept[k] for k in keys})
             doc.setdefault("kept_from_previous_run", {"label": kept.get("label", ""),
@@ -263,16 +286,11 @@ def main() -> int:
                    for i, (c, r) in enumerate(zip(cands, results))})
     save()
     sub_wall, sub_res, _ = run_ours(sub, cfg, args.jobs)
-    naive_wall, naive = run_naive(sub)
-    ours_rate, naive_rate = 60 * len(sub) / sub_wall, 60 * len(sub) / naive_wall
-    naive_cases = sum(len(n.get("cases", [])) for n in naive)
-    doc.update(ours_wall_s=round(sub_wall, 2), naive_wall_s=round(naive_wall, 2),
-               ours_evals_per_gpu_min=round(ours_rate, 1),
-               naive_evals_per_gpu_min=round(naive_rate, 1),
-               throughput_ratio=round(ours_rate / naive_rate, 2),
-               timing_floor_s_ours=round(floor_s(sub_res), 2),
-               timing_floor_s_naive=round(naive_cases * 2 * 1.1, 1),
-               naive_ok=[n.get("ok") for n in naive])
+    doc["sub_wall_s_this_run"] = round(sub_wall, 2)  # what technique_shares' slowdowns divide
+    if "naive" in args.skip:  # the ratio is kept whole from the previous run, never half-remade
+        args.alt_jobs = []
+    else:
+        ratio_fields(doc, sub, sub_wall, sub_res)
     save()
     if "cv" not in args.skip:
         cv = cv_over_repeats(sub, cfg, args.jobs, args.repeats)
@@ -284,6 +302,7 @@ def main() -> int:
                                                              agree["graph_max_abs_dev"])
         doc["agreement_detail"] = agree
         save()
+    naive_rate = doc.get("naive_evals_per_gpu_min")
     for jobs in args.alt_jobs:  # the same set with more (or fewer) evaluators sharing the GPU
         w, _, _ = run_ours(sub, cfg, jobs)
         doc.setdefault("alt_jobs", {})[str(jobs)] = {

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # One device call's worth of GPU validation (an H200 session allows 30 min, 10 per call):
-#   bash scripts/bench/gpu_session.sh tests|suite|bench|probe|two_gpu [extra args]   (OUT=<dir> for the files)
+#   bash scripts/bench/gpu_session.sh tests|suite|bench|probe|gap|two_gpu [extra args]   (OUT=<dir> for the files)
 # - tests: the gpu-marked tests, full log (never cut with tail: the failures are the point)
 # - suite: scripts/bench/suite_gpu.py --jobs 4 over the given task ids (default: all), incremental JSON
 # - bench: scripts/bench/bench_eval.py with its defaults (8 tasks, 2 mutants each, 4 jobs); e.g.
 #   `bench --skip shares --alt-jobs --label <commit>` fits one call (about 7 min)
 # - probe: scripts/bench/timing_probe.py (placement and timing-loop variants, about 80 s)
+# - gap: scripts/bench/dobench_gap.py (where do_bench and graph replay part, about 40 s), with the
+#   GPU's clocks and power sampled every 100 ms by nvidia-smi into $OUT/smi.csv
 # - two_gpu (nvidia-h200-x2): scripts/bench/bench_two_gpu.py. Ray is not in the image and its wheel
 #   is over the carry limit, so it comes in two parts: call 1 carries .whl (part aa + jsonschema,
 #   referencing, rpds, omegaconf wheels) and runs `mkdir -p /tmp/rayparts && cp .whl/* /tmp/rayparts`;
@@ -29,6 +31,10 @@ case "$step" in
            > "$OUT/bench_eval.log" 2>&1; tail -5 "$OUT/bench_eval.log" ;;
   probe) timeout 300 python scripts/bench/timing_probe.py --out "$OUT/timing_probe_h200.json" "$@" \
            > "$OUT/timing_probe.log" 2>&1; tail -3 "$OUT/timing_probe.log" ;;
+  gap) nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu \
+         --format=csv -lms 100 > "$OUT/smi.csv" 2>&1 & smi=$!
+       timeout 240 python scripts/bench/dobench_gap.py --out "$OUT/dobench_gap_h200.json" "$@" \
+         > "$OUT/dobench_gap.log" 2>&1; kill $smi; tail -8 "$OUT/dobench_gap.log" ;;
   two_gpu) whl=/tmp/ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl
          cat /tmp/rayparts/raypart_aa "${WHL2:-../.whl2}/raypart_ab" > "$whl" || exit 3
          python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$whl" \
@@ -37,5 +43,5 @@ case "$step" in
          cp scripts/bench/results/bench_engine.json "$OUT/bench_engine.json"
          timeout 540 python scripts/bench/bench_two_gpu.py --out "$OUT/bench_engine.json" "$@" \
            > "$OUT/two_gpu.log" 2>&1; tail -4 "$OUT/two_gpu.log" ;;
-  *) echo "usage: gpu_session.sh tests|suite|bench|probe|two_gpu [args]"; exit 2 ;;
+  *) echo "usage: gpu_session.sh tests|suite|bench|probe|gap|two_gpu [args]"; exit 2 ;;
 esac
