@@ -5,7 +5,8 @@
 - A replica killed for good: the sweep stops with one line; what was recorded stays, and running the
   sweep again resumes on a fresh engine without asking again for a logged generation.
 
-Cells run one at a time (max_concurrency=1) and each is written as it completes (flush_every=1), so
+Cells run one at a time (max_concurrency=1) and each is written as it completes (flush_every=1 and
+flush_min_s=0: no 1 s spacing between parts, which a fast machine would hit on cell 1), so
 at the kill one cell is in Parquet and the next one is half done, with its generations in the log.
 """
 from __future__ import annotations
@@ -63,7 +64,8 @@ def config(out: Path, path: Path):
         f"output_dir={out}", "model=tiny", f"model.path={path}", "model.max_tokens=96",
         "model.temperature=1.0", f"suite.include=[{','.join(TASKS)}]", "method=repair",
         f"method.rounds={ROUNDS}", "method.stop_when=never", "engine.max_concurrency=1",
-        "engine.flush_every=1", "engine.evaluators=1", "evaluation.seeds=1", "wandb.mode=disabled"])
+        "engine.flush_every=1", "engine.flush_min_s=0", "engine.evaluators=1", "evaluation.seeds=1",
+        "wandb.mode=disabled"])
 
 
 def wal_lines(sweep_dir: Path) -> list[dict]:
@@ -90,7 +92,8 @@ def sweep_and_kill(cfg, backend, kill) -> SimpleNamespace:
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 600
-    while not (len(wal_lines(sweep_dir)) >= ROUNDS + 3 and sum(backend.pool.inflight)):
+    while not (len(wal_lines(sweep_dir)) >= ROUNDS + 3 and sum(backend.pool.inflight)
+               and parts(sweep_dir)):
         assert thread.is_alive() and time.monotonic() < deadline, "the sweep ended before the kill"
         time.sleep(0.02)
     out.wal, out.parts = wal_lines(sweep_dir), parts(sweep_dir)
