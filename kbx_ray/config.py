@@ -94,6 +94,10 @@ class EngineConfig:
     flush_s: float = 10.0                # ... or seconds, whichever comes first
     flush_min_s: float = 1.0             # ... but parts at least this far apart (fast cells)
     ray_address: str | None = None       # None: start or join a local Ray
+    aot_compile: bool = False            # compile each candidate's Triton kernels ahead of time on
+    #                                      CPU nodes (`compile` resource) for each GPU pool's sm_XX
+    compile_workers: int = 2             # CPU compile actors (engine.aot_compile)
+    compile_timeout_s: float = 300.0     # per candidate and architecture; then the GPU compiles
 
 
 @dataclass

@@ -171,13 +171,22 @@ async def _drive(p: SweepPlan, sinks: Any) -> None:
     from kbx_ray.pools import EvaluatorPool
 
     cfg = p.cfg
-    pools = {name: EvaluatorPool(pool, cfg) for name, pool in p.pools.items()}
+    compiler = None
+    if cfg.engine.aot_compile and cfg.engine.mode != "noop" and any(
+            pool.compute_capability for pool in p.pools.values()):
+        from kbx_ray.compile_pool import CompilePool
+
+        compiler = CompilePool(cfg.engine.compile_workers, cfg.engine.compile_timeout_s)
+    pools = {name: EvaluatorPool(pool, cfg, compiler) for name, pool in p.pools.items()}
     try:
-        await asyncio.gather(*(pool.start() for pool in pools.values()))
+        await asyncio.gather(*(pool.start() for pool in pools.values()),
+                             *([compiler.start(cfg.engine.actor_ready_s)] if compiler else []))
         await _run_cells(p, sinks, pools)
     finally:
         for pool in pools.values():
             pool.close()
+        if compiler is not None:
+            compiler.close()
 
 
 async def _run_cells(p: SweepPlan, sinks: Any, pools: dict) -> None:

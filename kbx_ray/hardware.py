@@ -46,6 +46,7 @@ class HardwarePool:
     memory_gb: float = 0.0                      # device memory, GB
     name_patterns: tuple[str, ...] = ()         # whole-word substrings of the device name
     num_gpus_per_actor: float = 1               # GPUs each evaluator actor holds; 0 = CPU pool
+    compute_capability: int = 0                 # e.g. 90 for sm_90 (ahead-of-time compiles); 0 = none
 
     @property
     def is_gpu(self) -> bool:
@@ -64,6 +65,7 @@ def _coerce(values: dict[str, Any]) -> dict[str, Any]:
         if key in values:
             values[key] = {str(k): float(v) for k, v in (values[key] or {}).items()}
     for key, kind in (("peak_gbps", float), ("memory_gb", float), ("sm_count", int),
+                      ("compute_capability", int),
                       ("num_gpus_per_actor", float)):
         if key in values:
             values[key] = kind(values[key] or 0)

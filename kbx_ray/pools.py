@@ -104,6 +104,7 @@ class _Request:
     future: asyncio.Future
     tries: int = 0              # calls that ended with the evaluator dead
     last: str = ""              # how the last one died
+    aot: Any = None             # evaluate/aot.AotResult: kernels compiled ahead of time, or None
 
 
 def _worker_sigkilled(res: EvalResult) -> bool:
@@ -122,12 +123,13 @@ def batching(cfg: Config) -> tuple[int, int]:
 class EvaluatorPool:
     probe_s = 10.0  # how long an evaluator whose worker was SIGKILLed has to say it still runs
 
-    def __init__(self, pool: hardware.HardwarePool, cfg: Config) -> None:
+    def __init__(self, pool: hardware.HardwarePool, cfg: Config, compiler: Any = None) -> None:
         import ray
 
         from kbx_ray.evaluate.actor import EvaluatorActor, evaluate_in_fresh_process
 
         self.ray, self.pool, self.mode = ray, pool, cfg.engine.mode
+        self.compiler = compiler if pool.compute_capability else None  # compile_pool.CompilePool
         self.retries, self.stats = cfg.engine.retries, PoolStats()
         self.ecfg = eval_config_for(pool, cfg)
         self.opts = dict(hardware.ray_options(pool), num_cpus=1)
@@ -187,7 +189,10 @@ class EvaluatorPool:
         up to `batch`). An evaluator that dies mid-call is awaited back and the candidates it held
         are queued again, `retries` times; then each is recorded as `infra_error`."""
         self._dispatch_here()
-        req = _Request(task, cand, asyncio.get_running_loop().create_future())
+        aot = None
+        if self.compiler is not None:  # on CPU nodes, while this pool's GPUs time other candidates
+            aot = await self.compiler.compile(task, cand, self.pool.compute_capability)
+        req = _Request(task, cand, asyncio.get_running_loop().create_future(), aot=aot)
         self.stats.waiting += 1
         self._queue.put_nowait(req)
         return await req.future
@@ -248,10 +253,11 @@ class EvaluatorPool:
 
     async def _results(self, actor: Any, batch: list[_Request]) -> list[EvalResult]:
         if actor is None:
-            return [await self.task_fn.remote(self.ecfg, batch[0].task, batch[0].cand)]
+            return [await self.task_fn.remote(self.ecfg, batch[0].task, batch[0].cand,
+                                              batch[0].aot)]
         if len(batch) == 1:
-            return [await actor.evaluate.remote(batch[0].task, batch[0].cand)]
-        return await actor.evaluate_batch.remote([(r.task, r.cand) for r in batch])
+            return [await actor.evaluate.remote(batch[0].task, batch[0].cand, batch[0].aot)]
+        return await actor.evaluate_batch.remote([(r.task, r.cand, r.aot) for r in batch])
 
     async def _replaced(self, actor: Any) -> str:
         """Why an evaluator whose sandbox worker was SIGKILLed is no longer the process that

@@ -76,6 +76,12 @@ class WorkerDied(RuntimeError):
         self.kind, self.msg = kind, msg
 
 
+def triton_cache_dir(cfg: SandboxConfig) -> str:
+    """The Triton cache the workers of this node share (seeded by ahead-of-time compiles)."""
+    return (cfg.extra_env.get("TRITON_CACHE_DIR") or os.environ.get("TRITON_CACHE_DIR")
+            or str(Path(tempfile.gettempdir()) / "kbx_triton_cache"))
+
+
 def scrubbed_env(cfg: SandboxConfig, home: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if _ENV_ALLOW.match(k) and not _SECRET.search(k)}
     env.update(cfg.extra_env)
@@ -86,7 +92,7 @@ def scrubbed_env(cfg: SandboxConfig, home: str) -> dict[str, str]:
                MALLOC_PERTURB_="128",
                KBX_LANDLOCK="1" if cfg.landlock == "on" or (
                    cfg.landlock == "auto" and cfg.device == "cpu") else "0")
-    env.setdefault("TRITON_CACHE_DIR", str(Path(tempfile.gettempdir()) / "kbx_triton_cache"))
+    env["TRITON_CACHE_DIR"] = triton_cache_dir(cfg)
     os.makedirs(env["TRITON_CACHE_DIR"], exist_ok=True)
     return {k: v for k, v in env.items() if not _SECRET.search(k) or k == "TRITON_CACHE_DIR"}
 

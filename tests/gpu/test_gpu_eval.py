@@ -112,3 +112,31 @@ def test_timing_of_a_compute_bound_kernel_agrees_with_cuda_graph_replay():
                              for _ in range(3))
     graph = statistics.median(graph_median_ms(lambda: fn(*args, **kwargs)) for _ in range(3))
     assert abs(ours / graph - 1) < 0.03, (ours, graph)
+
+
+@pytest.mark.parametrize("task_id", ["activation/relu", "matrix_multiply/matmul"])
+def test_aot_seeded_cache_is_all_hits(task_id, tmp_path):
+    """Kernels compiled ahead of time as a CPU compile node does (fake tensors, Triton pointed at
+    this GPU's sm_XX, in the sandbox) are the ones this GPU's worker looks up: with its cache seeded
+    from them it compiles nothing new, and the candidate passes as usual."""
+    import torch
+
+    from kbx_ray.evaluate import aot
+    from kbx_ray.evaluate.sandbox import SandboxConfig
+
+    task = get_task(task_id)
+    cand = make_candidate(task.task_id, task.name, Path(task.solution_path).read_text())
+    major, minor = torch.cuda.get_device_capability()
+    res = aot.compile_candidate(task, cand, major * 10 + minor)
+    assert res.error == "" and res.kernels >= 1, res.summary()
+    cache = tmp_path / "triton_cache"
+    aot.seed_cache(res.files, cache)
+    before = {p.name for p in cache.iterdir()}
+    ev = Evaluator(EvalConfig(device="cuda", sandbox=SandboxConfig(
+        device="cuda", extra_env={"TRITON_CACHE_DIR": str(cache)})))
+    try:
+        r = ev.evaluate(task, cand)
+    finally:
+        ev.close()
+    assert r.exec_ok, r.error_msg
+    assert {p.name for p in cache.iterdir()} - before == set(), "the GPU worker compiled anew"

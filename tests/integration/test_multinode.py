@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import ray
@@ -87,4 +88,36 @@ def test_evaluators_per_gpu_packs_several_evaluators_onto_one_gpu(cluster, tmp_p
         assert res.exec_ok and res.node_id == node.node_id, (res.error_msg, res.node_id)
     finally:
         pool.close()
+        c.remove_node(node)
+
+
+def test_aot_compile_pool_runs_on_compile_nodes_and_seeds_each_arch(cluster, tmp_path):
+    """engine.aot_compile=true: compile actors go to the node with the `compile` resource, and each
+    GPU pool's evaluator gets its candidate's kernels compiled for its own sm_XX (A100: sm_80,
+    H100: sm_90), written into the worker's Triton cache before the candidate arrives."""
+    from kbx_ray.compile_pool import CompilePool
+    from kbx_ray.evaluate.sandbox import SandboxConfig, triton_cache_dir
+
+    c, _ = cluster
+    node = c.add_node(num_cpus=1, resources={"compile": 1})
+    c.wait_for_nodes()
+    started = time.time()
+    cfg = load_config([f"output_dir={tmp_path}", "hardware=[a100,h100]", "evaluation.device=cpu",
+                       "suite.include=[activation/relu,math/exp]", "wandb.mode=disabled",
+                       "engine.evaluators=1", "engine.aot_compile=true",
+                       "engine.compile_workers=1"])
+    try:
+        p = engine.run_sweep(cfg)
+        ev = read_table(p.sweep_dir, "evaluations")
+        assert len(ev) == 4 and ev.exec_ok.all(), ev[["task_id", "hardware", "error_msg"]]
+        ptx = [f.read_text() for f in Path(triton_cache_dir(SandboxConfig())).glob("*/*.ptx")
+               if f.stat().st_mtime >= started]
+        assert any(".target sm_80" in x for x in ptx) and any(".target sm_90" in x for x in ptx)
+        import asyncio
+
+        pool = CompilePool(1, 60)
+        asyncio.run(pool.start(60))
+        assert pool.nodes == {node.node_id}
+        pool.close()
+    finally:
         c.remove_node(node)

@@ -1,0 +1,129 @@
+"""Ahead-of-time Triton compiles on a CPU-only node, for a GPU architecture it does not have.
+
+Runs untrusted candidate code, so only as the child that `aot.py` starts inside the sandbox
+(`python -m kbx_ray.evaluate.aot_worker`, a JSON request on stdin, a JSON reply on stdout). It calls
+the candidate's entry function on every case's inputs made as fake tensors (shapes, dtypes and
+strides, no memory and no values), with Triton told that the active device is the target GPU and
+every kernel launch turned into Triton's own `warmup` (compile, never launch). Triton writes each
+compiled kernel into `TRITON_CACHE_DIR` under the key it will look up on the GPU: the key holds the
+source, the argument specialization (dtypes, 16-byte alignment, constexprs), the target and the
+compiler's version, so a GPU worker with the same Triton that reads the seeded cache skips the
+compile, and one whose key differs compiles as before. Nothing here is judged: a case whose launcher
+needs values (`.item()`, data-dependent shapes) is reported untraced and compiled on the GPU.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+import traceback
+from typing import Any
+
+
+class _Ptr:
+    """A pointer argument as Triton's specializer sees it: a dtype and an address whose alignment
+    is the view's byte offset (fresh CUDA allocations are 512-byte aligned)."""
+
+    def __init__(self, t: Any) -> None:
+        self.dtype = t.dtype
+        self._addr = 1024 + t.storage_offset() * t.element_size()
+
+    def data_ptr(self) -> int:
+        return self._addr
+
+
+class _TargetDriver:
+    """The driver Triton asks for the current device and target: the GPU to compile for."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def set_current_device(self, device: int) -> None:
+        pass
+
+    def get_current_stream(self, device: int | None = None) -> int:
+        return 0
+
+    def get_current_target(self) -> Any:
+        return self.target
+
+    def get_active_torch_device(self) -> Any:
+        import torch
+
+        return torch.device("cpu")
+
+    def is_active(self) -> bool:
+        return True
+
+
+def install(arch: int) -> None:
+    """Point Triton at `arch` (e.g. 90) and make every launch a compile-only warmup."""
+    import torch
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime import autotuner, driver
+    from triton.runtime.jit import JITFunction
+
+    driver.set_active(_TargetDriver(GPUTarget("cuda", arch, 32)))
+    run = JITFunction.run
+
+    def compile_only(self: Any, *args: Any, grid: Any = None, warmup: bool = False, **kw: Any) -> Any:
+        args = tuple(_Ptr(a) if isinstance(a, torch.Tensor) else a for a in args)
+        kw = {k: _Ptr(v) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
+        return run(self, *args, grid=grid, warmup=True, **kw)
+
+    def every_config(self: Any, *args: Any, **kw: Any) -> None:  # what the autotuner will try
+        kw["warmup"] = True
+        for config in self.configs:
+            self.fn.run(*args, **{**kw, **config.all_kwargs()})
+
+    JITFunction.run = compile_only
+    autotuner.Autotuner.run = every_config
+
+
+def trace(req: dict) -> dict:
+    """Call the entry on each case's fake inputs; per case 'ok' or why it could not be traced."""
+    import os
+
+    import torch  # noqa: F401 - imported before the candidate, as in the sandbox worker
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from kbx_ray.suite import load_module
+
+    install(int(req["arch"]))
+    if os.environ.get("KBX_LANDLOCK") == "1":  # after every import: the paths needed are known
+        from kbx_ray.evaluate import landlock
+
+        pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        landlock.restrict(*landlock.worker_paths(pkg, os.getcwd(),
+                                                 os.environ.get("TRITON_CACHE_DIR", ""), "cpu"))
+    task = load_module(req["task_path"])
+    cand = load_module(req["candidate_path"], prefix="kbx_aot_cand")
+    entry = getattr(cand, req["entry"])
+    cases: dict[str, str] = {}
+    for case in req["cases"]:
+        try:
+            with FakeTensorMode(allow_non_fake_inputs=True):
+                args, kwargs = task.make_inputs(case, int(req.get("seed", 0)), "cpu")
+                with contextlib.redirect_stdout(io.StringIO()):
+                    entry(*args, **kwargs)
+            cases[case["name"]] = "ok"
+        except Exception as e:  # noqa: BLE001 - reported, never judged
+            cases[case["name"]] = f"{type(e).__name__}: {str(e)[:160]}"
+    return {"cases": cases}
+
+
+def main() -> None:
+    req = json.loads(sys.stdin.read())
+    try:
+        reply = trace(req)
+    except BaseException as e:  # noqa: BLE001 - the candidate failed to load: nothing compiled
+        reply = {"error": "".join(traceback.format_exception_only(type(e), e)).strip()[:400]}
+    sys.stdout.write(json.dumps(reply))
+
+
+if __name__ == "__main__":
+    main()

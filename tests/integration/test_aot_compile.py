@@ -1,0 +1,78 @@
+"""Ahead-of-time Triton compiles on a CPU machine for GPUs it does not have (issue 6, evaluate/aot.py).
+
+Real Triton, real compiles (ptxas from the Triton wheel), in the sandbox; the GPU side (a worker
+whose compiles become cache hits) is tests/gpu/test_gpu_eval.py::test_aot_seeded_cache_is_all_hits.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from kbx_ray.evaluate import aot
+from kbx_ray.suite import get_task
+from tests.conftest import make_candidate
+
+
+def _solution(task_id: str):  # noqa: ANN202
+    task = get_task(task_id)
+    return task, make_candidate(task.task_id, task.name, Path(task.solution_path).read_text())
+
+
+@pytest.mark.parametrize("arch", [80, 90])
+def test_a_solution_compiles_for_the_target_arch_on_every_case(arch):
+    task, cand = _solution("activation/relu")
+    res = aot.compile_candidate(task, cand, arch)
+    assert res.error == "" and set(res.cases) == {c["name"] for c in task.cases}
+    assert all(v == "ok" for v in res.cases.values()), res.cases
+    assert res.kernels >= 2  # fp32, fp16 and bf16 at least
+    ptx = [d.decode() for p, d in res.files.items() if p.endswith(".ptx")]
+    assert ptx and all(f".target sm_{arch}" in x for x in ptx)
+    groups = [json.loads(d) for p, d in res.files.items() if "/__grp__" in p]
+    assert groups and all(not Path(c).is_absolute() and len(Path(c).parts) == 2
+                          for g in groups for c in g["child_paths"].values())
+
+
+def test_seeding_points_groups_at_the_cache_and_refuses_other_names(tmp_path):
+    task, cand = _solution("math/exp")
+    res = aot.compile_candidate(task, cand, 90)
+    assert res.kernels >= 1, res.summary()
+    assert aot.seed_cache(res.files, tmp_path) == len(res.files)
+    assert aot.seed_cache(res.files, tmp_path) == 0  # already there: left alone
+    for grp in tmp_path.glob("*/__grp__*.json"):
+        for child in json.loads(grp.read_text())["child_paths"].values():
+            assert Path(child).is_file() and Path(child).parent.parent == tmp_path.resolve()
+    for bad in ("../evil/x.cubin", "/abs/x.cubin", "KEY12345678/../../x", "KEY12345678/a/b"):
+        with pytest.raises(ValueError, match="not a Triton cache entry"):
+            aot.seed_cache({bad: b"x"}, tmp_path)
+    assert not (tmp_path.parent / "evil").exists()
+
+
+def test_a_launcher_that_needs_values_is_reported_untraced_not_failed():
+    task = get_task("activation/relu")
+    code = Path(task.solution_path).read_text() + (
+        "\n_orig = relu\n\ndef relu(x):\n    if float(x.abs().max()) > 1e30:\n        return x\n"
+        "    return _orig(x)\n")
+    res = aot.compile_candidate(task, make_candidate(task.task_id, task.name, code), 90)
+    assert res.error == "" and res.kernels == 0
+    assert all(v != "ok" for v in res.cases.values()) and "DataDependent" in next(
+        iter(res.cases.values()))
+
+
+def test_hostile_candidates_are_contained(monkeypatch):
+    task = get_task("activation/relu")
+    monkeypatch.setenv("KBX_TEST_API_TOKEN", "s3cr3t-v4lue-xyz")
+    leak = ("import os\nraise RuntimeError('token=' + os.environ.get('KBX_TEST_API_TOKEN', 'none'))\n")
+    res = aot.compile_candidate(task, make_candidate(task.task_id, task.name, leak), 90)
+    assert "token=none" in res.error and "s3cr3t" not in res.error and not res.files
+    t0 = time.monotonic()
+    hang = "import time\nwhile True:\n    time.sleep(1)\n"
+    res = aot.compile_candidate(task, make_candidate(task.task_id, task.name, hang), 90,
+                                timeout_s=5)
+    assert "timed out after 5 s" in res.error and not res.files
+    assert time.monotonic() - t0 < 30
+    crash = "import os\nos.kill(os.getpid(), 9)\n"
+    res = aot.compile_candidate(task, make_candidate(task.task_id, task.name, crash), 90)
+    assert "exited with status -9" in res.error
