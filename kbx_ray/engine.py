@@ -86,7 +86,18 @@ def describe(p: SweepPlan) -> str:
     return (f"sweep {p.sweep_id}: {p.n_cells} cells ({len(p.tasks)} tasks) x pools "
             f"{list(p.pools)} (primary {next(iter(p.pools))}); {p.n_cells - n_todo} already "
             f"recorded, {n_todo} to run; at most {gpu_s / 3600:.2f} GPU-hours (timing budget "
-            f"{cfg.evaluation.timing.budget_s:g} s per case and side, {rounds} round(s) per cell)")
+            f"{cfg.evaluation.timing.budget_s:g} s per case and side, {rounds} round(s) per cell)"
+            + _aot_line(p))
+
+
+def _aot_line(p: SweepPlan) -> str:
+    if not p.cfg.engine.aot_compile:
+        return ""
+    archs = sorted({pool.compute_capability for pool in p.pools.values() if pool.compute_capability})
+    if not archs:
+        return "; engine.aot_compile: no pool has a compute_capability, nothing is compiled ahead"
+    return (f"; ahead-of-time compiles for {', '.join(f'sm_{a}' for a in archs)} on "
+            f"{p.cfg.engine.compile_workers} CPU compile worker(s)")
 
 
 class _Writer:

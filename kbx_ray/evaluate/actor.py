@@ -73,6 +73,13 @@ def _seed(evaluator: Any, aot: Any) -> dict[str, float]:
         return {}
     import time
 
+    mine = evaluator.sandbox.info.get("triton", "")
+    if mine and aot.triton and mine != aot.triton:
+        _warn_once(f"ahead-of-time kernels come from Triton {aot.triton} but this evaluator's "
+                   f"worker runs {mine}: none would be a cache hit, so none are used; install the "
+                   "same triton on the compile nodes")
+        return {"aot_compile": aot.wall_s, "aot_kernels": 0.0}
+
     from kbx_ray.evaluate.aot import seed_cache
     from kbx_ray.evaluate.sandbox import triton_cache_dir
 
@@ -80,6 +87,17 @@ def _seed(evaluator: Any, aot: Any) -> dict[str, float]:
     seed_cache(aot.files, triton_cache_dir(evaluator.sandbox.cfg))
     return {"aot_compile": aot.wall_s, "aot_kernels": float(aot.kernels),
             "aot_seed": time.perf_counter() - t0}
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(msg: str) -> None:
+    if msg not in _WARNED:
+        _WARNED.add(msg)
+        import logging
+
+        logging.getLogger(__name__).warning(msg)
 
 
 @ray.remote

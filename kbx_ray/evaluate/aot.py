@@ -37,6 +37,7 @@ class AotResult:
     cases: dict[str, str] = field(default_factory=dict)    # case -> "ok" or why it was not traced
     wall_s: float = 0.0
     error: str = ""
+    triton: str = ""  # the compiler's version: keys from another version never match
 
     @property
     def kernels(self) -> int:
@@ -49,8 +50,9 @@ class AotResult:
 
 
 def compile_candidate(task: Task, cand: Candidate, arch: int, timeout_s: float = 300.0,
-                      cfg: SandboxConfig | None = None) -> AotResult:
-    """Compile the candidate's kernels for sm_`arch` on this (CPU) machine, in the sandbox."""
+                      cfg: SandboxConfig | None = None, real_inputs_mb: float = 512) -> AotResult:
+    """Compile the candidate's kernels for sm_`arch` on this (CPU) machine, in the sandbox. A
+    case that fake tensors cannot trace is retried on real CPU inputs up to `real_inputs_mb`."""
     cfg = cfg or SandboxConfig(device="cpu")
     res = AotResult(arch=arch)
     t0 = time.perf_counter()
@@ -63,7 +65,8 @@ def compile_candidate(task: Task, cand: Candidate, arch: int, timeout_s: float =
         env.pop("TRITON_INTERPRET", None)
         env.update(TRITON_CACHE_DIR=str(cache), KBX_DEVICE="aot")
         req = {"arch": arch, "task_path": "task.py", "candidate_path": "candidate.py",
-               "entry": cand.entry or task.name, "cases": list(task.cases)}
+               "entry": cand.entry or task.name, "cases": list(task.cases),
+               "real_inputs_mb": real_inputs_mb}
         proc = subprocess.Popen([sys.executable, "-m", "kbx_ray.evaluate.aot_worker"], cwd=home,
                                 env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, preexec_fn=_limits(cfg))
@@ -79,6 +82,7 @@ def compile_candidate(task: Task, cand: Candidate, arch: int, timeout_s: float =
             try:
                 reply = json.loads(out.decode(errors="replace"))
                 res.cases, res.error = dict(reply.get("cases", {})), str(reply.get("error", ""))
+                res.triton = str(reply.get("triton", ""))
             except (ValueError, AttributeError):
                 res.error = f"the compile worker's reply was not JSON ({len(out)} bytes)"
         elif not res.error:

@@ -1,0 +1,133 @@
+"""Ahead-of-time Triton compiles (engine.aot_compile): coverage on a CPU machine, gain on a GPU.
+
+    python scripts/bench/bench_aot.py [--include ids...] [--arch 90] [--jobs 2]
+        [--out scripts/bench/results/bench_aot_cpu.json]
+    python scripts/bench/bench_aot.py --gpu [--include ...] [--out .../bench_aot_h200.json]
+
+CPU (no GPU needed): every included task's solution through `evaluate/aot.compile_candidate`, as a
+compile node runs it (sandboxed, fake tensors, Triton pointed at sm_`--arch`), `--jobs` at a time.
+Per task: the cases traced, the kernels compiled, the wall time; in all: the share of cases whose
+kernels are compiled ahead, and CPU-seconds per candidate (what the compile nodes must supply).
+
+GPU (`--gpu`): the same solutions evaluated twice by one warm evaluator, each time in a fresh Triton
+cache: cold (the worker compiles, as without the compile pool), then seeded with the kernels
+compiled ahead for this GPU's sm_XX (what the compile pool ships). Side by side per task: the
+evaluator's wall time and its correctness stage (where the worker's JIT compiles happen); the
+ratio of their sums is the GPU time the compile pool takes off the evaluators. New kernels seen by
+the seeded worker (cache misses) are counted too: zero means every key matched.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+
+def _solutions(include: list[str] | None):  # noqa: ANN202
+    from kbx_ray.suite import load_suite
+    from tests.conftest import make_candidate
+
+    return [(t, make_candidate(t.task_id, t.name, Path(t.solution_path).read_text()))
+            for t in load_suite(include=include or None)]
+
+
+def cpu(args: argparse.Namespace) -> dict:
+    from kbx_ray.evaluate.aot import compile_candidate
+
+    sols = _solutions(args.include)
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(args.jobs) as pool:
+        results = list(pool.map(lambda tc: compile_candidate(tc[0], tc[1], args.arch), sols))
+    wall = time.perf_counter() - t0
+    per_task = {t.task_id: r.summary() for (t, _), r in zip(sols, results)}
+    untraced = {t.task_id: {k: v for k, v in r.cases.items() if v != "ok"}
+                for (t, _), r in zip(sols, results) if any(v != "ok" for v in r.cases.values())}
+    cases = sum(len(r.cases) for r in results)
+    traced = sum(v == "ok" for r in results for v in r.cases.values())
+    return {"arch": args.arch, "tasks": len(sols), "cases": cases, "cases_traced": traced,
+            "traced_share": round(traced / max(1, cases), 4),
+            "tasks_fully_traced": sum(all(v == "ok" for v in r.cases.values()) and bool(r.cases)
+                                      for r in results),
+            "tasks_with_kernels": sum(r.kernels > 0 for r in results),
+            "kernels": sum(r.kernels for r in results),
+            "errors": {t.task_id: r.error for (t, _), r in zip(sols, results) if r.error},
+            "wall_s": round(wall, 1), "jobs": args.jobs,
+            "cpu_s_per_candidate": round(sum(r.wall_s for r in results) / max(1, len(results)), 2),
+            "untraced": untraced, "per_task": per_task}
+
+
+def gpu(args: argparse.Namespace) -> dict:
+    import torch
+
+    from kbx_ray.evaluate.aot import compile_candidate, seed_cache
+    from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
+    from kbx_ray.evaluate.sandbox import SandboxConfig
+
+    major, minor = torch.cuda.get_device_capability()
+    arch = major * 10 + minor
+    rows: dict = {}
+    for task, cand in _solutions(args.include):
+        aot = compile_candidate(task, cand, arch)
+        row: dict = {"kernels_ahead": aot.kernels, "aot_cpu_s": round(aot.wall_s, 2)}
+        for mode in ("cold", "seeded"):
+            cache = Path(tempfile.mkdtemp(prefix=f"kbx_bench_aot_{mode}_"))
+            if mode == "seeded":
+                seed_cache(aot.files, cache)
+            before = set(os.listdir(cache))
+            ev = Evaluator(EvalConfig(device="cuda", sandbox=SandboxConfig(
+                device="cuda", extra_env={"TRITON_CACHE_DIR": str(cache)})))
+            try:
+                ev.sandbox.request({"op": "hello"}, 300)  # warm, as an evaluator actor is
+                t0 = time.perf_counter()
+                res = ev.evaluate(task, cand)
+                row[mode] = {"wall_s": round(time.perf_counter() - t0, 3), "exec_ok": res.exec_ok,
+                             # JIT compiles happen inside the worker's calls of the correctness stage
+                             "correctness_s": round(res.stage_s.get("correctness", 0.0), 3),
+                             "w_call_s": round(res.stage_s.get("w_call", 0.0), 3),
+                             "new_kernels": len(set(os.listdir(cache)) - before)}
+            finally:
+                ev.close()
+        rows[task.task_id] = row
+        print(task.task_id, row, flush=True)
+    cold = sum(r["cold"]["wall_s"] for r in rows.values())
+    seeded = sum(r["seeded"]["wall_s"] for r in rows.values())
+    return {"gpu": torch.cuda.get_device_name(0), "arch": arch, "tasks": len(rows),
+            "cold_wall_s": round(cold, 2), "seeded_wall_s": round(seeded, 2),
+            "evaluator_speedup": round(cold / max(seeded, 1e-9), 3),
+            "seeded_misses": sum(r["seeded"]["new_kernels"] for r in rows.values()),
+            "per_task": rows}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--include", nargs="*", default=[])
+    ap.add_argument("--arch", type=int, default=90)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--gpu", action="store_true")
+    ap.add_argument("--label", default="")
+    ap.add_argument("--out", default="")
+    args = ap.parse_args()
+    import triton
+
+    doc = {"benchmark": "bench_aot", "label": args.label, "triton": triton.__version__,
+           "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "hardware": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"}
+    doc.update(gpu(args) if args.gpu else cpu(args))
+    out = Path(args.out or ROOT / "scripts/bench/results" /
+               ("bench_aot_h200.json" if args.gpu else "bench_aot_cpu.json"))
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in doc.items() if not isinstance(v, dict)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
