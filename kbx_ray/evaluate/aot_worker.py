@@ -88,7 +88,10 @@ REAL_INPUTS_MB = 512  # a case fake tensors cannot trace is retried with real CP
 
 
 def _call(task: Any, entry: Any, case: dict, seed: int) -> None:
-    args, kwargs = task.make_inputs(case, seed, "cpu")
+    from kbx_ray.evaluate.inputs import fresh_copy
+
+    # as the GPU worker calls it: a fresh copy of the inputs (offset 0, so the same alignment)
+    args, kwargs = fresh_copy(task.make_inputs(case, seed, "cpu"))
     with contextlib.redirect_stdout(io.StringIO()):
         entry(*args, **kwargs)
 

@@ -13,16 +13,17 @@ from typing import Any
 import torch
 
 
-def _copy(obj: Any) -> Any:
+def fresh_copy(obj: Any) -> Any:
+    """The same sizes, strides and values in fresh memory (storage offset 0), as each call gets."""
     if isinstance(obj, torch.Tensor):
         out = torch.empty_strided(obj.size(), obj.stride(), dtype=obj.dtype, device=obj.device)
         return out.copy_(obj)
     if isinstance(obj, tuple):
-        return tuple(_copy(x) for x in obj)
+        return tuple(fresh_copy(x) for x in obj)
     if isinstance(obj, list):
-        return [_copy(x) for x in obj]
+        return [fresh_copy(x) for x in obj]
     if isinstance(obj, dict):
-        return {k: _copy(v) for k, v in obj.items()}
+        return {k: fresh_copy(v) for k, v in obj.items()}
     return obj
 
 
@@ -50,7 +51,7 @@ class InputCache:
         if key in self.items:
             self.items.move_to_end(key)
             self.hits += 1
-            return _copy(self.items[key][0])
+            return fresh_copy(self.items[key][0])
         self.misses += 1
         pristine = module.make_inputs(case, seed, device)
         size = _nbytes(pristine)
@@ -60,7 +61,7 @@ class InputCache:
             while self.bytes > self.max_bytes:
                 _, (_, old) = self.items.popitem(last=False)
                 self.bytes -= old
-            return _copy(pristine)
+            return fresh_copy(pristine)
         return pristine
 
     def clear(self) -> None:
