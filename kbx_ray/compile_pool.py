@@ -1,4 +1,4 @@
-"""The optional CPU compile pool (`engine.aot_compile=true`): Triton kernels compiled ahead of time.
+"""The optional CPU compile pool (`engine.aot_compile=on|always`): Triton kernels compiled ahead.
 
 Compile actors run on CPU nodes (those advertising the `compile` resource, as cluster.yaml's
 `compile.*` node type does; any CPU otherwise). Before a candidate joins a GPU pool's queue, the
@@ -7,6 +7,9 @@ conf/hardware); the files ride with the candidate to the evaluator, which seeds 
 cache with them (evaluate/aot.py). Compiles for one (candidate, architecture) are shared by every
 pool of that architecture (H100 and H200 are both sm_90). A failed or slow compile only means the
 GPU compiles as it always did: it is logged, never recorded as the candidate's fault.
+
+`on` asks only for candidates that would queue for an evaluator anyway, and only while a compile
+worker is free, so compile nodes short of CPUs never hold the GPUs back; `always` waits for one.
 """
 from __future__ import annotations
 
@@ -53,7 +56,7 @@ class CompilePool:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._done: OrderedDict[tuple[str, int], asyncio.Future] = OrderedDict()
         self.keep = 64  # recent compiles kept for the other pools of the same architecture
-        self.compiled = self.failed = 0
+        self.compiled = self.failed = self.skipped = 0
         self.nodes: set[str] = set()  # where the actors run
 
     async def start(self, ready_s: float) -> None:
@@ -84,14 +87,19 @@ class CompilePool:
         assert self._free is not None
         return self._free
 
-    async def compile(self, task: Task, cand: Candidate, arch: int) -> AotResult | None:
-        """The candidate's kernels for sm_`arch`, once per (candidate, arch); None if it failed."""
-        if not cand.code or arch <= 0 or not self.actors:
+    async def compile(self, task: Task, cand: Candidate, arch: int,
+                      wait: bool = True) -> AotResult | None:
+        """The candidate's kernels for sm_`arch`, once per (candidate, arch); None if it failed,
+        or (`wait=False`) if no compile worker is free now: then the GPU compiles, as it would."""
+        if not cand.code or cand.error_kind or arch <= 0 or not self.actors:
             return None
         free = self._queue()
         key = (f"{task.task_hash}:{cand.candidate_id}", arch)
         if key in self._done:
             return await asyncio.shield(self._done[key])
+        if not wait and free.empty():
+            self.skipped += 1
+            return None
         fut = self._done[key] = asyncio.get_running_loop().create_future()
         while len(self._done) > self.keep:
             self._done.popitem(last=False)

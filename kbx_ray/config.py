@@ -94,8 +94,10 @@ class EngineConfig:
     flush_s: float = 10.0                # ... or seconds, whichever comes first
     flush_min_s: float = 1.0             # ... but parts at least this far apart (fast cells)
     ray_address: str | None = None       # None: start or join a local Ray
-    aot_compile: bool = False            # compile each candidate's Triton kernels ahead of time on
-    #                                      CPU nodes (`compile` resource) for each GPU pool's sm_XX
+    aot_compile: str = "off"             # off | on | always: compile candidates' Triton kernels
+    #                                      ahead of time on CPU nodes (`compile` resource) for each
+    #                                      GPU pool's sm_XX; `on` only while a compile worker is
+    #                                      free and the candidate would queue for an evaluator anyway
     compile_workers: int = 2             # CPU compile actors (engine.aot_compile)
     compile_timeout_s: float = 300.0     # per candidate and architecture; then the GPU compiles
 
@@ -175,6 +177,11 @@ def load_config(overrides: list[str] | None = None) -> Config:
     if not 1 <= cfg.engine.evaluators_per_gpu <= 16:
         raise ConfigError(f"engine.evaluators_per_gpu={cfg.engine.evaluators_per_gpu}: choose 1-16 "
                           "(evaluators sharing one GPU; timing takes it alone)")
+    aot = str(cfg.engine.aot_compile)  # YAML and the override grammar read on/off as booleans
+    cfg.engine.aot_compile = {"True": "on", "False": "off", "true": "on", "false": "off"}.get(aot, aot)
+    if cfg.engine.aot_compile not in ("off", "on", "always"):
+        raise ConfigError(f"engine.aot_compile={cfg.engine.aot_compile!r}: choose off, on (compile "
+                          "ahead while a compile worker is free) or always")
     return OmegaConf.to_object(cfg)  # type: ignore[return-value]
 
 

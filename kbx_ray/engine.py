@@ -91,13 +91,14 @@ def describe(p: SweepPlan) -> str:
 
 
 def _aot_line(p: SweepPlan) -> str:
-    if not p.cfg.engine.aot_compile:
+    if p.cfg.engine.aot_compile == "off":
         return ""
     archs = sorted({pool.compute_capability for pool in p.pools.values() if pool.compute_capability})
     if not archs:
         return "; engine.aot_compile: no pool has a compute_capability, nothing is compiled ahead"
     return (f"; ahead-of-time compiles for {', '.join(f'sm_{a}' for a in archs)} on "
-            f"{p.cfg.engine.compile_workers} CPU compile worker(s)")
+            f"{p.cfg.engine.compile_workers} CPU compile worker(s) (engine.aot_compile="
+            f"{p.cfg.engine.aot_compile})")
 
 
 class _Writer:
@@ -183,7 +184,7 @@ async def _drive(p: SweepPlan, sinks: Any) -> None:
 
     cfg = p.cfg
     compiler = None
-    if cfg.engine.aot_compile and cfg.engine.mode != "noop" and any(
+    if cfg.engine.aot_compile != "off" and cfg.engine.mode != "noop" and any(
             pool.compute_capability for pool in p.pools.values()):
         from kbx_ray.compile_pool import CompilePool
 

@@ -130,6 +130,7 @@ class EvaluatorPool:
 
         self.ray, self.pool, self.mode = ray, pool, cfg.engine.mode
         self.compiler = compiler if pool.compute_capability else None  # compile_pool.CompilePool
+        self.aot_always = cfg.engine.aot_compile == "always"
         self.retries, self.stats = cfg.engine.retries, PoolStats()
         self.ecfg = eval_config_for(pool, cfg)
         self.opts = dict(hardware.ray_options(pool), num_cpus=1)
@@ -190,8 +191,10 @@ class EvaluatorPool:
         are queued again, `retries` times; then each is recorded as `infra_error`."""
         self._dispatch_here()
         aot = None
-        if self.compiler is not None:  # on CPU nodes, while this pool's GPUs time other candidates
-            aot = await self.compiler.compile(task, cand, self.pool.compute_capability)
+        if self.compiler is not None and (self.aot_always or self._queue.qsize() > 0):
+            # on a CPU node, while this pool's GPUs are busy with the candidates queued before it
+            aot = await self.compiler.compile(task, cand, self.pool.compute_capability,
+                                              wait=self.aot_always)
         req = _Request(task, cand, asyncio.get_running_loop().create_future(), aot=aot)
         self.stats.waiting += 1
         self._queue.put_nowait(req)

@@ -11,6 +11,7 @@ so a wrong guess costs nothing but the compile the GPU would have done anyway.
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kbx_ray.evaluate.checks import static_check
 from kbx_ray.evaluate.sandbox import SandboxConfig, _limits, redact, scrubbed_env
 from kbx_ray.types import Candidate, Task
 
@@ -56,6 +58,10 @@ def compile_candidate(task: Task, cand: Candidate, arch: int, timeout_s: float =
     cfg = cfg or SandboxConfig(device="cpu")
     res = AotResult(arch=arch)
     t0 = time.perf_counter()
+    refused = _refused(task, cand)
+    if refused:  # what the evaluator will reject never runs here either (nor writes any file)
+        res.error = refused
+        return res
     with tempfile.TemporaryDirectory(prefix="kbx_aot_") as home:
         cache = Path(home) / "triton_cache"
         cache.mkdir()
@@ -91,6 +97,17 @@ def compile_candidate(task: Task, cand: Candidate, arch: int, timeout_s: float =
     res.error = redact(res.error)
     res.wall_s = time.perf_counter() - t0
     return res
+
+
+def _refused(task: Task, cand: Candidate) -> str:
+    """The evaluator's static layer, first: a candidate it disqualifies is not run to compile."""
+    if cand.error_kind or not cand.code:
+        return f"no code to compile ({cand.error_kind or 'empty'})"
+    try:
+        rep = static_check(ast.parse(cand.code), cand.entry or task.name)
+    except SyntaxError as e:
+        return f"syntax error, line {e.lineno}: {e.msg}"
+    return f"not compiled: {'; '.join(rep.violations)}" if rep.violations else ""
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

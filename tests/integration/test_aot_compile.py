@@ -65,7 +65,20 @@ def test_a_launcher_that_needs_values_is_traced_on_real_inputs_or_reported_untra
     assert {k for k, v in res.cases.items() if v == "ok"} == small and res.kernels >= 2
 
 
-def test_hostile_candidates_are_contained(monkeypatch):
+def test_what_the_static_layer_refuses_is_never_run(tmp_path):
+    task = get_task("activation/relu")
+    marker = tmp_path / "ran"
+    plant = f"open({str(marker)!r}, 'w').write('x')\n" + Path(task.solution_path).read_text()
+    res = aot.compile_candidate(task, make_candidate(task.task_id, task.name, plant), 90)
+    assert res.error.startswith("not compiled: ") and "open" in res.error and not res.files
+    assert not marker.exists()
+    res = aot.compile_candidate(task, make_candidate(task.task_id, task.name, "def relu(:\n"), 90)
+    assert res.error.startswith("syntax error") and not res.files
+
+
+def test_hostile_candidates_are_contained_by_the_sandbox(monkeypatch):
+    """The sandbox layer alone (the static layer, which would refuse these first, switched off)."""
+    monkeypatch.setattr(aot, "_refused", lambda task, cand: "")
     task = get_task("activation/relu")
     monkeypatch.setenv("KBX_TEST_API_TOKEN", "s3cr3t-v4lue-xyz")
     leak = ("import os\nraise RuntimeError('token=' + os.environ.get('KBX_TEST_API_TOKEN', 'none'))\n")

@@ -92,32 +92,48 @@ def test_evaluators_per_gpu_packs_several_evaluators_onto_one_gpu(cluster, tmp_p
 
 
 def test_aot_compile_pool_runs_on_compile_nodes_and_seeds_each_arch(cluster, tmp_path):
-    """engine.aot_compile=true: compile actors go to the node with the `compile` resource, and each
+    """engine.aot_compile=always: compile actors go to the node with the `compile` resource, and each
     GPU pool's evaluator gets its candidate's kernels compiled for its own sm_XX (A100: sm_80,
     H100: sm_90), written into the worker's Triton cache before the candidate arrives."""
     from kbx_ray.compile_pool import CompilePool
-    from kbx_ray.evaluate.sandbox import SandboxConfig, triton_cache_dir
+    from kbx_ray.evaluate.sandbox import triton_cache_dir
 
     c, _ = cluster
     node = c.add_node(num_cpus=1, resources={"compile": 1})
     c.wait_for_nodes()
-    started = time.time()
     cfg = load_config([f"output_dir={tmp_path}", "hardware=[a100,h100]", "evaluation.device=cpu",
                        "suite.include=[activation/relu,math/exp]", "wandb.mode=disabled",
-                       "engine.evaluators=1", "engine.aot_compile=true",
-                       "engine.compile_workers=1"])
+                       "engine.evaluators=1", "engine.aot_compile=always",
+                       "engine.compile_workers=1",
+                       f"evaluation.sandbox.extra_env.TRITON_CACHE_DIR={tmp_path / 'cache'}"])
     try:
         p = engine.run_sweep(cfg)
         ev = read_table(p.sweep_dir, "evaluations")
         assert len(ev) == 4 and ev.exec_ok.all(), ev[["task_id", "hardware", "error_msg"]]
-        ptx = [f.read_text() for f in Path(triton_cache_dir(SandboxConfig())).glob("*/*.ptx")
-               if f.stat().st_mtime >= started]
+        cache = Path(triton_cache_dir(cfg.evaluation.sandbox))
+        assert cache == tmp_path / "cache"
+        ptx = [f.read_text() for f in cache.glob("*/*.ptx")]
         assert any(".target sm_80" in x for x in ptx) and any(".target sm_90" in x for x in ptx)
         import asyncio
 
         pool = CompilePool(1, 60)
         asyncio.run(pool.start(60))
         assert pool.nodes == {node.node_id}
+
+        async def busy_then_free() -> tuple:
+            from kbx_ray.suite import get_task
+            from tests.conftest import make_candidate
+
+            task = get_task("math/exp")
+            cand = make_candidate(task.task_id, task.name, Path(task.solution_path).read_text())
+            held = await pool._queue().get()  # the only worker is busy
+            skipped = await pool.compile(task, cand, 90, wait=False)
+            pool._queue().put_nowait(held)
+            return skipped, await pool.compile(task, cand, 90, wait=False)
+
+        skipped, done = asyncio.run(busy_then_free())
+        assert skipped is None and pool.skipped == 1  # `on` never waits for a compile worker
+        assert done is not None and done.kernels >= 1 and done.arch == 90
         pool.close()
     finally:
         c.remove_node(node)

@@ -80,3 +80,14 @@ def test_evaluators_per_gpu_is_bounded():
     assert load_config(["engine.evaluators_per_gpu=4"]).engine.evaluators_per_gpu == 4
     with pytest.raises(ConfigError, match="evaluators_per_gpu=0"):
         load_config(["engine.evaluators_per_gpu=0"])
+
+
+@pytest.mark.parametrize("value,mode", [("on", "on"), ("off", "off"), ("always", "always"),
+                                        ("true", "on"), ("false", "off")])
+def test_aot_compile_modes_survive_the_yaml_booleans(value, mode):
+    assert load_config([f"engine.aot_compile={value}"]).engine.aot_compile == mode
+
+
+def test_aot_compile_unknown_mode_is_one_line():
+    with pytest.raises(ConfigError, match=r"^engine.aot_compile='sometimes': choose off, on"):
+        load_config(["engine.aot_compile=sometimes"])
