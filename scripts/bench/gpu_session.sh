@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # One device call's worth of GPU validation (an H200 session allows 30 min, 10 per call):
-#   bash scripts/bench/gpu_session.sh tests|suite|bench|probe|gap|two_gpu [extra args]   (OUT=<dir> for the files)
+#   bash scripts/bench/gpu_session.sh tests|suite|bench|probe|aot|gap|two_gpu [extra args]   (OUT=<dir> for the files)
 # - tests: the gpu-marked tests, full log (never cut with tail: the failures are the point)
 # - suite: scripts/bench/suite_gpu.py --jobs 4 over the given task ids (default: all), incremental JSON
 # - bench: scripts/bench/bench_eval.py with its defaults (8 tasks, 2 mutants each, 4 jobs); e.g.
 #   `bench --skip shares --alt-jobs --label <commit>` fits one call (about 7 min)
 # - probe: scripts/bench/timing_probe.py (placement and timing-loop variants, about 80 s)
+# - aot: scripts/bench/bench_aot.py --gpu over bench_eval's 8 tasks (cold vs AOT-seeded Triton cache,
+#   about 2 min) and the AOT GPU test
 # - gap: scripts/bench/dobench_gap.py (where do_bench and graph replay part, about 40 s), with the
 #   GPU's clocks and power sampled every 100 ms by nvidia-smi into $OUT/smi.csv
 # - two_gpu (nvidia-h200-x2): scripts/bench/bench_two_gpu.py. Ray is not in the image and its wheel
@@ -31,6 +33,12 @@ case "$step" in
            > "$OUT/bench_eval.log" 2>&1; tail -5 "$OUT/bench_eval.log" ;;
   probe) timeout 300 python scripts/bench/timing_probe.py --out "$OUT/timing_probe_h200.json" "$@" \
            > "$OUT/timing_probe.log" 2>&1; tail -3 "$OUT/timing_probe.log" ;;
+  aot) timeout 150 python -m pytest tests/gpu/test_gpu_eval.py -q -p no:cacheprovider -k aot \
+         > "$OUT/gpu_tests_aot.log" 2>&1; tail -3 "$OUT/gpu_tests_aot.log"
+       timeout 400 python scripts/bench/bench_aot.py --gpu --out "$OUT/bench_aot_h200.json" \
+         --include activation/relu math/exp reduce/sum normalization/layer_norm fusion/add_gelu \
+         matrix_multiply/matmul loss/cross_entropy index/index_select "$@" \
+         > "$OUT/bench_aot.log" 2>&1; tail -3 "$OUT/bench_aot.log" ;;
   gap) nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu \
          --format=csv -lms 100 > "$OUT/smi.csv" 2>&1 & smi=$!
        timeout 240 python scripts/bench/dobench_gap.py --out "$OUT/dobench_gap_h200.json" "$@" \
@@ -43,5 +51,5 @@ case "$step" in
          cp scripts/bench/results/bench_engine.json "$OUT/bench_engine.json"
          timeout 540 python scripts/bench/bench_two_gpu.py --out "$OUT/bench_engine.json" "$@" \
            > "$OUT/two_gpu.log" 2>&1; tail -4 "$OUT/two_gpu.log" ;;
-  *) echo "usage: gpu_session.sh tests|suite|bench|probe|gap|two_gpu [args]"; exit 2 ;;
+  *) echo "usage: gpu_session.sh tests|suite|bench|probe|aot|gap|two_gpu [args]"; exit 2 ;;
 esac
