@@ -13,8 +13,6 @@ needs values (`.item()`, data-dependent shapes) is reported untraced and compile
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import sys
 import traceback
@@ -92,8 +90,7 @@ def _call(task: Any, entry: Any, case: dict, seed: int) -> None:
 
     # as the GPU worker calls it: a fresh copy of the inputs (offset 0, so the same alignment)
     args, kwargs = fresh_copy(task.make_inputs(case, seed, "cpu"))
-    with contextlib.redirect_stdout(io.StringIO()):
-        entry(*args, **kwargs)
+    entry(*args, **kwargs)
 
 
 def _bytes(task: Any, case: dict) -> float:
@@ -143,12 +140,18 @@ def trace(req: dict) -> dict:
 
 
 def main() -> None:
+    import os
+
     req = json.loads(sys.stdin.read())
+    reply_fd = os.dup(1)  # the reply's own descriptor: the candidate's prints go to /dev/null
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
     try:
         reply = trace(req)
     except BaseException as e:  # noqa: BLE001 - the candidate failed to load: nothing compiled
         reply = {"error": "".join(traceback.format_exception_only(type(e), e)).strip()[:400]}
-    sys.stdout.write(json.dumps(reply))
+    with os.fdopen(reply_fd, "w") as out:
+        out.write(json.dumps(reply))
 
 
 if __name__ == "__main__":

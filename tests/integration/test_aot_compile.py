@@ -51,6 +51,15 @@ def test_seeding_points_groups_at_the_cache_and_refuses_other_names(tmp_path):
     assert not (tmp_path.parent / "evil").exists()
 
 
+def test_prints_at_import_and_in_the_launcher_do_not_garble_the_reply():
+    task, cand = _solution("activation/relu")
+    code = "print('hello from import')\n" + cand.code.replace(
+        "def relu(", "def _relu_impl(") + "\n\ndef relu(x):\n    print('launching', x.shape)\n" \
+        "    return _relu_impl(x)\n"
+    res = aot.compile_candidate(task, make_candidate(task.task_id, task.name, code), 90)
+    assert res.error == "" and all(v == "ok" for v in res.cases.values()) and res.kernels >= 2
+
+
 def test_a_launcher_that_needs_values_is_traced_on_real_inputs_or_reported_untraced():
     task = get_task("activation/relu")
     code = Path(task.solution_path).read_text() + (
