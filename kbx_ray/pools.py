@@ -188,7 +188,9 @@ class EvaluatorPool:
     async def evaluate(self, task: Task, cand: Candidate) -> EvalResult:
         """Queue the candidate; the next free evaluator takes it (with others queued behind it,
         up to `batch`). An evaluator that dies mid-call is awaited back and the candidates it held
-        are queued again, `retries` times; then each is recorded as `infra_error`."""
+        are queued again, `retries` times; then each is recorded as `infra_error`. With a compile
+        pool (engine.aot_compile) its kernels are compiled for this pool's sm_XX first, and ride
+        with it to the evaluator."""
         self._dispatch_here()
         aot = None
         if self.compiler is not None and (self.aot_always or self._queue.qsize() > 0):
