@@ -120,6 +120,11 @@ class CompilePool:
         fut.set_result(res)
         return res
 
+    def line(self) -> str:
+        return (f"compile pool: {len(self.actors)} workers on {len(self.nodes)} node(s), "
+                f"{self.compiled} candidates compiled ahead, {self.failed} without kernels, "
+                f"{self.skipped} left to the GPU (no worker free)")
+
     def close(self) -> None:
         import ray
 

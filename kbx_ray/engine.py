@@ -225,6 +225,9 @@ async def _run_cells(p: SweepPlan, sinks: Any, pools: dict) -> None:
             await asyncio.sleep(30)
             for name, pool in pools.items():
                 log.info(pool.stats.line(name, len(pool.actors)))
+            compiler = next((pool.compiler for pool in pools.values() if pool.compiler), None)
+            if compiler is not None:
+                log.info(compiler.line())
 
     reporter = asyncio.create_task(report())
     try:

@@ -134,6 +134,8 @@ def test_aot_compile_pool_runs_on_compile_nodes_and_seeds_each_arch(cluster, tmp
         skipped, done = asyncio.run(busy_then_free())
         assert skipped is None and pool.skipped == 1  # `on` never waits for a compile worker
         assert done is not None and done.kernels >= 1 and done.arch == 90
+        assert pool.line() == ("compile pool: 1 workers on 1 node(s), 1 candidates compiled ahead, "
+                               "0 without kernels, 1 left to the GPU (no worker free)")
         pool.close()
     finally:
         c.remove_node(node)
