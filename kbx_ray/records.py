@@ -54,5 +54,5 @@ def evaluation_row(sweep_id: str, cell: Any, task: Task, a: Any, started: float,
         "error_msg": r.error_msg, "flags": list(r.flags), "timing_skipped": r.timing_skipped,
         "cases": json.dumps([asdict(c) for c in r.cases]), "speedup": r.speedup,
         "sol_fraction": r.sol_fraction, "eval_wall_s": r.eval_wall_s, "started_at": started,
-        "finished_at": time.time(), "final": a.final,
+        "finished_at": time.time(), "final": a.final, "stage_s": json.dumps(r.stage_s),
     }

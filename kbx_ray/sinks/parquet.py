@@ -64,10 +64,12 @@ EVALUATION_SCHEMA = pa.schema([
     ("speedup", pa.float64()), ("sol_fraction", pa.float64()),
     ("eval_wall_s", pa.float64()), ("started_at", pa.float64()), ("finished_at", pa.float64()),
     ("final", pa.bool_()),                # the row is the cell's final answer
+    ("stage_s", pa.string()),             # JSON: seconds per evaluation stage (profiling), and
+    #                                       aot_kernels: kernels compiled ahead and seeded
 ])
 
 SCHEMAS: dict[str, pa.Schema] = {"generations": GENERATION_SCHEMA, "evaluations": EVALUATION_SCHEMA}
-JSON_COLUMNS = frozenset({"prompt", "cases"})  # stored as JSON text; lists/dicts are encoded
+JSON_COLUMNS = frozenset({"prompt", "cases", "stage_s"})  # stored as JSON text; lists/dicts are encoded
 _PANDAS_TYPES = {pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype(),
                  pa.bool_(): pd.BooleanDtype()}  # keep ints and bools typed when they hold nulls
 

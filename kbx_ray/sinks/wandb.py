@@ -31,7 +31,7 @@ from kbx_ray.sinks.parquet import EVALUATION_SCHEMA
 
 logger = logging.getLogger(__name__)
 
-TABLE_COLUMNS = [name for name in EVALUATION_SCHEMA.names if name != "cases"]
+TABLE_COLUMNS = [name for name in EVALUATION_SCHEMA.names if name not in ("cases", "stage_s")]
 
 
 class WandbSink(Sink):

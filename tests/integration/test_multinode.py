@@ -6,6 +6,7 @@ mid-sweep must lose nothing.
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -110,6 +111,8 @@ def test_aot_compile_pool_runs_on_compile_nodes_and_seeds_each_arch(cluster, tmp
         p = engine.run_sweep(cfg)
         ev = read_table(p.sweep_dir, "evaluations")
         assert len(ev) == 4 and ev.exec_ok.all(), ev[["task_id", "hardware", "error_msg"]]
+        seeded = [json.loads(x).get("aot_kernels", 0) for x in ev.stage_s]
+        assert all(k >= 1 for k in seeded), seeded  # every row says its kernels came ahead
         cache = Path(triton_cache_dir(cfg.evaluation.sandbox))
         assert cache == tmp_path / "cache"
         ptx = [f.read_text() for f in cache.glob("*/*.ptx")]
