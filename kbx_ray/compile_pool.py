@@ -40,16 +40,19 @@ def _actor_class() -> Any:
     return CompileActor
 
 
-def compile_resources() -> dict[str, float]:
-    """{"compile": 1} where the cluster has compile nodes, else nothing (any CPU will do)."""
+def compile_resources(name: str = "") -> dict[str, float]:
+    """{name: 1} if named (an autoscaler starts nodes for it); else {"compile": 1} where the
+    cluster has compile nodes now, and nothing (any CPU will do) where it has none."""
     import ray
 
+    if name:
+        return {name: 1}
     return {"compile": 1} if ray.cluster_resources().get("compile", 0) >= 1 else {}
 
 
 class CompilePool:
-    def __init__(self, workers: int, timeout_s: float) -> None:
-        cls = _actor_class().options(resources=compile_resources())
+    def __init__(self, workers: int, timeout_s: float, resource: str = "") -> None:
+        cls = _actor_class().options(resources=compile_resources(resource))
         self.actors = [cls.remote() for _ in range(max(1, workers))]
         self.timeout_s = timeout_s
         self._free: asyncio.Queue | None = None

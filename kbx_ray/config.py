@@ -100,6 +100,9 @@ class EngineConfig:
     #                                      free and the candidate would queue for an evaluator anyway
     compile_workers: int = 2             # CPU compile actors (engine.aot_compile)
     compile_timeout_s: float = 300.0     # per candidate and architecture; then the GPU compiles
+    compile_resource: str = ""           # custom resource compile actors ask for; "": `compile` if
+    #                                      the cluster has it now, else any CPU (set `compile` on
+    #                                      an autoscaling cluster so it starts compile nodes)
 
 
 @dataclass

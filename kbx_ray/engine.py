@@ -188,7 +188,8 @@ async def _drive(p: SweepPlan, sinks: Any) -> None:
             pool.compute_capability for pool in p.pools.values()):
         from kbx_ray.compile_pool import CompilePool
 
-        compiler = CompilePool(cfg.engine.compile_workers, cfg.engine.compile_timeout_s)
+        compiler = CompilePool(cfg.engine.compile_workers, cfg.engine.compile_timeout_s,
+                               cfg.engine.compile_resource)
     pools = {name: EvaluatorPool(pool, cfg, compiler) for name, pool in p.pools.items()}
     try:
         await asyncio.gather(*(pool.start() for pool in pools.values()),
