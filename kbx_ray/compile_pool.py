@@ -8,8 +8,9 @@ cache with them (evaluate/aot.py). Compiles for one (candidate, architecture) ar
 pool of that architecture (H100 and H200 are both sm_90). A failed or slow compile only means the
 GPU compiles as it always did: it is logged, never recorded as the candidate's fault.
 
-`on` asks only for candidates that would queue for an evaluator anyway, and only while a compile
-worker is free, so compile nodes short of CPUs never hold the GPUs back; `always` waits for one.
+`on` starts a compile only while a compile worker is free and never holds the candidate back: it
+is queued for an evaluator at once and takes the kernels along only if they are ready when an
+evaluator picks it up. `always` waits for a worker and for the compile (for measurements).
 """
 from __future__ import annotations
 
@@ -32,10 +33,11 @@ def _actor_class() -> Any:
         def where(self) -> str:
             return ray.get_runtime_context().get_node_id()
 
-        def compile(self, task: Task, cand: Candidate, arch: int, timeout_s: float) -> AotResult:
+        def compile(self, task: Task, cand: Candidate, arch: int, timeout_s: float,
+                    sandbox: Any = None, seed: int = 0) -> AotResult:
             from kbx_ray.evaluate.aot import compile_candidate
 
-            return compile_candidate(task, cand, arch, timeout_s)
+            return compile_candidate(task, cand, arch, timeout_s, cfg=sandbox, seed=seed)
 
     return CompileActor
 
@@ -51,14 +53,15 @@ def compile_resources(name: str = "") -> dict[str, float]:
 
 
 class CompilePool:
-    def __init__(self, workers: int, timeout_s: float, resource: str = "") -> None:
+    def __init__(self, workers: int, timeout_s: float, resource: str = "", sandbox: Any = None,
+                 seed: int = 0) -> None:
         cls = _actor_class().options(resources=compile_resources(resource))
         self.actors = [cls.remote() for _ in range(max(1, workers))]
-        self.timeout_s = timeout_s
+        self.timeout_s, self.sandbox, self.seed = timeout_s, sandbox, seed
         self._free: asyncio.Queue | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._done: OrderedDict[tuple[str, int], asyncio.Future] = OrderedDict()
-        self.keep = 64  # recent compiles kept for the other pools of the same architecture
+        self.keep = 16  # recent compiles kept for the other pools of the same architecture
         self.compiled = self.failed = self.skipped = 0
         self.nodes: set[str] = set()  # where the actors run
 
@@ -70,8 +73,9 @@ class CompilePool:
         pending = {a.where.remote(): a for a in self.actors}
         ready, _ = await asyncio.to_thread(ray.wait, list(pending), num_returns=len(pending),
                                            timeout=ready_s)
-        up = [pending[r] for r in ready]
-        self.nodes = set(await asyncio.gather(*ready))
+        where = await asyncio.gather(*ready, return_exceptions=True)
+        up = [pending[r] for r, w in zip(ready, where) if isinstance(w, str)]
+        self.nodes = {w for w in where if isinstance(w, str)}
         for a in self.actors:
             if a not in up:
                 ray.kill(a, no_restart=True)
@@ -90,37 +94,57 @@ class CompilePool:
         assert self._free is not None
         return self._free
 
-    async def compile(self, task: Task, cand: Candidate, arch: int,
-                      wait: bool = True) -> AotResult | None:
-        """The candidate's kernels for sm_`arch`, once per (candidate, arch); None if it failed,
-        or (`wait=False`) if no compile worker is free now: then the GPU compiles, as it would."""
-        if not cand.code or cand.error_kind or arch <= 0 or not self.actors:
+    def start_compile(self, task: Task, cand: Candidate, arch: int) -> asyncio.Future | None:
+        """`engine.aot_compile=on`: the compile, started in the background if a worker is free
+        (else None: the GPU compiles). The caller queues the candidate at once and uses the result
+        only if it is there when an evaluator takes the candidate, so the GPUs never wait for it."""
+        if not self._usable(cand, arch):
+            return None
+        key = (f"{task.task_hash}:{cand.candidate_id}", arch)
+        if key in self._done:
+            return self._done[key]
+        if self._queue().empty():
+            self.skipped += 1
+            return None
+        return asyncio.ensure_future(self.compile(task, cand, arch))
+
+    def _usable(self, cand: Candidate, arch: int) -> bool:
+        return bool(cand.code) and not cand.error_kind and arch > 0 and bool(self.actors)
+
+    async def compile(self, task: Task, cand: Candidate, arch: int) -> AotResult | None:
+        """The candidate's kernels for sm_`arch`, once per (candidate, arch), waiting for a free
+        worker (`engine.aot_compile=always`); None if the compile failed."""
+        if not self._usable(cand, arch):
             return None
         free = self._queue()
         key = (f"{task.task_hash}:{cand.candidate_id}", arch)
         if key in self._done:
             return await asyncio.shield(self._done[key])
-        if not wait and free.empty():
-            self.skipped += 1
-            return None
         fut = self._done[key] = asyncio.get_running_loop().create_future()
         while len(self._done) > self.keep:
             self._done.popitem(last=False)
-        actor = await free.get()
+        res: AotResult | None = None
         try:
-            res: AotResult | None = await asyncio.wait_for(
-                actor.compile.remote(task, cand, arch, self.timeout_s), self.timeout_s + 60)
-        except Exception as e:  # noqa: BLE001 - the GPU compiles instead
-            log.warning("ahead-of-time compile of %s for sm_%d failed (%s); the GPU will compile "
-                        "it", task.task_id, arch, str(e).splitlines()[0] if str(e) else type(e))
-            res = None
-        finally:
-            free.put_nowait(actor)
+            actor = await free.get()
+            try:
+                res = await asyncio.wait_for(
+                    actor.compile.remote(task, cand, arch, self.timeout_s, self.sandbox,
+                                         self.seed), self.timeout_s + 60)
+            except Exception as e:  # noqa: BLE001 - the GPU compiles instead
+                log.warning("ahead-of-time compile of %s for sm_%d failed (%s); the GPU will "
+                            "compile it", task.task_id, arch,
+                            str(e).splitlines()[0] if str(e) else type(e).__name__)
+            finally:
+                free.put_nowait(actor)
+        finally:  # cancelled or not, whoever shares this compile gets an answer
+            if not fut.done():
+                fut.set_result(res)
+            if res is None:
+                self._done.pop(key, None)
         if res is not None and res.error:
             log.info("ahead-of-time compile of %s for sm_%d: %s", task.task_id, arch, res.error)
         self.compiled += res is not None and res.kernels > 0
         self.failed += res is None or not res.kernels
-        fut.set_result(res)
         return res
 
     def line(self) -> str:
@@ -133,3 +157,12 @@ class CompilePool:
 
         for a in self.actors:
             ray.kill(a)
+
+
+def ready_result(aot: Any) -> AotResult | None:
+    """What an evaluator takes with the candidate: the result if it is there now, else None."""
+    if isinstance(aot, asyncio.Future):
+        if not aot.done() or aot.cancelled() or aot.exception() is not None:
+            return None
+        return aot.result()
+    return aot

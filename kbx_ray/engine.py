@@ -183,23 +183,36 @@ async def _drive(p: SweepPlan, sinks: Any) -> None:
     from kbx_ray.pools import EvaluatorPool
 
     cfg = p.cfg
-    compiler = None
-    if cfg.engine.aot_compile != "off" and cfg.engine.mode != "noop" and any(
-            pool.compute_capability for pool in p.pools.values()):
-        from kbx_ray.compile_pool import CompilePool
-
-        compiler = CompilePool(cfg.engine.compile_workers, cfg.engine.compile_timeout_s,
-                               cfg.engine.compile_resource)
-    pools = {name: EvaluatorPool(pool, cfg, compiler) for name, pool in p.pools.items()}
+    pools = {name: EvaluatorPool(pool, cfg) for name, pool in p.pools.items()}
+    compiler, attach = None, None
     try:
-        await asyncio.gather(*(pool.start() for pool in pools.values()),
-                             *([compiler.start(cfg.engine.actor_ready_s)] if compiler else []))
+        await asyncio.gather(*(pool.start() for pool in pools.values()))
+        if cfg.engine.aot_compile != "off" and cfg.engine.mode != "noop" and any(
+                pool.compute_capability for pool in p.pools.values()):
+            from kbx_ray.compile_pool import CompilePool
+
+            # after the evaluators have their CPUs; `on` does not wait for it to come up
+            compiler = CompilePool(cfg.engine.compile_workers, cfg.engine.compile_timeout_s,
+                                   cfg.engine.compile_resource, sandbox=cfg.evaluation.sandbox,
+                                   seed=cfg.evaluation.base_seed)
+            attach = asyncio.ensure_future(_attach(compiler, pools, cfg.engine.actor_ready_s))
+            if cfg.engine.aot_compile == "always":
+                await attach
         await _run_cells(p, sinks, pools)
     finally:
+        if attach is not None:
+            attach.cancel()
         for pool in pools.values():
             pool.close()
         if compiler is not None:
             compiler.close()
+
+
+async def _attach(compiler: Any, pools: dict, ready_s: float) -> None:
+    await compiler.start(ready_s)
+    if compiler.actors:
+        for pool in pools.values():
+            pool.compiler = compiler
 
 
 async def _run_cells(p: SweepPlan, sinks: Any, pools: dict) -> None:

@@ -104,7 +104,7 @@ class _Request:
     future: asyncio.Future
     tries: int = 0              # calls that ended with the evaluator dead
     last: str = ""              # how the last one died
-    aot: Any = None             # evaluate/aot.AotResult: kernels compiled ahead of time, or None
+    aot: Any = None             # evaluate/aot.AotResult, or a future of one (compile_pool), or None
 
 
 def _worker_sigkilled(res: EvalResult) -> bool:
@@ -123,13 +123,13 @@ def batching(cfg: Config) -> tuple[int, int]:
 class EvaluatorPool:
     probe_s = 10.0  # how long an evaluator whose worker was SIGKILLed has to say it still runs
 
-    def __init__(self, pool: hardware.HardwarePool, cfg: Config, compiler: Any = None) -> None:
+    def __init__(self, pool: hardware.HardwarePool, cfg: Config) -> None:
         import ray
 
         from kbx_ray.evaluate.actor import EvaluatorActor, evaluate_in_fresh_process
 
         self.ray, self.pool, self.mode = ray, pool, cfg.engine.mode
-        self.compiler = compiler if pool.compute_capability else None  # compile_pool.CompilePool
+        self.compiler: Any = None  # compile_pool.CompilePool, set by the engine once it is up
         self.aot_always = cfg.engine.aot_compile == "always"
         self.retries, self.stats = cfg.engine.retries, PoolStats()
         self.ecfg = eval_config_for(pool, cfg)
@@ -192,11 +192,11 @@ class EvaluatorPool:
         pool (engine.aot_compile) its kernels are compiled for this pool's sm_XX first, and ride
         with it to the evaluator."""
         self._dispatch_here()
-        aot = None
-        if self.compiler is not None and (self.aot_always or self._queue.qsize() > 0):
-            # on a CPU node, while this pool's GPUs are busy with the candidates queued before it
-            aot = await self.compiler.compile(task, cand, self.pool.compute_capability,
-                                              wait=self.aot_always)
+        aot: Any = None
+        if self.compiler is not None and self.pool.compute_capability:
+            arch = self.pool.compute_capability
+            aot = await self.compiler.compile(task, cand, arch) if self.aot_always \
+                else self.compiler.start_compile(task, cand, arch)
         req = _Request(task, cand, asyncio.get_running_loop().create_future(), aot=aot)
         self.stats.waiting += 1
         self._queue.put_nowait(req)
@@ -257,12 +257,14 @@ class EvaluatorPool:
         return False
 
     async def _results(self, actor: Any, batch: list[_Request]) -> list[EvalResult]:
+        from kbx_ray.compile_pool import ready_result
+
+        aot = [ready_result(r.aot) for r in batch]  # kernels compiled ahead, if there by now
         if actor is None:
-            return [await self.task_fn.remote(self.ecfg, batch[0].task, batch[0].cand,
-                                              batch[0].aot)]
+            return [await self.task_fn.remote(self.ecfg, batch[0].task, batch[0].cand, aot[0])]
         if len(batch) == 1:
-            return [await actor.evaluate.remote(batch[0].task, batch[0].cand, batch[0].aot)]
-        return await actor.evaluate_batch.remote([(r.task, r.cand, r.aot) for r in batch])
+            return [await actor.evaluate.remote(batch[0].task, batch[0].cand, aot[0])]
+        return await actor.evaluate_batch.remote([(r.task, r.cand, a) for r, a in zip(batch, aot)])
 
     async def _replaced(self, actor: Any) -> str:
         """Why an evaluator whose sandbox worker was SIGKILLed is no longer the process that

@@ -84,7 +84,12 @@ def _seed(evaluator: Any, aot: Any) -> dict[str, float]:
     from kbx_ray.evaluate.sandbox import triton_cache_dir
 
     t0 = time.perf_counter()
-    seed_cache(aot.files, triton_cache_dir(evaluator.sandbox.cfg))
+    try:
+        seed_cache(aot.files, triton_cache_dir(evaluator.sandbox.cfg))
+    except (OSError, ValueError) as e:  # a full disk, a foreign cache dir: the GPU compiles
+        _warn_once(f"ahead-of-time kernels not seeded ({type(e).__name__}: {e}); the worker "
+                   "compiles as usual")
+        return {"aot_compile": aot.wall_s, "aot_kernels": 0.0}
     return {"aot_compile": aot.wall_s, "aot_kernels": float(aot.kernels),
             "aot_seed": time.perf_counter() - t0}
 

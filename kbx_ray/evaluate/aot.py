@@ -16,11 +16,12 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +53,13 @@ class AotResult:
 
 
 def compile_candidate(task: Task, cand: Candidate, arch: int, timeout_s: float = 300.0,
-                      cfg: SandboxConfig | None = None, real_inputs_mb: float = 512) -> AotResult:
-    """Compile the candidate's kernels for sm_`arch` on this (CPU) machine, in the sandbox. A
-    case that fake tensors cannot trace is retried on real CPU inputs up to `real_inputs_mb`."""
-    cfg = cfg or SandboxConfig(device="cpu")
+                      cfg: SandboxConfig | None = None, real_inputs_mb: float = 512,
+                      seed: int = 0) -> AotResult:
+    """Compile the candidate's kernels for sm_`arch` on this (CPU) machine, in the sandbox (`cfg`:
+    the evaluation's sandbox settings, run on the CPU). A case that fake tensors cannot trace is
+    retried on real CPU inputs up to `real_inputs_mb`. `seed`: the evaluation's base seed (inputs
+    whose shapes depend on it trace the shapes the GPU will see)."""
+    cfg = replace(cfg, device="cpu") if cfg is not None else SandboxConfig(device="cpu")
     res = AotResult(arch=arch)
     t0 = time.perf_counter()
     refused = _refused(task, cand)
@@ -71,19 +75,20 @@ def compile_candidate(task: Task, cand: Candidate, arch: int, timeout_s: float =
         env.pop("TRITON_INTERPRET", None)
         env.update(TRITON_CACHE_DIR=str(cache), KBX_DEVICE="aot")
         req = {"arch": arch, "task_path": "task.py", "candidate_path": "candidate.py",
-               "entry": cand.entry or task.name, "cases": list(task.cases),
+               "entry": task.name, "cases": list(task.cases), "seed": seed,
                "real_inputs_mb": real_inputs_mb}
-        proc = subprocess.Popen([sys.executable, "-m", "kbx_ray.evaluate.aot_worker"], cwd=home,
-                                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, preexec_fn=_limits(cfg))
+        reply_path = Path(home) / "reply.json"  # a file: RLIMIT_FSIZE caps what comes back
+        with open(reply_path, "wb") as reply_fp:
+            proc = subprocess.Popen([sys.executable, "-m", "kbx_ray.evaluate.aot_worker"],
+                                    cwd=home, env=env, stdin=subprocess.PIPE, stdout=reply_fp,
+                                    stderr=subprocess.DEVNULL, preexec_fn=_limits(cfg))
         try:
-            out, _ = proc.communicate(json.dumps(req).encode(), timeout=timeout_s)
+            proc.communicate(json.dumps(req).encode(), timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
             res.error = f"ahead-of-time compile timed out after {timeout_s:g} s"
-            out = b""
         finally:
             _kill_group(proc)
+        out = _read_regular(reply_path, 1 << 20) or b""
         if out and not res.error:
             try:
                 reply = json.loads(out.decode(errors="replace"))
@@ -119,29 +124,56 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def _collect(cache: Path) -> dict[str, bytes]:
-    """Every finished cache entry (`<key>/<file>`), up to MAX_FILES_MB; Triton's temp files and
-    anything shaped otherwise (links, deeper paths) stay behind."""
+    """Every finished cache entry (`<key>/<file>`), up to MAX_FILES_MB. Nothing is followed: the
+    candidate could have made any name there a link (to a key file of this node, say), so only real
+    directories and regular files count, opened with O_NOFOLLOW. Triton's temp files, deeper paths
+    and group files that name anything but entries of their own key stay behind."""
     files: dict[str, bytes] = {}
     total = 0
-    for p in sorted(cache.glob("*/*")):
-        rel = p.relative_to(cache).as_posix()
-        if (not _ENTRY.match(rel) or p.is_symlink() or not p.is_file() or p.name == "lock"
-                or ".tmp" in p.name):
+    for d in sorted(os.scandir(cache), key=lambda e: e.name):
+        if not d.is_dir(follow_symlinks=False) or not _ENTRY.match(f"{d.name}/x"):
             continue
-        total += p.stat().st_size
-        if total > MAX_FILES_MB << 20:
-            break
-        data = p.read_bytes()
-        if p.name.startswith("__grp__"):  # Triton's group file names its members by absolute path
-            data = _group_paths(data, lambda child: "/".join(Path(child).parts[-2:]))
-        files[rel] = data
+        for f in sorted(os.scandir(d.path), key=lambda e: e.name):
+            rel = f"{d.name}/{f.name}"
+            if (not _ENTRY.match(rel) or not f.is_file(follow_symlinks=False) or f.name == "lock"
+                    or ".tmp" in f.name):
+                continue
+            data = _read_regular(Path(f.path), (MAX_FILES_MB << 20) - total)
+            if data is None:
+                return files
+            total += len(data)
+            if f.name.startswith("__grp__"):  # Triton names a group's members by absolute path
+                data = _relative_group(data, d.name)
+                if data is None:
+                    continue
+            files[rel] = data
     return files
 
 
-def _group_paths(data: bytes, rename: Any) -> bytes:
-    group = json.loads(data)
-    paths = {name: rename(path) for name, path in group.get("child_paths", {}).items()}
-    return json.dumps(dict(group, child_paths=paths)).encode()
+def _read_regular(path: Path, limit: int) -> bytes | None:
+    """A regular file's bytes (no link followed), or None if it is not one or is over `limit`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fp:
+        if not stat.S_ISREG(os.fstat(fp.fileno()).st_mode):
+            return None
+        data = fp.read(limit + 1)
+    return data if len(data) <= limit else None
+
+
+def _relative_group(data: bytes, key: str) -> bytes | None:
+    """A group file with its members as `<key>/<file>` of its own key, or None if it names anything
+    else (the candidate may have written it)."""
+    try:
+        children = json.loads(data)["child_paths"]
+        rel = {name: f"{key}/{Path(str(path)).name}" for name, path in children.items()}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if not all(_ENTRY.match(r) and Path(str(children[n])).parent.name == key for n, r in rel.items()):
+        return None
+    return json.dumps({"child_paths": rel}).encode()
 
 
 def _checked(rel: str) -> str:
@@ -151,20 +183,39 @@ def _checked(rel: str) -> str:
 
 
 def seed_cache(files: dict[str, bytes], cache_dir: str | Path) -> int:
-    """Write the entries into a Triton cache directory (each file atomically, existing ones left
-    alone); returns how many were written. Names that are not `<key>/<file>` are refused, and a
-    group file's members are pointed at this directory."""
+    """Write the entries into a Triton cache directory (each file atomically; existing names, links
+    included, left alone); returns how many were written. Names that are not `<key>/<file>` are
+    refused; a key directory that is a link (a GPU candidate can write this cache) is skipped, as is
+    a group file naming anything outside its key; group members are pointed at this directory."""
     cache_dir = Path(cache_dir).resolve()
     written = 0
     for rel, data in files.items():
         dest = cache_dir / _checked(rel)
-        if dest.exists():
+        key_dir = dest.parent
+        if key_dir.is_symlink() or os.path.lexists(dest):
             continue
         if dest.name.startswith("__grp__"):
-            data = _group_paths(data, lambda child: str(cache_dir / _checked(child)))
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.seed")
-        tmp.write_bytes(data)
+            data = _absolute_group(data, cache_dir, key_dir.name)
+            if data is None:
+                continue
+        key_dir.mkdir(parents=True, exist_ok=True)
+        if key_dir.is_symlink() or not key_dir.resolve().parent == cache_dir:
+            continue
+        tmp = key_dir / f".{dest.name}.{os.getpid()}.{time.monotonic_ns()}.seed"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as fp:
+            fp.write(data)
         os.replace(tmp, dest)
         written += 1
     return written
+
+
+def _absolute_group(data: bytes, cache_dir: Path, key: str) -> bytes | None:
+    try:
+        rel = json.loads(data)["child_paths"]
+        paths = {name: str(cache_dir / _checked(str(r))) for name, r in rel.items()}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if not all(str(r).split("/", 1)[0] == key for r in rel.values()):
+        return None
+    return json.dumps({"child_paths": paths}).encode()

@@ -102,3 +102,51 @@ def test_hostile_candidates_are_contained_by_the_sandbox(monkeypatch):
     crash = "import os\nos.kill(os.getpid(), 9)\n"
     res = aot.compile_candidate(task, make_candidate(task.task_id, task.name, crash), 90)
     assert "exited with status -9" in res.error
+
+
+def test_collect_follows_no_link_and_drops_groups_naming_other_keys(tmp_path):
+    secret = tmp_path / "home" / ".aws"
+    secret.mkdir(parents=True)
+    (secret / "credentials").write_text("TOPSECRET")
+    cache = tmp_path / "cache"
+    key, other = "A" * 20, "B" * 20
+    (cache / key).mkdir(parents=True)
+    (cache / key / "k.cubin").write_bytes(b"cubin")
+    (cache / key / "creds.json").symlink_to(secret / "credentials")  # a link to a file
+    (cache / ("C" * 20)).symlink_to(secret, target_is_directory=True)  # a link to a directory
+    good = {"child_paths": {"k.cubin": str(cache / key / "k.cubin")}}
+    bad = {"child_paths": {"k.cubin": str(cache / other / "k.cubin")}}
+    (cache / key / "__grp__k.json").write_text(json.dumps(good))
+    (cache / key / "__grp__x.json").write_text(json.dumps(bad))
+    (cache / key / "__grp__y.json").write_text("not json")
+    files = aot._collect(cache)
+    assert set(files) == {f"{key}/k.cubin", f"{key}/__grp__k.json"}
+    assert b"TOPSECRET" not in b"".join(files.values())
+    assert json.loads(files[f"{key}/__grp__k.json"]) == {"child_paths": {"k.cubin": f"{key}/k.cubin"}}
+
+
+def test_seeding_writes_nothing_through_a_planted_link(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    key = "D" * 20
+    (cache / key).symlink_to(outside, target_is_directory=True)  # planted by a GPU candidate
+    (cache / ("E" * 20)).mkdir()
+    (cache / ("E" * 20) / "k.cubin").symlink_to(outside / "authorized_keys")
+    n = aot.seed_cache({f"{key}/authorized_keys": b"ssh-rsa x", f"{'E' * 20}/k.cubin": b"x"}, cache)
+    assert n == 0 and list(outside.iterdir()) == []
+
+
+def test_a_seeding_failure_leaves_the_evaluation_alone(tmp_path):
+    from types import SimpleNamespace
+
+    from kbx_ray.evaluate.actor import _seed
+    from kbx_ray.evaluate.sandbox import SandboxConfig
+
+    blocked = tmp_path / "file_not_dir"
+    blocked.write_text("x")
+    ev = SimpleNamespace(sandbox=SimpleNamespace(info={}, cfg=SandboxConfig(
+        extra_env={"TRITON_CACHE_DIR": str(blocked)})))
+    res = aot.AotResult(arch=90, files={"F" * 20 + "/k.cubin": b"x"})
+    assert _seed(ev, res) == {"aot_compile": 0.0, "aot_kernels": 0.0}

@@ -177,3 +177,15 @@ def test_kbx_eval_runs_an_external_candidate():
             "evaluation.device=cpu", "--json")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert json.loads(r.stdout)["exec_ok"] is True
+
+
+def test_a_kernelbench_candidate_compiles_ahead_through_its_bound_model(shim_cache: Path):
+    """The compile node builds ModelNew as the GPU worker does (the task's bind_candidate), so its
+    forward's kernels are compiled for the target architecture."""
+    from kbx_ray.evaluate.aot import compile_candidate
+
+    task = next(t for t in load_suite(KB, None, "kernelbench") if t.task_id.startswith("level2"))
+    code = (KB / "candidates" / "linear_relu_correct.py").read_text()
+    res = compile_candidate(task, make_candidate(task.task_id, task.name, code), 90)
+    assert res.error == "" and all(v == "ok" for v in res.cases.values()), res.cases
+    assert res.kernels >= 1

@@ -124,19 +124,25 @@ def test_aot_compile_pool_runs_on_compile_nodes_and_seeds_each_arch(cluster, tmp
         assert pool.nodes == {node.node_id}
 
         async def busy_then_free() -> tuple:
+            from kbx_ray.compile_pool import ready_result
             from kbx_ray.suite import get_task
             from tests.conftest import make_candidate
 
             task = get_task("math/exp")
             cand = make_candidate(task.task_id, task.name, Path(task.solution_path).read_text())
             held = await pool._queue().get()  # the only worker is busy
-            skipped = await pool.compile(task, cand, 90, wait=False)
+            skipped = pool.start_compile(task, cand, 90)
             pool._queue().put_nowait(held)
-            return skipped, await pool.compile(task, cand, 90, wait=False)
+            fut = pool.start_compile(task, cand, 90)
+            not_yet = ready_result(fut)  # an evaluator taking the candidate now goes without
+            await fut
+            return skipped, not_yet, ready_result(fut), pool.start_compile(task, cand, 90)
 
-        skipped, done = asyncio.run(busy_then_free())
+        skipped, not_yet, done, again = asyncio.run(busy_then_free())
         assert skipped is None and pool.skipped == 1  # `on` never waits for a compile worker
+        assert not_yet is None  # ... nor for the compile
         assert done is not None and done.kernels >= 1 and done.arch == 90
+        assert again is not None and again.result() is done  # another pool of sm_90 shares it
         assert pool.line() == ("compile pool: 1 workers on 1 node(s), 1 candidates compiled ahead, "
                                "0 without kernels, 1 left to the GPU (no worker free)")
         pool.close()
