@@ -96,8 +96,8 @@ class EngineConfig:
     ray_address: str | None = None       # None: start or join a local Ray
     aot_compile: str = "off"             # off | on | always: compile candidates' Triton kernels
     #                                      ahead of time on CPU nodes (`compile` resource) for each
-    #                                      GPU pool's sm_XX; `on` only while a compile worker is
-    #                                      free and the candidate would queue for an evaluator anyway
+    #                                      GPU pool's sm_XX; `on`: while a compile worker is free,
+    #                                      used if ready when an evaluator takes the candidate
     compile_workers: int = 2             # CPU compile actors (engine.aot_compile)
     compile_timeout_s: float = 300.0     # per candidate and architecture; then the GPU compiles
     compile_resource: str = ""           # custom resource compile actors ask for; "": `compile` if
