@@ -70,6 +70,11 @@ def cpu(args: argparse.Namespace) -> dict:
             "untraced": untraced, "per_task": per_task}
 
 
+def _kernels(cache: Path) -> set[str]:
+    """Cache keys holding a compiled kernel (Triton caches its launchers there too)."""
+    return {p.parent.name for p in cache.glob("*/*.cubin")}
+
+
 def gpu(args: argparse.Namespace) -> dict:
     import torch
 
@@ -87,7 +92,7 @@ def gpu(args: argparse.Namespace) -> dict:
             cache = Path(tempfile.mkdtemp(prefix=f"kbx_bench_aot_{mode}_"))
             if mode == "seeded":
                 seed_cache(aot.files, cache)
-            before = set(os.listdir(cache))
+            before = _kernels(cache)
             ev = Evaluator(EvalConfig(device="cuda", sandbox=SandboxConfig(
                 device="cuda", extra_env={"TRITON_CACHE_DIR": str(cache)})))
             try:
@@ -98,7 +103,7 @@ def gpu(args: argparse.Namespace) -> dict:
                              # JIT compiles happen inside the worker's calls of the correctness stage
                              "correctness_s": round(res.stage_s.get("correctness", 0.0), 3),
                              "w_call_s": round(res.stage_s.get("w_call", 0.0), 3),
-                             "new_kernels": len(set(os.listdir(cache)) - before)}
+                             "new_kernels": len(_kernels(cache) - before)}
             finally:
                 ev.close()
         rows[task.task_id] = row
