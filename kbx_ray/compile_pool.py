@@ -100,7 +100,7 @@ class CompilePool:
         only if it is there when an evaluator takes the candidate, so the GPUs never wait for it."""
         if not self._usable(cand, arch):
             return None
-        key = (f"{task.task_hash}:{cand.candidate_id}", arch)
+        key = _key(task, cand, arch)
         if key in self._done:
             return self._done[key]
         if self._queue().empty():
@@ -117,7 +117,7 @@ class CompilePool:
         if not self._usable(cand, arch):
             return None
         free = self._queue()
-        key = (f"{task.task_hash}:{cand.candidate_id}", arch)
+        key = _key(task, cand, arch)
         if key in self._done:
             return await asyncio.shield(self._done[key])
         fut = self._done[key] = asyncio.get_running_loop().create_future()
@@ -157,6 +157,10 @@ class CompilePool:
 
         for a in self.actors:
             ray.kill(a)
+
+
+def _key(task: Task, cand: Candidate, arch: int) -> tuple[str, int]:
+    return f"{task.task_hash}:{cand.candidate_id}", arch
 
 
 def ready_result(aot: Any) -> AotResult | None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kbx_ray import hardware
+from kbx_ray.compile_pool import ready_result
 from kbx_ray.config import Config, ConfigError
 from kbx_ray.types import Candidate, ErrorKind, EvalResult, Task
 
@@ -257,8 +258,6 @@ class EvaluatorPool:
         return False
 
     async def _results(self, actor: Any, batch: list[_Request]) -> list[EvalResult]:
-        from kbx_ray.compile_pool import ready_result
-
         aot = [ready_result(r.aot) for r in batch]  # kernels compiled ahead, if there by now
         if actor is None:
             return [await self.task_fn.remote(self.ecfg, batch[0].task, batch[0].cand, aot[0])]

@@ -47,9 +47,7 @@ class EvaluatorActor:
             res = EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id, stage="done",
                              call_ok=True, exec_ok=True, device="cpu")
         else:
-            seeded = _seed(self.evaluator, aot)
-            res = self.evaluator.evaluate(task, cand)
-            res.stage_s.update(seeded)
+            res = _evaluate(self.evaluator, task, cand, aot)
         res.node_id, res.node_accelerator = self.node_id, self.node_accelerator
         return res
 
@@ -64,6 +62,13 @@ class EvaluatorActor:
         if self.evaluator is None:
             return {"device": "cpu", "pid": os.getpid()}
         return dict(self.evaluator.sandbox.info, device=self.evaluator.device, pid=os.getpid())
+
+
+def _evaluate(evaluator: Any, task: Task, cand: Candidate, aot: Any) -> EvalResult:
+    seeded = _seed(evaluator, aot)
+    res = evaluator.evaluate(task, cand)
+    res.stage_s.update(seeded)
+    return res
 
 
 def _seed(evaluator: Any, aot: Any) -> dict[str, float]:
@@ -110,9 +115,7 @@ def evaluate_in_fresh_process(cfg: EvalConfig, task: Task, cand: Candidate,
                               aot: Any = None) -> EvalResult:
     ev = _evaluator(cfg)
     try:
-        seeded = _seed(ev, aot)
-        res = ev.evaluate(task, cand)
-        res.stage_s.update(seeded)
+        res = _evaluate(ev, task, cand, aot)
     finally:
         ev.close()
     res.node_id, res.node_accelerator = _node()

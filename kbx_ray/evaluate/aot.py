@@ -15,7 +15,6 @@ import ast
 import json
 import os
 import re
-import signal
 import stat
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kbx_ray.evaluate.checks import static_check
-from kbx_ray.evaluate.sandbox import SandboxConfig, _limits, redact, scrubbed_env
+from kbx_ray.evaluate.sandbox import SandboxConfig, _limits, kill_group, redact, scrubbed_env
 from kbx_ray.types import Candidate, Task
 
 MAX_FILES_MB = 64  # what one candidate's compiles may bring back
@@ -87,7 +86,7 @@ def compile_candidate(task: Task, cand: Candidate, arch: int, timeout_s: float =
         except subprocess.TimeoutExpired:
             res.error = f"ahead-of-time compile timed out after {timeout_s:g} s"
         finally:
-            _kill_group(proc)
+            kill_group(proc)
         out = _read_regular(reply_path, 1 << 20) or b""
         if out and not res.error:
             try:
@@ -109,18 +108,10 @@ def _refused(task: Task, cand: Candidate) -> str:
     if cand.error_kind or not cand.code:
         return f"no code to compile ({cand.error_kind or 'empty'})"
     try:
-        rep = static_check(ast.parse(cand.code), cand.entry or task.name)
+        rep = static_check(ast.parse(cand.code), task.name)
     except SyntaxError as e:
         return f"syntax error, line {e.lineno}: {e.msg}"
     return f"not compiled: {'; '.join(rep.violations)}" if rep.violations else ""
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
 
 
 def _collect(cache: Path) -> dict[str, bytes]:

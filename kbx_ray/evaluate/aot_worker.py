@@ -105,20 +105,15 @@ def _bytes(task: Any, case: dict) -> float:
 
 def trace(req: dict) -> dict:
     """Call the entry on each case's fake inputs; per case 'ok' or why it could not be traced."""
-    import os
-
     import torch  # noqa: F401 - imported before the candidate, as in the sandbox worker
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from kbx_ray.suite import load_module
 
-    install(int(req["arch"]))
-    if os.environ.get("KBX_LANDLOCK") == "1":  # after every import: the paths needed are known
-        from kbx_ray.evaluate import landlock
+    from kbx_ray.evaluate import landlock
 
-        pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        landlock.restrict(*landlock.worker_paths(pkg, os.getcwd(),
-                                                 os.environ.get("TRITON_CACHE_DIR", ""), "cpu"))
+    install(int(req["arch"]))
+    landlock.confine("cpu")  # after every import: the paths needed are known
     task = load_module(req["task_path"])
     cand = load_module(req["candidate_path"], prefix="kbx_aot_cand")
     entry = getattr(cand, req["entry"])

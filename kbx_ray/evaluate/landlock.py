@@ -95,6 +95,16 @@ def worker_paths(pkg_dir: str, home: str, cache: str,
     return read, write
 
 
+def confine(device: str) -> bool:
+    """Confine this worker process (the sandbox worker, the AOT compile worker) to `worker_paths`
+    when its parent asked for it (KBX_LANDLOCK=1), after its imports; True if Landlock took."""
+    if os.environ.get("KBX_LANDLOCK") != "1":
+        return False
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return restrict(*worker_paths(pkg, os.getcwd(), os.environ.get("TRITON_CACHE_DIR", ""),
+                                  device))
+
+
 def _under(path: str, root: str) -> bool:
     path, root = os.path.realpath(path), os.path.realpath(root)
     return path == root or path.startswith(root + os.sep)

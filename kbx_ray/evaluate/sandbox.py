@@ -129,6 +129,15 @@ def _unshare_network() -> None:
         pass
 
 
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the child's whole session (it ran `os.setsid` in `_limits`) and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
 class Sandbox:
     """One warm worker. `request` sends an op and returns its reply, or raises WorkerDied."""
 
@@ -240,11 +249,7 @@ class Sandbox:
 
     def kill(self) -> None:
         if self.proc is not None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            self.proc.wait()
+            kill_group(self.proc)
             self.reply.close()
             if self.proc.stdin:
                 try:

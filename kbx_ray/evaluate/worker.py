@@ -378,9 +378,7 @@ def main() -> None:
 
         if DEVICE == "cuda":
             torch.cuda.init()  # open the device nodes and load the driver while all is visible
-        pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        worker.landlocked = landlock.restrict(*landlock.worker_paths(
-            pkg, os.getcwd(), os.environ.get("TRITON_CACHE_DIR", ""), DEVICE))
+        worker.landlocked = landlock.confine(DEVICE)
     while True:
         try:
             req, _ = protocol.recv(in_fp)

@@ -69,7 +69,8 @@ EVALUATION_SCHEMA = pa.schema([
 ])
 
 SCHEMAS: dict[str, pa.Schema] = {"generations": GENERATION_SCHEMA, "evaluations": EVALUATION_SCHEMA}
-JSON_COLUMNS = frozenset({"prompt", "cases", "stage_s"})  # stored as JSON text; lists/dicts are encoded
+# stored as JSON text; lists and dicts are encoded
+JSON_COLUMNS = frozenset({"prompt", "cases", "stage_s"})
 _PANDAS_TYPES = {pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype(),
                  pa.bool_(): pd.BooleanDtype()}  # keep ints and bools typed when they hold nulls
 
