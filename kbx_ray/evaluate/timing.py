@@ -27,6 +27,8 @@ class TimingConfig:
     target_rel_ci: float = 0.01    # stop when the median's 95% CI half-width <= 1% of the median
     flush_mb: int = 256            # bigger than any current L2
     batch: int = 10                # events synchronised per batch
+    gate: bool = True              # hold each batch behind a spin kernel while the host enqueues it
+    gate_max_us: float = 5000.0    # the longest gate (a call that syncs inside makes it grow)
 
 
 @dataclass
@@ -74,31 +76,63 @@ def bench(fn: Callable[[], Any], cfg: TimingConfig, device: str = "cuda") -> Tim
     flush = torch.empty(cfg.flush_mb << 20, dtype=torch.uint8, device="cuda")
     fn()
     torch.cuda.synchronize()
+    enqueue_us: list[float] = []
     t_end = time.perf_counter() + cfg.warmup_ms / 1e3
     while time.perf_counter() < t_end:
+        t = time.perf_counter()
         if cfg.warmup_flush:
             flush.zero_()
         fn()
+        enqueue_us.append((time.perf_counter() - t) * 1e6)
     torch.cuda.synchronize()
+    gate_us = _gate_us(sorted(enqueue_us)[len(enqueue_us) // 2] * cfg.batch, cfg)
 
     times: list[float] = []
     deadline = time.perf_counter() + cfg.budget_s
     t0 = time.perf_counter()
     while len(times) < cfg.max_reps:
-        pairs = []
-        for _ in range(cfg.batch):
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                 for _ in range(cfg.batch)]
+        if cfg.gate:
+            spin_us(gate_us)
+        t = time.perf_counter()
+        for start, end in pairs:
             flush.zero_()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             fn()
             end.record()
-            pairs.append((start, end))
+        gate_us = _gate_us((time.perf_counter() - t) * 1e6, cfg)
         torch.cuda.synchronize()
         times.extend(s.elapsed_time(e) for s, e in pairs)
         if _enough(times, cfg, deadline):
             break
     wall = time.perf_counter() - t0
     return _summary(times, wall, _sync_wall_ms(fn, n=min(20, len(times))))
+
+
+def _gate_us(host_us: float, cfg: TimingConfig) -> float:
+    """How long the GPU waits before a batch: longer than the host took to enqueue the last one."""
+    return min(1.5 * host_us + 20.0, cfg.gate_max_us)
+
+
+_CYCLES_PER_US: dict[int, float] = {}
+
+
+def spin_us(us: float) -> None:
+    """Queue a kernel that spins for about `us` microseconds on the current stream. The cycle rate
+    is measured once per device (the SM clock varies by GPU; a throttled clock only lengthens it)."""
+    import torch
+
+    dev = torch.cuda.current_device()
+    if dev not in _CYCLES_PER_US:
+        torch.cuda._sleep(1000)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(2_000_000)
+        end.record()
+        end.synchronize()
+        _CYCLES_PER_US[dev] = 2_000_000 / max(start.elapsed_time(end) * 1e3, 1.0)
+    torch.cuda._sleep(max(1, int(us * _CYCLES_PER_US[dev])))
 
 
 def _enough(times: list[float], cfg: TimingConfig, deadline: float) -> bool:
@@ -133,10 +167,13 @@ def _bench_host(fn: Callable[[], Any], cfg: TimingConfig) -> Timing:
     return _summary(times, wall, sorted(times)[len(times) // 2])  # the host clock is the sync
 
 
-def graph_median_ms(fn: Callable[[], Any], replays: int = 50, flush_mb: int = 256) -> float:
+def graph_median_ms(fn: Callable[[], Any], replays: int = 50, flush_mb: int = 256,
+                    batch: int = 1) -> float:
     """Median time of `fn` captured once in a CUDA graph and replayed, L2 flushed before each replay:
     the reference point with no launch overhead at all (for agreement checks, not for judging:
-    a kernel that syncs with the host cannot be captured)."""
+    a kernel that syncs with the host cannot be captured). `batch` > 1 queues that many
+    flush+replay pairs behind a spin kernel before one sync (as `bench` feeds the GPU); 1 syncs
+    after every replay."""
     import torch
 
     side = torch.cuda.Stream()
@@ -149,15 +186,19 @@ def graph_median_ms(fn: Callable[[], Any], replays: int = 50, flush_mb: int = 25
     with torch.cuda.graph(graph):
         fn()
     flush = torch.empty(flush_mb << 20, dtype=torch.uint8, device="cuda")
-    times = []
-    for _ in range(replays):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
+    times: list[float] = []
+    while len(times) < replays:
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                 for _ in range(batch)]
+        if batch > 1:
+            spin_us(200.0 + 10.0 * batch)
+        for start, end in pairs:
+            flush.zero_()
+            start.record()
+            graph.replay()
+            end.record()
         torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
+        times.extend(s.elapsed_time(e) for s, e in pairs)
     times.sort()
     return times[len(times) // 2]
 
