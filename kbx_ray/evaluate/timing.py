@@ -27,8 +27,8 @@ class TimingConfig:
     target_rel_ci: float = 0.01    # stop when the median's 95% CI half-width <= 1% of the median
     flush_mb: int = 256            # bigger than any current L2
     batch: int = 10                # events synchronised per batch
-    gate: bool = True              # hold each batch behind a spin kernel while the host enqueues it
-    gate_max_us: float = 5000.0    # the longest gate (a call that syncs inside makes it grow)
+    feed: str = "queued"           # queued | gated | plain: how batches reach the GPU (see bench)
+    gate_max_us: float = 5000.0    # the longest gate (a call that syncs inside outruns any gate)
 
 
 @dataclass
@@ -41,6 +41,7 @@ class Timing:
     wall_s: float                  # host wall time of the measuring loop
     event_sum_ms: float            # sum of the event times (must be below wall time)
     sync_wall_ms: float = 0.0      # per-call wall time with device-wide syncs (side-stream check)
+    feed: str = ""                 # how the counted batches reached the GPU (bench's docstring)
     times_ms: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -68,46 +69,98 @@ def _quantile(s: list[float], q: float) -> float:
 
 def bench(fn: Callable[[], Any], cfg: TimingConfig, device: str = "cuda") -> Timing:
     """Time `fn` on the current CUDA device. `fn` must be idempotent on its inputs. Without a GPU
-    (`evaluation.cpu_timing`, for tests of the protocol) the host clock times each call instead."""
+    (`evaluation.cpu_timing`, for tests of the protocol) the host clock times each call instead.
+
+    `feed="queued"` (the default) keeps the GPU busy without pauses, as a model's forward pass
+    does and as `triton.testing.do_bench` does: each batch of flush+call pairs is queued while the
+    previous one runs. A batch counts only if the GPU had not reached it when the host finished
+    queuing it (the batch before was still running), so the GPU never waited for the host inside a
+    timed window. When the host falls behind (Python-heavy calls, a busy CPU) the loop turns to
+    gated batches: each held behind a spin kernel that outlasts the host's queuing (the spin must
+    still be running once the batch is queued), a sync between batches. If even the longest gate is
+    outrun (a call that syncs with the host inside), the times are kept as measured and the result
+    says `feed="host_bound"`. `feed="gated"` gates from the start; `"plain"` is the loop before
+    gating (a sync per batch, nothing checked), kept for comparisons."""
     import torch
 
     if device != "cuda":
         return _bench_host(fn, cfg)
-    flush = torch.empty(cfg.flush_mb << 20, dtype=torch.uint8, device="cuda")
+    flush = _flush_buffer(cfg.flush_mb)
     fn()
     torch.cuda.synchronize()
-    enqueue_us: list[float] = []
-    t_end = time.perf_counter() + cfg.warmup_ms / 1e3
-    while time.perf_counter() < t_end:
-        t = time.perf_counter()
+    n_warm, t_warm = 0, time.perf_counter()
+    while time.perf_counter() < t_warm + cfg.warmup_ms / 1e3:
         if cfg.warmup_flush:
             flush.zero_()
         fn()
-        enqueue_us.append((time.perf_counter() - t) * 1e6)
-    torch.cuda.synchronize()
-    gate_us = _gate_us(sorted(enqueue_us)[len(enqueue_us) // 2] * cfg.batch, cfg)
+        n_warm += 1
+    host_us_per_call = (time.perf_counter() - t_warm) * 1e6 / max(1, n_warm)
 
-    times: list[float] = []
-    deadline = time.perf_counter() + cfg.budget_s
-    t0 = time.perf_counter()
-    while len(times) < cfg.max_reps:
-        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                 for _ in range(cfg.batch)]
-        if cfg.gate:
+    def queue(gate_us: float, ahead: Any) -> tuple[list, float, bool]:
+        """One batch; whether it was wholly queued before the GPU reached it."""
+        pairs = [(_event(), _event()) for _ in range(cfg.batch)]
+        if gate_us:
             spin_us(gate_us)
+            ahead = _event(record=True)
         t = time.perf_counter()
         for start, end in pairs:
             flush.zero_()
             start.record()
             fn()
             end.record()
-        gate_us = _gate_us((time.perf_counter() - t) * 1e6, cfg)
-        torch.cuda.synchronize()
-        times.extend(s.elapsed_time(e) for s, e in pairs)
-        if _enough(times, cfg, deadline):
+        host_us = (time.perf_counter() - t) * 1e6
+        return pairs, host_us, ahead is not None and not ahead.query()
+
+    mode = cfg.feed
+    gate_us = _gate_us(host_us_per_call * cfg.batch, cfg) if mode == "gated" else 0.0
+    times: list[float] = []
+    deadline = time.perf_counter() + cfg.budget_s
+    t0 = time.perf_counter()
+    pending = queue(gate_us, _event(record=True))
+    while True:
+        pairs, host_us, clean = pending
+        nxt = None
+        if mode == "queued" and len(times) + 2 * cfg.batch <= cfg.max_reps:
+            nxt = queue(0.0, pairs[-1][1])  # behind the running batch
+        pairs[-1][1].synchronize()
+        if clean or mode in ("plain", "host_bound"):
+            times.extend(s.elapsed_time(e) for s, e in pairs)
+        elif mode == "queued":
+            mode, gate_us = "gated", _gate_us(max(host_us, host_us_per_call * cfg.batch), cfg)
+        elif gate_us >= cfg.gate_max_us:
+            mode = "host_bound"
+            times.extend(s.elapsed_time(e) for s, e in pairs)
+        else:
+            gate_us = _gate_us(max(host_us, 2 * gate_us), cfg)
+        if len(times) >= cfg.max_reps or _enough(times, cfg, deadline):
+            torch.cuda.synchronize()
+            if nxt is not None and nxt[2]:  # the batch in flight ran anyway
+                times.extend(s.elapsed_time(e) for s, e in nxt[0])
             break
+        if nxt is not None:
+            pending = nxt
+        elif mode == "gated":
+            pending = queue(gate_us, None)
+        else:
+            pending = queue(0.0, None)
     wall = time.perf_counter() - t0
-    return _summary(times, wall, _sync_wall_ms(fn, n=min(20, len(times))))
+    return _summary(times, wall, _sync_wall_ms(fn, n=min(20, len(times))), mode)
+
+
+def _flush_buffer(mb: int) -> Any:
+    """A buffer bigger than L2: writing it (`zero_()`) evicts the kernel's inputs and outputs."""
+    import torch
+
+    return torch.empty(mb << 20, dtype=torch.uint8, device="cuda")
+
+
+def _event(record: bool = False) -> Any:
+    import torch
+
+    e = torch.cuda.Event(enable_timing=True)
+    if record:
+        e.record()
+    return e
 
 
 def _gate_us(host_us: float, cfg: TimingConfig) -> float:
@@ -141,12 +194,12 @@ def _enough(times: list[float], cfg: TimingConfig, deadline: float) -> bool:
         median_rel_ci(times) <= cfg.target_rel_ci or time.perf_counter() > deadline)
 
 
-def _summary(times: list[float], wall_s: float, sync_wall_ms: float) -> Timing:
+def _summary(times: list[float], wall_s: float, sync_wall_ms: float, feed: str = "") -> Timing:
     s = sorted(times)
     return Timing(
         median_ms=s[len(s) // 2], p20_ms=_quantile(s, 0.2), p80_ms=_quantile(s, 0.8),
         reps=len(times), rel_ci=median_rel_ci(times), wall_s=wall_s, event_sum_ms=sum(times),
-        sync_wall_ms=sync_wall_ms, times_ms=times,
+        sync_wall_ms=sync_wall_ms, feed=feed, times_ms=times,
     )
 
 
@@ -164,16 +217,16 @@ def _bench_host(fn: Callable[[], Any], cfg: TimingConfig) -> Timing:
         if _enough(times, cfg, deadline):
             break
     wall = time.perf_counter() - t0
-    return _summary(times, wall, sorted(times)[len(times) // 2])  # the host clock is the sync
+    return _summary(times, wall, sorted(times)[len(times) // 2], "host")  # the host clock syncs
 
 
 def graph_median_ms(fn: Callable[[], Any], replays: int = 50, flush_mb: int = 256,
-                    batch: int = 1) -> float:
+                    queued: bool = True, warmup_ms: float = 25.0) -> float:
     """Median time of `fn` captured once in a CUDA graph and replayed, L2 flushed before each replay:
     the reference point with no launch overhead at all (for agreement checks, not for judging:
-    a kernel that syncs with the host cannot be captured). `batch` > 1 queues that many
-    flush+replay pairs behind a spin kernel before one sync (as `bench` feeds the GPU); 1 syncs
-    after every replay."""
+    a kernel that syncs with the host cannot be captured). `queued`: fed as `bench` feeds the GPU,
+    a warmup then every flush+replay pair queued back to back before one sync; otherwise a sync
+    after every replay (the GPU pauses between replays)."""
     import torch
 
     side = torch.cuda.Stream()
@@ -186,20 +239,21 @@ def graph_median_ms(fn: Callable[[], Any], replays: int = 50, flush_mb: int = 25
     with torch.cuda.graph(graph):
         fn()
     flush = torch.empty(flush_mb << 20, dtype=torch.uint8, device="cuda")
-    times: list[float] = []
-    while len(times) < replays:
-        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                 for _ in range(batch)]
-        if batch > 1:
-            spin_us(200.0 + 10.0 * batch)
-        for start, end in pairs:
-            flush.zero_()
-            start.record()
-            graph.replay()
-            end.record()
-        torch.cuda.synchronize()
-        times.extend(s.elapsed_time(e) for s, e in pairs)
-    times.sort()
+    torch.cuda.synchronize()
+    t_end = time.perf_counter() + (warmup_ms / 1e3 if queued else 0.0)
+    while time.perf_counter() < t_end:
+        flush.zero_()
+        graph.replay()
+    pairs = [(_event(), _event()) for _ in range(replays)]
+    for start, end in pairs:
+        flush.zero_()
+        start.record()
+        graph.replay()
+        end.record()
+        if not queued:
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) for s, e in pairs)
     return times[len(times) // 2]
 
 

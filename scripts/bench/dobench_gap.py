@@ -8,17 +8,21 @@ the stream full (do_bench, its clone, a 20 ms clone, our loop in one 2700-rep ba
 our 10-rep batches and over graph replay with a sync per replay. And one case (reduce/sum
 transposed, two launches and ~100 us of Python per call against ~115 us of GPU work per rep) read
 2x in 2 of 5 evaluations while other evaluators compiled on the CPU: when the host enqueues more
-slowly than the GPU runs, the GPU waits inside the timed window. Round 2 probes both, interleaved
-per case in one process:
+slowly than the GPU runs, the GPU waits inside the timed window.
+Round 2 (45a5d4e): gating each batch behind a spin kernel cured the second (1.50x -> 1.015x under 14
+CPU spinners) and showed the first is the GPU's, not a loop's: the longer the run of back-to-back
+flush+call pairs since the GPU last paused, the slower a 20 us memory-bound kernel reads (batches of
+10 after a pause +0.6%, of 50 +1.5%, 2000 +4.5% over graph replay with a sync per replay; do_bench
+matches the last). Round 3 measures the loop that came of it, `feed="queued"`: batches queued
+while the previous one runs, so the GPU never pauses, each counted only if it was queued before
+the GPU reached it (gated batches when the host falls behind). Interleaved per case in one process:
 - `do_bench`: triton.testing.do_bench(25, 200, median), as bench_eval compares against;
-- `ours_nogate`: our loop with each batch enqueued while the GPU runs it (the loop until 391eb43);
-- `ours`: our loop as configured: each batch of 10 queued behind a spin kernel sized from the host's
-  enqueue time, so the GPU runs the batch back to back; `ours_b50`: batches of 50;
-- `ours_sustained`: our loop held to do_bench's rep count in one unsynchronised batch;
-- `graph`: CUDA-graph replay, a sync after each replay; `graph_b10`: replays queued 10 at a time
-  behind a spin kernel, as our loop feeds the GPU.
-`--contend N` then repeats `ours_nogate`, `ours` and `graph_b10` on two cases while N processes
-spin on the CPU (a sweep's compiles). Diagnostic only: it judges nothing and changes no setting.
+- `ours`: our loop as configured; `ours_gated`: gated batches from the start (45a5d4e's loop);
+  `ours_plain`: a sync per batch, nothing checked (the loop until 391eb43);
+- `graph`: CUDA-graph replay fed as our loop feeds the GPU (a warmup, replays back to back);
+  `graph_sync`: a sync after every replay.
+`--contend N` then repeats `ours_plain`, `ours` and `graph` on two cases while N processes spin on
+the CPU (a sweep's compiles). Diagnostic only: it judges nothing and changes no setting.
 """
 from __future__ import annotations
 
@@ -64,14 +68,11 @@ def variants(names: list[str]) -> dict:
     base = TimingConfig()
     every = {
         "do_bench": lambda c: triton.testing.do_bench(c, warmup=25, rep=200, return_mode="median"),
-        "ours_nogate": lambda c: bench(c, replace(base, gate=False)).median_ms,
         "ours": lambda c: bench(c, base).median_ms,
-        "ours_b50": lambda c: bench(c, replace(base, batch=50)).median_ms,
-        "ours_sustained": lambda c: bench(c, replace(base, gate=False, batch=2000, min_reps=2000,
-                                                     max_reps=2000, target_rel_ci=0.0,
-                                                     budget_s=60.0)).median_ms,
+        "ours_gated": lambda c: bench(c, replace(base, feed="gated")).median_ms,
+        "ours_plain": lambda c: bench(c, replace(base, feed="plain")).median_ms,
         "graph": lambda c: graph_median_ms(c),
-        "graph_b10": lambda c: graph_median_ms(c, batch=10),
+        "graph_sync": lambda c: graph_median_ms(c, queued=False),
     }
     return {n: every[n] for n in names}
 
@@ -87,10 +88,13 @@ def probe_case(task_id: str, case_name: str, rounds: int, names: list[str]) -> d
             t0 = time.time()
             got.setdefault(name, []).append(run(call))
             marks.append((name, round(t0, 3), round(time.time(), 3)))
+    from kbx_ray.evaluate.timing import TimingConfig, bench
+
+    feed = bench(call, TimingConfig()).feed  # how our loop fed this case (queued or gated)
     torch.cuda.synchronize()
     med = {k: statistics.median(v) for k, v in got.items()}
-    ref = med.get("graph") or med["graph_b10"]
-    return {"median_ms": {k: round(v, 5) for k, v in med.items()},
+    ref = med["graph"]
+    return {"ours_feed": feed, "median_ms": {k: round(v, 5) for k, v in med.items()},
             "vs_graph": {k: round(v / ref, 3) for k, v in med.items() if k != "graph"},
             "vs_do_bench": {k: round(v / med["do_bench"], 3) for k, v in med.items()
                             if "do_bench" in med and k != "do_bench"},
@@ -105,6 +109,7 @@ def _spin(stop_at: float) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--cases", nargs="*", default=None, help="task:case keys (default: all)")
     ap.add_argument("--contend", type=int, default=14, help="CPU spinners for the contended pass")
     ap.add_argument("--out", default=str(ROOT / "scripts/bench/results/dobench_gap_h200.json"))
     args = ap.parse_args()
@@ -113,8 +118,10 @@ def main() -> int:
     doc: dict = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
                  "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cases": {},
                  "contended": {}}
-    names = ["do_bench", "ours_nogate", "ours", "ours_b50", "ours_sustained", "graph", "graph_b10"]
+    names = ["do_bench", "ours", "ours_gated", "ours_plain", "graph", "graph_sync"]
     for task_id, name in CASES:
+        if args.cases and f"{task_id}:{name}" not in args.cases:
+            continue
         row = probe_case(task_id, name, args.rounds, names)
         doc["cases"][f"{task_id}:{name}"] = row
         print(f"{task_id}:{name}", "vs graph", row["vs_graph"], flush=True)
@@ -128,9 +135,9 @@ def main() -> int:
         time.sleep(1.0)
         try:
             for task_id, name in CONTENDED:
-                row = probe_case(task_id, name, args.rounds, ["ours_nogate", "ours", "graph_b10"])
+                row = probe_case(task_id, name, args.rounds, ["ours_plain", "ours", "graph"])
                 doc["contended"][f"{task_id}:{name}"] = row
-                print(f"contended {task_id}:{name}", "vs graph_b10", row["vs_graph"], flush=True)
+                print(f"contended {task_id}:{name}", "vs graph", row["vs_graph"], flush=True)
                 Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
         finally:
             for p in spinners:

@@ -114,6 +114,46 @@ def test_timing_of_a_compute_bound_kernel_agrees_with_cuda_graph_replay():
     assert abs(ours / graph - 1) < 0.03, (ours, graph)
 
 
+def test_a_call_slower_on_the_host_than_on_the_gpu_is_timed_by_its_kernel():
+    """300 us of Python before a ~40 us kernel: a loop that lets the GPU wait for the host inside the
+    timed window reads the host's pace (`feed="plain"`); ours turns to gated batches and reads the
+    kernel, within 3% of graph replay (which has no host in the loop at all)."""
+    import time as _time
+    from dataclasses import replace
+
+    import torch
+
+    from kbx_ray.evaluate.timing import TimingConfig, bench, graph_median_ms
+    from kbx_ray.suite import load_module
+
+    sol = load_module(RELU.solution_path, prefix="sol")
+    x = torch.randn(16 << 20, device="cuda")
+
+    def slow_host() -> torch.Tensor:
+        t = _time.perf_counter()
+        while _time.perf_counter() - t < 300e-6:
+            pass
+        return sol.relu(x)
+
+    graph = statistics.median(graph_median_ms(lambda: sol.relu(x)) for _ in range(3))
+    plain = bench(slow_host, replace(TimingConfig(), feed="plain"))
+    ours = [bench(slow_host, TimingConfig()) for _ in range(3)]
+    assert plain.median_ms > 2 * graph, (plain.median_ms, graph)
+    assert all(t.feed == "gated" for t in ours), [t.feed for t in ours]
+    ours_ms = statistics.median(t.median_ms for t in ours)
+    assert abs(ours_ms / graph - 1) < 0.03, (ours_ms, graph)
+
+
+def test_a_call_that_syncs_inside_is_timed_and_flagged_host_bound():
+    import torch
+
+    from kbx_ray.evaluate.timing import TimingConfig, bench
+
+    x = torch.randn(1 << 20, device="cuda")
+    t = bench(lambda: (x * 2).sum().item(), TimingConfig(budget_s=0.3))
+    assert t.feed == "host_bound" and t.reps >= 10 and t.median_ms > 0
+
+
 @pytest.mark.parametrize("task_id", ["activation/relu", "matrix_multiply/matmul"])
 def test_aot_seeded_cache_is_all_hits(task_id, tmp_path):
     """Kernels compiled ahead of time as a CPU compile node does (fake tensors, Triton pointed at

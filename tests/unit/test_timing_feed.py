@@ -1,0 +1,136 @@
+"""How `timing.bench` feeds the GPU, on a simulated CUDA stream (no GPU needed).
+
+The simulation is exact for one stream: every operation starts when both the stream is free and the
+host has queued it, and the host's clock advances by what each call costs it. So a GPU that waits
+for the host inside a timed window shows up as a longer event time, as it does on real hardware.
+"""
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+from kbx_ray.evaluate import timing
+
+
+class Sim:
+    """Host clock and one CUDA stream, in microseconds."""
+
+    def __init__(self, host_us: float, gpu_us: float, flush_us: float = 20.0,
+                 slow_after: int | None = None, slow_host_us: float = 0.0,
+                 syncs_inside: bool = False) -> None:
+        self.host = 0.0
+        self.stream_end = 0.0
+        self.host_us, self.gpu_us, self.flush_us = host_us, gpu_us, flush_us
+        self.slow_after, self.slow_host_us = slow_after, slow_host_us
+        self.syncs_inside = syncs_inside
+        self.calls = 0
+        self.spins: list[float] = []
+
+    def run(self, duration_us: float) -> None:
+        start = max(self.stream_end, self.host)
+        self.stream_end = start + duration_us
+
+    def perf_counter(self) -> float:
+        return self.host / 1e6
+
+    def synchronize(self) -> None:
+        self.host = max(self.host, self.stream_end)
+
+    def call(self) -> None:
+        self.calls += 1
+        slow = self.slow_after is not None and self.calls > self.slow_after
+        self.host += self.slow_host_us if slow else self.host_us
+        self.run(self.gpu_us)
+        if self.syncs_inside:
+            self.synchronize()
+
+    def spin(self, us: float) -> None:
+        self.spins.append(us)
+        self.host += 3.0
+        self.run(us)
+
+    def event(self, record: bool = False) -> "SimEvent":
+        e = SimEvent(self)
+        if record:
+            e.record()
+        return e
+
+
+class SimEvent:
+    def __init__(self, sim: Sim) -> None:
+        self.sim, self.ts = sim, None
+
+    def record(self) -> None:
+        self.sim.host += 1.0
+        self.sim.run(0.0)
+        self.ts = self.sim.stream_end
+
+    def query(self) -> bool:
+        return self.ts is not None and self.ts <= self.sim.host
+
+    def synchronize(self) -> None:
+        self.sim.host = max(self.sim.host, self.ts)
+
+    def elapsed_time(self, other: "SimEvent") -> float:
+        return (other.ts - self.ts) / 1e3
+
+
+@pytest.fixture
+def simulate(monkeypatch):
+    def make(**kw) -> Sim:
+        sim = Sim(**kw)
+        flush = types.SimpleNamespace(zero_=lambda: (setattr(sim, "host", sim.host + 5.0),
+                                                     sim.run(sim.flush_us)))
+        monkeypatch.setattr(timing, "_flush_buffer", lambda mb: flush)
+        monkeypatch.setattr(timing, "_event", sim.event)
+        monkeypatch.setattr(timing, "spin_us", sim.spin)
+        monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=sim.perf_counter))
+        monkeypatch.setattr(torch.cuda, "synchronize", sim.synchronize)
+        return sim
+    return make
+
+
+CFG = timing.TimingConfig(warmup_ms=1.0, min_reps=20, max_reps=200, budget_s=0.5)
+
+
+def test_gpu_bound_calls_are_queued_back_to_back_and_timed_exactly(simulate):
+    sim = simulate(host_us=10.0, gpu_us=50.0)
+    t = timing.bench(sim.call, CFG)
+    assert t.feed == "queued" and not sim.spins
+    assert t.reps >= CFG.min_reps and set(t.times_ms) == {0.05}
+
+
+def test_a_host_slower_than_the_gpu_is_kept_out_of_the_timed_window(simulate):
+    """The loop before gating reads the host's pace; the default turns to gated batches and reads
+    the kernel's."""
+    sim = simulate(host_us=120.0, gpu_us=50.0)
+    plain = timing.bench(sim.call, timing.TimingConfig(**{**vars(CFG), "feed": "plain"}))
+    assert plain.median_ms > 0.08  # the GPU waited for the host inside the events
+    sim = simulate(host_us=120.0, gpu_us=50.0)
+    t = timing.bench(sim.call, CFG)
+    assert t.feed == "gated" and sim.spins
+    assert set(t.times_ms) == {0.05}
+
+
+def test_a_host_that_slows_down_mid_run_costs_no_inflated_rep(simulate):
+    """A busy CPU (another evaluator compiling) partway through: the batch it slowed is dropped,
+    the rest is gated, and no counted rep holds a wait for the host."""
+    sim = simulate(host_us=10.0, gpu_us=50.0, slow_after=130, slow_host_us=150.0)
+    t = timing.bench(sim.call, timing.TimingConfig(**{**vars(CFG), "min_reps": 100}))
+    assert sim.calls > 130 and t.feed == "gated" and t.reps >= 100
+    assert set(t.times_ms) == {0.05}
+
+
+def test_a_call_that_syncs_inside_ends_host_bound_and_says_so(simulate):
+    sim = simulate(host_us=10.0, gpu_us=50.0, syncs_inside=True)
+    t = timing.bench(sim.call, CFG)
+    assert t.feed == "host_bound" and t.reps >= CFG.min_reps
+    assert max(sim.spins) == CFG.gate_max_us  # the gate grew to its cap before giving up
+
+
+def test_gate_covers_the_hosts_queuing_time_within_its_cap():
+    cfg = timing.TimingConfig()
+    assert timing._gate_us(100.0, cfg) > 100.0
+    assert timing._gate_us(1e9, cfg) == cfg.gate_max_us
