@@ -114,6 +114,15 @@ def test_a_host_slower_than_the_gpu_is_kept_out_of_the_timed_window(simulate):
     assert set(t.times_ms) == {0.05}
 
 
+@pytest.mark.parametrize("host_us", [120.0, 340.0])
+def test_a_gate_near_its_cap_is_tried_before_the_loop_gives_up(simulate, host_us):
+    """The H200 case that found this: 300 us of Python per call, a batch's gate (1.5x the host's
+    queuing) over the old 5 ms cap. A gate is only outrun once it has been tried at the cap."""
+    sim = simulate(host_us=host_us, gpu_us=40.0)
+    t = timing.bench(sim.call, timing.TimingConfig(**{**vars(CFG), "gate_max_us": 5000.0}))
+    assert t.feed == "gated" and set(t.times_ms) == {0.04}
+
+
 def test_a_host_that_slows_down_mid_run_costs_no_inflated_rep(simulate):
     """A busy CPU (another evaluator compiling) partway through: the batch it slowed is dropped,
     the rest is gated, and no counted rep holds a wait for the host."""
