@@ -16,7 +16,9 @@ kernel's median over `--repeats` cold evaluations (values kept); agreement of ou
 do_bench and with CUDA-graph replay, interleaved in one process, plus the sweep's own medians against
 do_bench (`in_sweep_*`); `--alt-jobs` evaluator counts; each technique's share of the gain (each
 switched off in turn; `--skip shares` keeps the previous run's, `--skip naive cv agreement` measures
-the shares alone and keeps the rest). Per candidate: wall time and stages,
+the shares alone and keeps the rest, `--skip naive cv shares` the agreement alone). Agreement runs
+each method first in turn over three rounds (a power-capped kernel's clock depends on what ran
+before) and also reports it over the cases where do_bench and graph replay agree with each other. Per candidate: wall time and stages,
 including `lock_wait` and `exclusive` (time waiting for the GPU lock, time holding it alone). The
 JSON is rewritten after every step, with the GPU named, so a run cut short keeps what it measured.
 """

@@ -4,11 +4,12 @@
 # - tests: the gpu-marked tests, full log (never cut with tail: the failures are the point)
 # - suite: scripts/bench/suite_gpu.py --jobs 4 over the given task ids (default: all), incremental JSON
 # - bench: scripts/bench/bench_eval.py with its defaults (8 tasks, 2 mutants each, 4 jobs); e.g.
-#   `bench --skip shares --alt-jobs --label <commit>` fits one call (about 7 min)
+#   `bench --skip shares --alt-jobs --label <commit>` fits one call (about 7 min); `--skip naive cv shares` measures
+#   the agreement alone (about 2 min)
 # - probe: scripts/bench/timing_probe.py (placement and timing-loop variants, about 80 s)
 # - aot: scripts/bench/bench_aot.py --gpu over bench_eval's 8 tasks (cold vs AOT-seeded Triton cache,
 #   about 2 min) and the AOT GPU test
-# - gap: scripts/bench/dobench_gap.py (where do_bench and graph replay part, about 40 s), with the
+# - gap: scripts/bench/dobench_gap.py (our loop's feed modes, do_bench and graph replay, about 60 s), with the
 #   GPU's clocks and power sampled every 100 ms by nvidia-smi into $OUT/smi.csv
 # - two_gpu (nvidia-h200-x2): scripts/bench/bench_two_gpu.py. Ray is not in the image and its wheel
 #   is over the carry limit, so it comes in two parts: call 1 carries .whl (part aa + jsonschema,
