@@ -21,7 +21,7 @@ from kbx_ray.evaluate.gpulock import GpuLock, NoLock
 from kbx_ray.evaluate.inputs import InputCache
 from kbx_ray.evaluate.protocol import tensor_from_wire
 from kbx_ray.evaluate.roofline import compute_dtype, roofline
-from kbx_ray.evaluate.sandbox import Sandbox, SandboxConfig, WorkerDied
+from kbx_ray.evaluate.sandbox import Sandbox, WorkerDied
 from kbx_ray.suite import load_module
 from kbx_ray.types import Candidate, CaseResult, EvalResult, Task, trim
 

@@ -98,8 +98,6 @@ def test_timing_agrees_with_cuda_graph_replay():
 def test_timing_of_a_compute_bound_kernel_agrees_with_cuda_graph_replay():
     """An fp32 matmul stops adapting after ~20 reps; with a warmup that did not flush L2, those first
     flushed reps ran 15% slow on an H200 (timing_probe_h200.json). The flushed warmup: within 3%."""
-    import torch
-
     from kbx_ray.evaluate.timing import TimingConfig, bench, graph_median_ms
     from kbx_ray.suite import get_task, load_module
 
