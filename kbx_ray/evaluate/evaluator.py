@@ -311,6 +311,8 @@ class Evaluator:
                         f"with a device sync vs {t['median_ms']:.3f} ms by events (side-stream work?)")
         if t.get("feed") == "host_bound":  # a call that syncs inside: its waits are in its times
             res.flags.append(f"timing_host_bound:{case['name']}")
+        if ref_t.feed == "host_bound":  # the eager reference's own (its speedup is then generous)
+            res.flags.append(f"timing_host_bound_ref:{case['name']}")
         cr.cand_ms, cr.cand_p20_ms, cr.cand_p80_ms = t["median_ms"], t["p20_ms"], t["p80_ms"]
         cr.cand_reps, cr.ref_ms, cr.ref_reps = t["reps"], ref_t.median_ms, ref_t.reps
         cr.speedup = ref_t.median_ms / t["median_ms"] if t["median_ms"] > 0 else None

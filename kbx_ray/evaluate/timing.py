@@ -20,6 +20,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 
+FEEDS = ("queued", "gated", "plain")  # how bench feeds the GPU (its docstring)
+
+
 @dataclass
 class TimingConfig:
     warmup_ms: float = 25.0        # warmup time before measuring
@@ -32,6 +35,13 @@ class TimingConfig:
     batch: int = 10                # events synchronised per batch
     feed: str = "queued"           # queued | gated | plain: how batches reach the GPU (see bench)
     gate_max_us: float = 20000.0   # the longest gate (a call that syncs inside outruns any gate)
+
+    def __post_init__(self) -> None:
+        if self.feed not in FEEDS:
+            raise ValueError(f"timing feed {self.feed!r} is not one of {', '.join(FEEDS)}")
+        if self.batch < 1 or self.max_reps < 1:
+            raise ValueError(f"timing batch ({self.batch}) and max_reps ({self.max_reps}) must be "
+                             ">= 1")
 
 
 @dataclass
@@ -80,10 +90,11 @@ def bench(fn: Callable[[], Any], cfg: TimingConfig, device: str = "cuda") -> Tim
     queuing it (the batch before was still running), so the GPU never waited for the host inside a
     timed window. When the host falls behind (Python-heavy calls, a busy CPU) the loop turns to
     gated batches: each held behind a spin kernel that outlasts the host's queuing (the spin must
-    still be running once the batch is queued), a sync between batches. If even the longest gate is
-    outrun (a call that syncs with the host inside), the times are kept as measured and the result
-    says `feed="host_bound"`. `feed="gated"` gates from the start; `"plain"` is the loop before
-    gating (a sync per batch, nothing checked), kept for comparisons."""
+    still be running once the batch is queued), a sync between batches; a gate that would pass its
+    cap holds fewer calls. If even one call outruns the longest gate (a call that syncs with the
+    host inside), the times are kept as measured and the result says `feed="host_bound"`.
+    `feed="gated"` gates from the start; `"plain"` is the loop before gating (a sync per batch,
+    nothing checked), kept for comparisons."""
     import torch
 
     if device != "cuda":
@@ -91,17 +102,11 @@ def bench(fn: Callable[[], Any], cfg: TimingConfig, device: str = "cuda") -> Tim
     flush = _flush_buffer(cfg.flush_mb)
     fn()
     torch.cuda.synchronize()
-    n_warm, t_warm = 0, time.perf_counter()
-    while time.perf_counter() < t_warm + cfg.warmup_ms / 1e3:
-        if cfg.warmup_flush:
-            flush.zero_()
-        fn()
-        n_warm += 1
-    host_us_per_call = (time.perf_counter() - t_warm) * 1e6 / max(1, n_warm)
+    host_us_per_call = _warmup(fn, flush, cfg)
 
-    def queue(gate_us: float, ahead: Any) -> tuple[list, float, bool, float]:
-        """One batch; whether it was wholly queued before the GPU reached it; its gate."""
-        pairs = [(_event(), _event()) for _ in range(cfg.batch)]
+    def queue(gate_us: float, ahead: Any, n: int) -> tuple[list, float, bool, float]:
+        """n flush+call pairs; whether they were all queued before the GPU reached them; the gate."""
+        pairs = [(_event(), _event()) for _ in range(n)]
         if gate_us:
             spin_us(gate_us)
             ahead = _event(record=True)
@@ -114,40 +119,61 @@ def bench(fn: Callable[[], Any], cfg: TimingConfig, device: str = "cuda") -> Tim
         host_us = (time.perf_counter() - t) * 1e6
         return pairs, host_us, ahead is not None and not ahead.query(), gate_us
 
-    mode = cfg.feed
-    gate_us = _gate_us(host_us_per_call * cfg.batch, cfg) if mode == "gated" else 0.0
+    mode, size, recalibrated = cfg.feed, cfg.batch, False
+    gate_us = _gate_us(host_us_per_call * size, cfg) if mode == "gated" else 0.0
     times: list[float] = []
     deadline = time.perf_counter() + cfg.budget_s
     t0 = time.perf_counter()
-    pending = queue(gate_us, _event(record=True))
+    pending = queue(gate_us, _event(record=True), size)
     while True:
         pairs, host_us, clean, gated_by = pending
         nxt = None
-        if mode == "queued" and len(times) + 2 * cfg.batch <= cfg.max_reps:
-            nxt = queue(0.0, pairs[-1][1])  # behind the running batch
+        if mode == "queued" and len(times) + len(pairs) + size <= cfg.max_reps:
+            nxt = queue(0.0, pairs[-1][1], size)  # behind the running batch
         pairs[-1][1].synchronize()
         if clean or mode in ("plain", "host_bound"):
             times.extend(s.elapsed_time(e) for s, e in pairs)
         elif mode == "queued":
-            mode, gate_us = "gated", _gate_us(max(host_us, host_us_per_call * cfg.batch), cfg)
-        elif gated_by >= cfg.gate_max_us:  # outran even the longest gate
+            mode, gate_us = "gated", _gate_us(max(host_us, host_us_per_call * size), cfg)
+        elif host_us < 0.5 * gated_by and not recalibrated:  # the spin ran short: a new clock
+            recalibrated = True
+            _CYCLES_PER_US.clear()
+        elif gated_by < cfg.gate_max_us:
+            gate_us = max(gate_us, _gate_us(max(host_us, 2 * gated_by), cfg))
+        elif size > 1:  # the longest gate is too short for the batch: fewer calls behind it
+            size = max(1, size // 2)
+        else:  # one call outruns the longest gate: it waits on the GPU inside
             mode = "host_bound"
             times.extend(s.elapsed_time(e) for s, e in pairs)
-        else:
-            gate_us = max(gate_us, _gate_us(max(host_us, 2 * gated_by), cfg))
-        if len(times) >= cfg.max_reps or _enough(times, cfg, deadline):
+        if (len(times) >= cfg.max_reps or _enough(times, cfg, deadline)
+                or (mode == "queued" and nxt is None)):  # no room left for a checked batch
             torch.cuda.synchronize()
             if nxt is not None and nxt[2]:  # the batch in flight ran anyway
                 times.extend(s.elapsed_time(e) for s, e in nxt[0])
             break
-        if nxt is not None:
-            pending = nxt
-        elif mode == "gated":
-            pending = queue(gate_us, None)
-        else:
-            pending = queue(0.0, None)
+        pending = nxt if nxt is not None else queue(gate_us if mode == "gated" else 0.0, None, size)
     wall = time.perf_counter() - t0
     return _summary(times, wall, _sync_wall_ms(fn, n=min(20, len(times))), mode)
+
+
+def _warmup(fn: Callable[[], Any], flush: Any, cfg: TimingConfig) -> float:
+    """The measuring pattern for `warmup_ms`, never more than two batches ahead of the GPU (a long
+    kernel's backlog would run into the timing budget), the GPU kept busy throughout. Returns the
+    host's time per call, its waits for the GPU left out."""
+    marks: list[Any] = []
+    n, waited, t0 = 0, 0.0, time.perf_counter()
+    while time.perf_counter() < t0 + cfg.warmup_ms / 1e3:
+        if cfg.warmup_flush:
+            flush.zero_()
+        fn()
+        n += 1
+        if n % cfg.batch == 0:
+            marks.append(_event(record=True))
+            if len(marks) > 2:
+                t = time.perf_counter()
+                marks.pop(0).synchronize()
+                waited += time.perf_counter() - t
+    return (time.perf_counter() - t0 - waited) * 1e6 / max(1, n)
 
 
 def _flush_buffer(mb: int) -> Any:
@@ -193,7 +219,7 @@ def spin_us(us: float) -> None:
 
 def _enough(times: list[float], cfg: TimingConfig, deadline: float) -> bool:
     """The adaptive stop, the same for every loop: enough reps and a tight median, or no budget."""
-    return len(times) >= cfg.min_reps and (
+    return len(times) >= max(1, cfg.min_reps) and (
         median_rel_ci(times) <= cfg.target_rel_ci or time.perf_counter() > deadline)
 
 
@@ -227,9 +253,10 @@ def graph_median_ms(fn: Callable[[], Any], replays: int = 50, flush_mb: int = 25
                     queued: bool = True, warmup_ms: float = 25.0) -> float:
     """Median time of `fn` captured once in a CUDA graph and replayed, L2 flushed before each replay:
     the reference point with no launch overhead at all (for agreement checks, not for judging:
-    a kernel that syncs with the host cannot be captured). `queued`: fed as `bench` feeds the GPU,
-    a warmup then every flush+replay pair queued back to back before one sync; otherwise a sync
-    after every replay (the GPU pauses between replays)."""
+    a kernel that syncs with the host cannot be captured). After a warmup, `queued`: fed as `bench`
+    feeds the GPU, every flush+replay pair queued back to back before one sync, and queued again
+    behind a spin kernel if the GPU caught up with the host meanwhile; otherwise a sync after every
+    replay (the GPU pauses between replays)."""
     import torch
 
     side = torch.cuda.Stream()
@@ -241,21 +268,27 @@ def graph_median_ms(fn: Callable[[], Any], replays: int = 50, flush_mb: int = 25
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
-    flush = torch.empty(flush_mb << 20, dtype=torch.uint8, device="cuda")
+    flush = _flush_buffer(flush_mb)
     torch.cuda.synchronize()
-    t_end = time.perf_counter() + (warmup_ms / 1e3 if queued else 0.0)
-    while time.perf_counter() < t_end:
-        flush.zero_()
-        graph.replay()
-    pairs = [(_event(), _event()) for _ in range(replays)]
-    for start, end in pairs:
-        flush.zero_()
-        start.record()
-        graph.replay()
-        end.record()
-        if not queued:
-            torch.cuda.synchronize()
-    torch.cuda.synchronize()
+    _warmup(graph.replay, flush, TimingConfig(warmup_ms=warmup_ms))
+    gate_us = 0.0
+    for _ in range(2):
+        pairs = [(_event(), _event()) for _ in range(replays)]
+        if gate_us:
+            spin_us(gate_us)
+        ahead, t = _event(record=True), time.perf_counter()
+        for start, end in pairs:
+            flush.zero_()
+            start.record()
+            graph.replay()
+            end.record()
+            if not queued:
+                torch.cuda.synchronize()
+        clean = not queued or not ahead.query()
+        gate_us = 1.5 * (time.perf_counter() - t) * 1e6 + 20.0
+        torch.cuda.synchronize()
+        if clean:
+            break
     times = sorted(s.elapsed_time(e) for s, e in pairs)
     return times[len(times) // 2]
 

@@ -74,6 +74,7 @@ class SimEvent:
         self.sim.host = max(self.sim.host, self.ts)
 
     def elapsed_time(self, other: "SimEvent") -> float:
+        assert self.query() and other.query(), "elapsed_time of an event the GPU has not reached"
         return (other.ts - self.ts) / 1e3
 
 
@@ -137,6 +138,48 @@ def test_a_call_that_syncs_inside_ends_host_bound_and_says_so(simulate):
     t = timing.bench(sim.call, CFG)
     assert t.feed == "host_bound" and t.reps >= CFG.min_reps
     assert max(sim.spins) == CFG.gate_max_us  # the gate grew to its cap before giving up
+
+
+def test_a_python_heavy_call_beyond_the_longest_gate_is_gated_a_call_at_a_time(simulate):
+    """2.5 ms of Python per call: ten calls outrun a 20 ms gate, so fewer calls go behind each."""
+    sim = simulate(host_us=2500.0, gpu_us=50.0)
+    t = timing.bench(sim.call, timing.TimingConfig(**{**vars(CFG), "budget_s": 2.0}))
+    assert t.feed == "gated" and set(t.times_ms) == {0.05}
+    assert max(sim.spins) <= CFG.gate_max_us
+
+
+def test_gated_from_the_start_times_the_kernel(simulate):
+    sim = simulate(host_us=10.0, gpu_us=50.0)
+    t = timing.bench(sim.call, timing.TimingConfig(**{**vars(CFG), "feed": "gated"}))
+    assert t.feed == "gated" and sim.spins and set(t.times_ms) == {0.05}
+
+
+def test_a_long_kernels_warmup_backlog_leaves_the_budget_to_timing(simulate):
+    """A 2 ms kernel queued for 25 ms of host time would be 3 s of GPU work; the warmup stays two
+    batches ahead of the GPU, so the 0.3 s budget goes to timed reps."""
+    sim = simulate(host_us=10.0, gpu_us=2000.0)
+    t = timing.bench(sim.call, timing.TimingConfig(warmup_ms=25.0, min_reps=10, max_reps=2000,
+                                                   budget_s=0.3, target_rel_ci=-1.0))  # budget only
+    assert t.feed == "queued" and t.reps >= 100 and t.wall_s < 0.4
+
+
+def test_max_reps_not_a_multiple_of_the_batch_stays_queued_and_within_it(simulate):
+    sim = simulate(host_us=10.0, gpu_us=50.0)
+    t = timing.bench(sim.call, timing.TimingConfig(**{**vars(CFG), "min_reps": 25, "max_reps": 25}))
+    assert t.feed == "queued" and t.reps <= 25 and set(t.times_ms) == {0.05}
+
+
+def test_no_min_reps_and_an_unclean_start_still_returns_times(simulate):
+    sim = simulate(host_us=120.0, gpu_us=50.0)
+    t = timing.bench(sim.call, timing.TimingConfig(**{**vars(CFG), "min_reps": 0,
+                                                      "budget_s": 0.0}))
+    assert t.reps >= 1 and t.median_ms == 0.05
+
+
+@pytest.mark.parametrize("bad", [{"feed": "gate"}, {"batch": 0}, {"max_reps": 0}])
+def test_a_bad_timing_setting_is_refused_by_name(bad):
+    with pytest.raises(ValueError, match="feed|batch"):
+        timing.TimingConfig(**bad)
 
 
 def test_gate_covers_the_hosts_queuing_time_within_its_cap():
