@@ -81,8 +81,9 @@ def test_timing_agrees_with_do_bench():
 
 
 def _three_ways(task_id: str, case_name: str) -> dict[str, float]:
-    """Our loop, do_bench(25, 200) and CUDA-graph replay on one solution case: medians of three
-    rounds, each method first in turn (a power-capped kernel's clock depends on what ran before)."""
+    """Our loop, do_bench(25, 200) and CUDA-graph replay on one solution case: medians of five
+    rounds, each method first in turn (a power-capped kernel's clock depends on what ran before;
+    1 us is 5% of a 20 us kernel)."""
     import functools
 
     import triton.testing
@@ -101,15 +102,15 @@ def _three_ways(task_id: str, case_name: str) -> dict[str, float]:
             "graph": lambda: graph_median_ms(call)}
     got: dict[str, list[float]] = {k: [] for k in ways}
     names = list(ways)
-    for r in range(3):
-        for k in names[r:] + names[:r]:
+    for r in range(5):
+        for k in names[r % 3:] + names[:r % 3]:
             got[k].append(ways[k]())
     return {k: statistics.median(v) for k, v in got.items()}
 
 
 @pytest.mark.parametrize("task_id,case_name", [
     ("activation/relu", "fp16_16M"), ("math/exp", "bf16_16M"),
-    ("normalization/layer_norm", "fp32_8192x4096"), ("loss/cross_entropy", "sliced_8192x32000")])
+    ("normalization/layer_norm", "fp32_8192x4096"), ("reduce/sum", "fp32_8192x8192")])
 def test_timing_of_short_memory_bound_kernels_agrees_with_do_bench_and_graph_replay(task_id,
                                                                                    case_name):
     """20-70 us kernels, where the feed matters: a loop that pauses the GPU every few calls read
