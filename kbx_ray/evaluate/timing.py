@@ -104,32 +104,17 @@ def bench(fn: Callable[[], Any], cfg: TimingConfig, device: str = "cuda") -> Tim
     torch.cuda.synchronize()
     host_us_per_call = _warmup(fn, flush, cfg)
 
-    def queue(gate_us: float, ahead: Any, n: int) -> tuple[list, float, bool, float]:
-        """n flush+call pairs; whether they were all queued before the GPU reached them; the gate."""
-        pairs = [(_event(), _event()) for _ in range(n)]
-        if gate_us:
-            spin_us(gate_us)
-            ahead = _event(record=True)
-        t = time.perf_counter()
-        for start, end in pairs:
-            flush.zero_()
-            start.record()
-            fn()
-            end.record()
-        host_us = (time.perf_counter() - t) * 1e6
-        return pairs, host_us, ahead is not None and not ahead.query(), gate_us
-
     mode, size, recalibrated = cfg.feed, cfg.batch, False
     gate_us = _gate_us(host_us_per_call * size, cfg) if mode == "gated" else 0.0
     times: list[float] = []
     deadline = time.perf_counter() + cfg.budget_s
     t0 = time.perf_counter()
-    pending = queue(gate_us, _event(record=True), size)
+    pending = _queue(fn, flush, size, gate_us, _event(record=True))
     while True:
         pairs, host_us, clean, gated_by = pending
         nxt = None
         if mode == "queued" and len(times) + len(pairs) + size <= cfg.max_reps:
-            nxt = queue(0.0, pairs[-1][1], size)  # behind the running batch
+            nxt = _queue(fn, flush, size, 0.0, pairs[-1][1])  # behind the running batch
         pairs[-1][1].synchronize()
         if clean or mode in ("plain", "host_bound"):
             times.extend(s.elapsed_time(e) for s, e in pairs)
@@ -151,9 +136,28 @@ def bench(fn: Callable[[], Any], cfg: TimingConfig, device: str = "cuda") -> Tim
             if nxt is not None and nxt[2]:  # the batch in flight ran anyway
                 times.extend(s.elapsed_time(e) for s, e in nxt[0])
             break
-        pending = nxt if nxt is not None else queue(gate_us if mode == "gated" else 0.0, None, size)
+        pending = nxt if nxt is not None else _queue(fn, flush, size,
+                                                     gate_us if mode == "gated" else 0.0, None)
     wall = time.perf_counter() - t0
     return _summary(times, wall, _sync_wall_ms(fn, n=min(20, len(times))), mode)
+
+
+def _queue(fn: Callable[[], Any], flush: Any, n: int, gate_us: float,
+           ahead: Any) -> tuple[list, float, bool, float]:
+    """n flush+call pairs, behind a spin of `gate_us` if given (else behind the event `ahead`);
+    whether they were all queued before the GPU reached them; the host's queuing time; the gate."""
+    pairs = [(_event(), _event()) for _ in range(n)]
+    if gate_us:
+        spin_us(gate_us)
+        ahead = _event(record=True)
+    t = time.perf_counter()
+    for start, end in pairs:
+        flush.zero_()
+        start.record()
+        fn()
+        end.record()
+    host_us = (time.perf_counter() - t) * 1e6
+    return pairs, host_us, ahead is not None and not ahead.query(), gate_us
 
 
 def _warmup(fn: Callable[[], Any], flush: Any, cfg: TimingConfig) -> float:
@@ -208,8 +212,7 @@ def spin_us(us: float) -> None:
     dev = torch.cuda.current_device()
     if dev not in _CYCLES_PER_US:
         torch.cuda._sleep(1000)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
+        start, end = _event(record=True), _event()
         torch.cuda._sleep(2_000_000)
         end.record()
         end.synchronize()
@@ -270,25 +273,22 @@ def graph_median_ms(fn: Callable[[], Any], replays: int = 50, flush_mb: int = 25
         fn()
     flush = _flush_buffer(flush_mb)
     torch.cuda.synchronize()
-    _warmup(graph.replay, flush, TimingConfig(warmup_ms=warmup_ms))
-    gate_us = 0.0
-    for _ in range(2):
+    cfg = TimingConfig(warmup_ms=warmup_ms)
+    _warmup(graph.replay, flush, cfg)
+    if queued:
+        pairs, host_us, clean, _ = _queue(graph.replay, flush, replays, 0.0, _event(record=True))
+        torch.cuda.synchronize()
+        if not clean:  # the GPU caught up with the host: once more, behind a spin
+            pairs, *_ = _queue(graph.replay, flush, replays, _gate_us(host_us, cfg), None)
+            torch.cuda.synchronize()
+    else:
         pairs = [(_event(), _event()) for _ in range(replays)]
-        if gate_us:
-            spin_us(gate_us)
-        ahead, t = _event(record=True), time.perf_counter()
         for start, end in pairs:
             flush.zero_()
             start.record()
             graph.replay()
             end.record()
-            if not queued:
-                torch.cuda.synchronize()
-        clean = not queued or not ahead.query()
-        gate_us = 1.5 * (time.perf_counter() - t) * 1e6 + 20.0
-        torch.cuda.synchronize()
-        if clean:
-            break
+            torch.cuda.synchronize()
     times = sorted(s.elapsed_time(e) for s, e in pairs)
     return times[len(times) // 2]
 

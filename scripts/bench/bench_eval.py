@@ -18,9 +18,9 @@ do_bench (`in_sweep_*`); `--alt-jobs` evaluator counts; each technique's share o
 switched off in turn; `--skip shares` keeps the previous run's, `--skip naive cv agreement` measures
 the shares alone and keeps the rest, `--skip naive cv shares` the agreement alone). Agreement runs
 each method first in turn over three rounds (a power-capped kernel's clock depends on what ran
-before) and also reports it over the cases where do_bench and graph replay agree with each other. Per candidate: wall time and stages,
-including `lock_wait` and `exclusive` (time waiting for the GPU lock, time holding it alone). The
-JSON is rewritten after every step, with the GPU named, so a run cut short keeps what it measured.
+before) and also reports it over the cases where do_bench and graph replay agree with each other.
+Per candidate: wall time and stages, including `lock_wait` and `exclusive` (time waiting for the GPU
+lock, time holding it alone). The JSON is rewritten after every step, with the GPU named, so a run cut short keeps what it measured.
 """
 from __future__ import annotations
 
@@ -190,7 +190,7 @@ def agreement(cands: list, results: list, cfg: Any, rounds: int = 3) -> dict:
             args, kwargs = mod.make_inputs(case, 0, "cuda")
             fn = getattr(sol, task.name)
             key = f"{task.task_id}:{cr.case}"
-            got: dict[str, list[float]] = {"ours": [], "do_bench": [], "graph": []}
+            got: dict[str, list[float]] = {m: [] for m in METHODS}
             call = functools.partial(fn, *args, **kwargs)
             for rnd in range(rounds):  # each method first in turn: the GPU's clock depends on what ran
                 for name in METHODS[rnd % 3:] + METHODS[:rnd % 3]:
@@ -211,8 +211,8 @@ def agreement(cands: list, results: list, cfg: Any, rounds: int = 3) -> dict:
     def devs(d: dict) -> list[float]:
         return [abs(v - 1) for v in d.values() if isinstance(v, float)]
 
-    fair = [abs(v - 1) for k, v in db.items()  # where do_bench and graph replay agree (<= 3%)
-            if isinstance(dbg.get(k), float) and abs(dbg[k] - 1) <= 0.03]
+    fair = devs({k: v for k, v in db.items()  # where do_bench and graph replay agree (<= 3%)
+                 if isinstance(dbg.get(k), float) and abs(dbg[k] - 1) <= 0.03})
     return {"dobench_where_it_agrees_with_graph": {
                 "cases": len(fair), "of": len(db), "max_abs_dev": max(fair, default=None),
                 "median_abs_dev": statistics.median(fair) if fair else None},
