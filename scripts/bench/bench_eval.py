@@ -20,7 +20,8 @@ the shares alone and keeps the rest, `--skip naive cv shares` the agreement alon
 each method first in turn over three rounds (a power-capped kernel's clock depends on what ran
 before) and also reports it over the cases where do_bench and graph replay agree with each other.
 Per candidate: wall time and stages, including `lock_wait` and `exclusive` (time waiting for the GPU
-lock, time holding it alone). The JSON is rewritten after every step, with the GPU named, so a run cut short keeps what it measured.
+lock, time holding it alone). The JSON is rewritten after every step, with the GPU named, so a run
+cut short keeps what it measured.
 """
 from __future__ import annotations
 
