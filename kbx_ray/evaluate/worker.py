@@ -155,6 +155,8 @@ class Worker:
         args, kwargs = self._inputs(req["case"], req["seed"])
         t = timing.bench(lambda: self.entry(*args, **kwargs), timing.TimingConfig(**req["timing"]),
                          DEVICE)
+        # the timed calls ran unguarded: a patch made only when called often enough shows up here
+        self._check_tampering()
         self.timed[req["case"]["name"]] = (args, kwargs)
         return {"timing": t.to_dict()}, []
 
