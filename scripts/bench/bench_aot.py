@@ -28,6 +28,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -75,7 +76,18 @@ def _kernels(cache: Path) -> set[str]:
     return {p.parent.name for p in cache.glob("*/*.cubin")}
 
 
-def gpu(args: argparse.Namespace) -> dict:
+def gpu_summary(rows: dict, arch: int, gpu_name: str) -> dict:
+    """Sums over the tasks measured so far (the file is rewritten after each one)."""
+    cold = sum(r["cold"]["wall_s"] for r in rows.values())
+    seeded = sum(r["seeded"]["wall_s"] for r in rows.values())
+    return {"gpu": gpu_name, "arch": arch, "tasks": len(rows),
+            "cold_wall_s": round(cold, 2), "seeded_wall_s": round(seeded, 2),
+            "evaluator_speedup": round(cold / max(seeded, 1e-9), 3),
+            "seeded_misses": sum(r["seeded"]["new_kernels"] for r in rows.values()),
+            "per_task": rows}
+
+
+def gpu(args: argparse.Namespace, save: Any = None) -> dict:
     import torch
 
     from kbx_ray.evaluate.aot import compile_candidate, seed_cache
@@ -108,13 +120,9 @@ def gpu(args: argparse.Namespace) -> dict:
                 ev.close()
         rows[task.task_id] = row
         print(task.task_id, row, flush=True)
-    cold = sum(r["cold"]["wall_s"] for r in rows.values())
-    seeded = sum(r["seeded"]["wall_s"] for r in rows.values())
-    return {"gpu": torch.cuda.get_device_name(0), "arch": arch, "tasks": len(rows),
-            "cold_wall_s": round(cold, 2), "seeded_wall_s": round(seeded, 2),
-            "evaluator_speedup": round(cold / max(seeded, 1e-9), 3),
-            "seeded_misses": sum(r["seeded"]["new_kernels"] for r in rows.values()),
-            "per_task": rows}
+        if save is not None:  # a run cut short by a call limit still leaves its tasks
+            save(gpu_summary(rows, arch, torch.cuda.get_device_name(0)))
+    return gpu_summary(rows, arch, torch.cuda.get_device_name(0))
 
 
 def main() -> int:
@@ -131,9 +139,12 @@ def main() -> int:
     doc = {"benchmark": "bench_aot", "label": args.label, "triton": triton.__version__,
            "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "hardware": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"}
-    doc.update(gpu(args) if args.gpu else cpu(args))
     out = Path(args.out or ROOT / "scripts/bench/results" /
                ("bench_aot_h200.json" if args.gpu else "bench_aot_cpu.json"))
+    n = len(args.include) if args.include else "all"
+    doc.update(gpu(args, lambda part: out.write_text(json.dumps(
+        {**doc, **part, "partial": f"{part['tasks']} of {n} tasks"}, indent=1) + "\n"))
+               if args.gpu else cpu(args))
     out.write_text(json.dumps(doc, indent=1) + "\n")
     print(json.dumps({k: v for k, v in doc.items() if not isinstance(v, dict)}))
     return 0
