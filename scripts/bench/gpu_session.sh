@@ -8,7 +8,7 @@
 #   the agreement alone (about 2 min)
 # - probe: scripts/bench/timing_probe.py (placement and timing-loop variants, about 80 s)
 # - aot: scripts/bench/bench_aot.py --gpu over bench_eval's 8 tasks (cold vs AOT-seeded Triton cache,
-#   about 2 min) and the AOT GPU test
+#   about 5 min: give it a call of its own) and the AOT GPU test
 # - gap: scripts/bench/dobench_gap.py (our loop's feed modes, do_bench and graph replay, about 60 s), with the
 #   GPU's clocks and power sampled every 100 ms by nvidia-smi into $OUT/smi.csv
 # - two_gpu (nvidia-h200-x2): scripts/bench/bench_two_gpu.py. Ray is not in the image and its wheel
