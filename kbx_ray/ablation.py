@@ -66,7 +66,8 @@ def primary_rows(rows: list[dict]) -> list[dict]:
 def rounds_state(evaluations: pd.DataFrame, max_rounds: int | None = None) -> pd.DataFrame:
     """One row per (cell, k) for k = 0..max_rounds (default: the largest round recorded): the
     answer a run with rounds=k would have given. A cell that stopped at round s keeps its state
-    for every k > s (`rounds_used` = min(k, s))."""
+    for every k > s (`rounds_used` = min(k, s)); one that ran out of its own budget
+    (`stop_reason` max_rounds, a sweep's smaller rounds value) says nothing past it."""
     by_cell: dict[str, list[dict]] = {}
     for row in evaluations.to_dict("records"):
         by_cell.setdefault(str(row["cell_id"]), []).append(_clean(row))
@@ -78,7 +79,8 @@ def rounds_state(evaluations: pd.DataFrame, max_rounds: int | None = None) -> pd
     for rows in by_cell.values():
         rows = primary_rows(rows)
         last = max(r["round"] for r in rows)
-        for k in range(top + 1):
+        capped = any(r["round"] == last and r.get("stop_reason") == "max_rounds" for r in rows)
+        for k in range(min(top, last) + 1 if capped else top + 1):
             best = max((r for r in rows if r["round"] <= k), key=_key, default=None)
             if best is None:  # no row this early (e.g. round 0 missing): no state at k
                 continue

@@ -192,14 +192,25 @@ def to_dict(cfg: Config) -> dict[str, Any]:
     return OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)  # type: ignore
 
 
+# evaluation settings that can change a verdict or a timing; the rest (timeouts, sandbox limits,
+# caches) may change between a run and its resume
+VERDICT_KEYS = ("device", "seeds", "large_seeds", "base_seed", "small_only", "torch_compute",
+                "timing", "sol_limit", "timing_cases", "cpu_timing")
+
+
 def sweep_id(cfg: Config) -> str:
     """Stable across re-runs of the same sweep; `suite.include` is left out so that adding tasks
-    resumes into the same results folder."""
+    resumes into the same results folder. Settings that change what a cell's rows would say (the
+    evaluation's verdict keys, `engine.mode=noop`'s made-up verdicts) make another sweep, so a
+    re-run with them never skips cells that were judged otherwise."""
     if cfg.sweep_id:
         return cfg.sweep_id
     d = to_dict(cfg)
     key = {k: d[k] for k in ("model", "method", "sweep", "hardware")}
     key["suite"] = {k: v for k, v in d["suite"].items() if k != "include"}
+    key["evaluation"] = {k: d["evaluation"][k] for k in VERDICT_KEYS}
+    if cfg.engine.mode == "noop":
+        key["noop"] = True
     return f"{cfg.sweep.name}-{stable_hash(key, n=8)}"
 
 
@@ -233,7 +244,12 @@ def _methods(cfg: Config) -> list[MethodConfig]:
 
     methods = _variants("method", cfg.sweep.methods, cfg.method)
     if cfg.sweep.rounds:
-        methods = [replace(m, rounds=int(r)) for m in methods for r in cfg.sweep.rounds]
+        # several budgets of one method are different variants: each row names its own
+        # (`repair@R3`), or every table and dashboard would pool the budgets into one method
+        label = len(set(map(int, cfg.sweep.rounds))) > 1
+        methods = [replace(m, rounds=int(r), kind=m.kind or m.name,
+                           name=f"{m.name}@R{int(r)}" if label else m.name)
+                   for m in methods for r in cfg.sweep.rounds]
     for m in methods:
         problem = check_method(m)
         if problem:

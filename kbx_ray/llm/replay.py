@@ -103,7 +103,12 @@ class ReplayBackend:
     def lookup(self, meta: dict) -> dict | None:
         base = (str(meta.get("task_id", "")), int(meta.get("sample", 0)), int(meta.get("round", 0)),
                 int(meta.get("branch", 0)))
-        return self.table.get((*base, meta.get("method"))) or self.table.get((*base, None))
+        method = meta.get("method")
+        # a budget of a sweep's rounds axis (`repair@R2`) also takes its base method's rows: the
+        # separate runs at each k replay one R-round run
+        plain = method.rpartition("@R")[0] if isinstance(method, str) and "@R" in method else None
+        return (self.table.get((*base, method)) or (plain and self.table.get((*base, plain)))
+                or self.table.get((*base, None)))
 
     async def generate(self, messages: Messages, params: GenParams) -> Generation:
         t0 = time.perf_counter()

@@ -42,6 +42,22 @@ def test_state_after_k_is_the_best_so_far_and_holds_after_the_stop(tmp_path):
     assert len(rounds_state(roundtrip(tmp_path / "x", rows), max_rounds=1)) == 2 * 2
 
 
+def test_a_cell_that_ran_out_of_a_smaller_budget_says_nothing_past_it(tmp_path):
+    """A sweep's rounds axis runs budgets 1 and 3 side by side: the R=1 cell that spent its budget
+    has no state at k=2..3 (a run with rounds=3 might have fixed it); one that stopped because it
+    was correct keeps its answer."""
+    rows = [row("r3", 0), row("r3", 1, call=True), row("r3", 2, call=True),
+            {**row("r3", 3, call=True, ok=True, speedup=1.2, final=True), "stop_reason": "correct"},
+            row("r1", 0), {**row("r1", 1, call=True, final=True), "stop_reason": "max_rounds"},
+            {**row("ok", 0, call=True, ok=True, speedup=2.0, final=True), "stop_reason": "correct"}]
+    st = rounds_state(roundtrip(tmp_path, rows))
+    assert sorted(st[st.cell_id == "r1"].k) == [0, 1]
+    assert sorted(st[st.cell_id == "r3"].k) == [0, 1, 2, 3]
+    assert sorted(st[st.cell_id == "ok"].k) == [0, 1, 2, 3]
+    curve = rounds_curve(roundtrip(tmp_path / "c", rows), by=()).set_index("k")
+    assert list(curve.cells) == [3, 3, 2, 2]
+
+
 def test_ties_go_to_the_earliest_round_and_branch():
     import pandas as pd
 

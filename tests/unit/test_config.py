@@ -49,6 +49,14 @@ def test_sweep_id_is_stable_and_ignores_task_selection():
     assert a == sweep_id(load_config(["suite.include=[math]"]))
     assert a != sweep_id(load_config(["hardware=h200"]))
     assert sweep_id(load_config(["sweep_id=mine"])) == "mine"
+    # what a row would say differs: another sweep, never a resume that skips cells judged otherwise
+    for other in (["engine.mode=noop"], ["evaluation.torch_compute=flag"], ["evaluation.seeds=1"],
+                  ["evaluation.timing.budget_s=3"], ["evaluation.device=cpu"]):
+        assert sweep_id(load_config(other)) != a, other
+    # operational settings resume into the same sweep (a longer timeout for the cells left)
+    for same in (["evaluation.case_timeout_s=600"], ["engine.mode=task"],
+                 ["evaluation.sandbox.cpu_seconds=60"], ["engine.evaluators_per_gpu=2"]):
+        assert sweep_id(load_config(same)) == a, same
 
 
 def test_cells_are_stable_and_distinct():
@@ -74,6 +82,18 @@ def test_cell_ids_are_the_stable_hash_of_their_parts():
         t = tasks[c.task_id]
         parts = [OmegaConf.to_container(OmegaConf.structured(x)) for x in (c.method, c.model)]
         assert c.cell_id == stable_hash(t.task_id, t.task_hash, *parts, c.sample, c.hardware)
+
+
+def test_each_budget_of_a_rounds_axis_is_its_own_method_label():
+    """Rows carry the method's name only, so two budgets under one name would pool in every table
+    and dashboard: a rounds axis with several values names them `<method>@R<k>`."""
+    cfg = load_config(["sweep.methods=[one_shot,repair]", "sweep.rounds=[1,3]"])
+    tasks = list(load_suite(include=["activation/relu"]))
+    methods = {(c.method.name, c.method.kind, c.method.rounds) for c in expand(cfg, tasks, ["cpu"])}
+    assert methods == {("one_shot@R1", "one_shot", 1), ("one_shot@R3", "one_shot", 3),
+                       ("repair@R1", "repair", 1), ("repair@R3", "repair", 3)}
+    one = load_config(["method=repair", "sweep.rounds=[2]"])
+    assert {(c.method.name, c.method.rounds) for c in expand(one, tasks, ["cpu"])} == {("repair", 2)}
 
 
 def test_evaluators_per_gpu_is_bounded():

@@ -98,3 +98,16 @@ def test_rows_without_required_columns_are_refused(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"task_id": 1}\nnot json\n')
     with pytest.raises(ReplayError, match="line 2: not JSON"):
         backend(tmp_path / "bad.jsonl")
+
+
+def test_a_budget_of_a_rounds_axis_takes_its_base_methods_rows(tmp_path):
+    """`sweep.rounds=[0,1,2]` labels each budget `repair@R<k>`; replaying one `repair` run into
+    them serves its rows, while a budget's own rows win and another method's never answer."""
+    rows = [{"task_id": "t/a", "sample": 0, "round": 1, "method": "repair", "completion": "base"},
+            {"task_id": "t/a", "sample": 0, "round": 2, "method": "repair@R2", "completion": "own"},
+            {"task_id": "t/a", "sample": 0, "round": 2, "method": "repair", "completion": "base2"}]
+    b = backend(write_jsonl(tmp_path / "g.jsonl", rows))
+    assert ask(b, "t/a", rnd=1, method="repair@R1").text == "base"
+    assert ask(b, "t/a", rnd=2, method="repair@R2").text == "own"
+    with pytest.raises(ReplayError, match="method geak@R1"):
+        ask(b, "t/a", rnd=1, method="geak@R1")
