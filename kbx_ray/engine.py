@@ -22,7 +22,7 @@ from kbx_ray.genlog import GenerationLog
 from kbx_ray.llm.base import GenParams, build_backend
 from kbx_ray.methods.base import Attempt, build_method
 from kbx_ray.records import evaluation_row, generation_row
-from kbx_ray.sinks import build_sinks, done_cells
+from kbx_ray.sinks import build_sinks, clean_tmp, done_cells
 from kbx_ray.suite import load_suite
 from kbx_ray.types import Candidate, EvalResult, Generation, Task, stable_hash
 
@@ -279,6 +279,7 @@ def run_sweep(cfg: Config) -> SweepPlan:
         ray.init(address=cfg.engine.ray_address, include_dashboard=False, configure_logging=False)
     _wait_for_pools(p)
     p.sweep_dir.mkdir(parents=True, exist_ok=True)
+    clean_tmp(p.sweep_dir)  # a killed run's torn parts; only this run writes here from now on
     sinks = build_sinks(p.sweep_dir, p.sweep_id, cfg.wandb)
     sinks.start(n_todo, to_dict(cfg))
     try:

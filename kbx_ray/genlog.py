@@ -37,7 +37,10 @@ class GenerationLog:
     def append(self, cell_id: str, rnd: int, branch: int, gen: Generation) -> None:
         if self._fp is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            torn = _ends_mid_line(self.path)
             self._fp = open(self.path, "a")
+            if torn:  # a kill mid-line: end it, or the next entry is glued to it and lost too
+                self._fp.write("\n")
         self._fp.write(json.dumps({"cell_id": cell_id, "round": rnd, "branch": branch,
                                    **vars(gen)}) + "\n")  # flat fields: asdict's deep copy is waste
         self._fp.flush()
@@ -54,3 +57,11 @@ class GenerationLog:
         if self._fp is not None:
             self._fp.close()
             self._fp = None
+
+
+def _ends_mid_line(path: Path) -> bool:
+    if not path.exists() or path.stat().st_size == 0:
+        return False
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) != b"\n"

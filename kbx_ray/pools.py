@@ -272,7 +272,7 @@ class EvaluatorPool:
         killed under a live actor (a resource limit) is the candidate's own crash."""
         try:
             pid = (await asyncio.wait_for(actor.info.remote(), self.probe_s)).get("pid")
-        except TimeoutError:
+        except (TimeoutError, asyncio.TimeoutError):  # one class from Python 3.11 on
             return f"evaluator silent for {self.probe_s:g} s after its worker was SIGKILLed"
         old = self._pids.setdefault(actor, pid)
         return "" if pid == old else f"evaluator restarted mid-call (pid {old} -> {pid})"

@@ -34,7 +34,7 @@ DEFINITIONS = (
     "pool). call = ran on the first case; exec = correct on every case and seed; fast_p = correct "
     "and faster than eager by more than p, over all cells. Speedups are over correct, timed "
     "kernels: Σref/Σgen = Σ eager ms / Σ candidate ms over all their timed cases; mean task ratio "
-    "= the mean of each kernel's own Σ ratio; geomean speedup = the geometric mean of each "
+    "= the mean over tasks of each task's own Σ ratio; geomean speedup = the geometric mean of each "
     "kernel's speedup (itself the geomean over its cases). – means not measured: fast_p of a "
     "group with correct kernels but no timing (a CPU sweep) is unknown, not 0.")
 

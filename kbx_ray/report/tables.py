@@ -12,8 +12,9 @@ dashboard agree by construction. All over final rows, one per cell:
 The study's own speedup metrics (FIELD.md), over correct timed kernels:
 - sum_ratio: Σ ref ms / Σ candidate ms over every timed case of every kernel in the group, so the
   longest-running cases dominate it;
-- mean_task_ratio: the mean over kernels of each kernel's own Σ ref ms / Σ candidate ms, so every
-  task weighs the same;
+- mean_task_ratio: the mean over tasks of each task's own Σ ref ms / Σ candidate ms (its correct
+  kernels' timed cases pooled, so several samples of one task weigh as one), so every task weighs
+  the same;
 - slower_than_eager: share of timed correct kernels with speedup < 1.
 """
 from __future__ import annotations
@@ -108,12 +109,17 @@ def _positive(v: object) -> bool:
 def speedup_metrics(rows: pd.DataFrame) -> dict[str, float]:
     correct = rows[rows["exec_ok"]]
     sums = [s for s in map(case_sums, correct["cases"]) if s is not None]
+    by_task: dict[str, list[float]] = {}
+    for task, s in zip(correct["task_id"], map(case_sums, correct["cases"])):
+        if s is not None:
+            acc = by_task.setdefault(str(task), [0.0, 0.0])
+            acc[0], acc[1] = acc[0] + s[0], acc[1] + s[1]
     speedups = [float(v) for v in correct["speedup"] if _positive(v)]
     sols = [float(v) for v in correct["sol_fraction"] if math.isfinite(v)]
     out: dict[str, float] = {"correct": len(correct), "timed": len(speedups)}
     if sums:
         out["sum_ratio"] = sum(r for r, _ in sums) / sum(c for _, c in sums)
-        out["mean_task_ratio"] = sum(r / c for r, c in sums) / len(sums)
+        out["mean_task_ratio"] = sum(r / c for r, c in by_task.values()) / len(by_task)
     if speedups:
         out["geomean_speedup"] = geomean(speedups)
         out["slower_than_eager"] = sum(v < 1 for v in speedups) / len(speedups)

@@ -14,7 +14,7 @@ from typing import Any
 _EXPORTS = {
     "FanOut": "base", "Sink": "base", "ConsoleSink": "console", "summarize": "console",
     "EVALUATION_SCHEMA": "parquet", "GENERATION_SCHEMA": "parquet", "ParquetSink": "parquet",
-    "ParquetWriteError": "parquet", "done_cells": "parquet",
+    "ParquetWriteError": "parquet", "clean_tmp": "parquet", "done_cells": "parquet",
     "read_generations_for_resume": "parquet", "read_table": "parquet",
     "WandbConfig": "wandb_config", "WandbSink": "wandb",
 }

@@ -212,8 +212,8 @@ def read_table(sweep_dir: Path, dataset: Dataset) -> pd.DataFrame:
 
 
 def done_cells(sweep_dir: Path) -> set[str]:
-    """cell_ids that have evaluation rows, i.e. are complete. Also removes `.tmp` leftovers."""
-    clean_tmp(Path(sweep_dir))
+    """cell_ids that have evaluation rows, i.e. are complete. Read-only: a `--dry-run` may ask
+    while a sweep writes there (in-flight `.tmp` parts are invisible to the reader)."""
     ids = _read_arrow(sweep_dir, "evaluations", ["cell_id"]).column("cell_id").to_pylist()
     return {i for i in ids if i is not None}
 

@@ -249,6 +249,11 @@ def test_generation_log_survives_a_torn_line(tmp_path):
     again = GenerationLog(tmp_path)
     assert again.lookup("c1", 0).text == "hello" and again.lookup("c1", 0).completion_tokens == 3
     assert again.lookup("c2", 0) is None
+    # the resumed run's first entry starts a line of its own, so it survives the next resume
+    again.append("c3", 0, 0, Generation(text="after the tear"))
+    again.close()
+    third = GenerationLog(tmp_path)
+    assert third.lookup("c3", 0).text == "after the tear" and third.lookup("c1", 0).text == "hello"
 
 
 def test_driver_killed_with_sigkill_then_resumed(tmp_path):

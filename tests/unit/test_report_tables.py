@@ -137,6 +137,21 @@ def test_study_speedup_metrics_sum_ratio_and_mean_of_task_ratios(df: pd.DataFram
     assert by(per_method, method="one_shot")["sum_ratio"] == pytest.approx(9 / 9)  # (6+3)/(3+6)
 
 
+def test_mean_task_ratio_weighs_each_task_once_whatever_its_samples(tmp_path: Path) -> None:
+    """FIELD.md: the mean of per-task ratios. Three correct samples of one task at 2x and one of
+    another at 0.5x give (2 + 0.5) / 2, not the mean over four kernels."""
+    rows = [{**row("one_shot", "Activation", "h100", 0, call=True, ok=True, speedup=2.0,
+                   cases=[(2, 1)], cand=f"relu-{i}"), "cell_id": f"relu|{i}", "sample": i}
+            for i in range(3)]
+    rows.append(row("one_shot", "Reduce", "h100", 0, call=True, ok=True, speedup=0.5,
+                    cases=[(1, 2)]))
+    ParquetSink(tmp_path / "s").write_evaluations(rows)
+    df, _ = load_evaluations([tmp_path / "s"])
+    t = speedup_table(df, BY_HARDWARE).iloc[0]
+    assert t["mean_task_ratio"] == pytest.approx((2 + 0.5) / 2)
+    assert t["sum_ratio"] == pytest.approx((6 + 1) / (3 + 2))
+
+
 def test_case_sums_skip_untimed_cases() -> None:
     cases = json.dumps([{"ref_ms": 2, "cand_ms": 1}, {"ref_ms": None, "cand_ms": 5},
                         {"ref_ms": 3, "cand_ms": 0}, {"ref_ms": 4, "cand_ms": 4}])

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kbx_ray.sinks.parquet import (
-    EVALUATION_SCHEMA, GENERATION_SCHEMA, ParquetSink, ParquetWriteError, done_cells,
+    EVALUATION_SCHEMA, GENERATION_SCHEMA, ParquetSink, ParquetWriteError, clean_tmp, done_cells,
     read_generations_for_resume, read_table,
 )
 
@@ -85,7 +85,9 @@ def test_each_write_is_one_part_and_leaves_no_tmp(tmp_path: Path) -> None:
     assert list(read_table(tmp_path / "nope", "evaluations").columns) == EVALUATION_SCHEMA.names
 
 
-def test_done_cells_ignores_and_removes_tmp_leftovers(tmp_path: Path) -> None:
+def test_done_cells_ignores_tmp_leftovers_and_only_a_run_removes_them(tmp_path: Path) -> None:
+    """done_cells is read-only (a --dry-run may ask while a sweep writes there, and must not delete
+    that sweep's in-flight part); the run that takes the folder over cleans up."""
     sink = ParquetSink(tmp_path)
     sink.write_evaluations([eval_row("c1", "k1", final=False), eval_row("c1", "k2")])
     sink.write_evaluations([eval_row("c2", "k3")])
@@ -93,7 +95,8 @@ def test_done_cells_ignores_and_removes_tmp_leftovers(tmp_path: Path) -> None:
     torn.write_bytes(b"PAR1 half a file")  # what a kill -9 mid-write leaves
     assert len(read_table(tmp_path, "evaluations")) == 3  # readers skip it
     assert done_cells(tmp_path) == {"c1", "c2"}
-    assert not torn.exists()
+    assert torn.exists()
+    assert clean_tmp(tmp_path) == 1 and not torn.exists()
     assert done_cells(tmp_path / "missing") == set()
 
 
@@ -166,4 +169,5 @@ def test_kill_9_mid_write_leaves_only_whole_parts(tmp_path: Path) -> None:
     counts = read_table(tmp_path, "evaluations").cell_id.value_counts().to_dict()
     assert counts == {"c0": 10, "c1": 10}
     assert done_cells(tmp_path) == {"c0", "c1"}
+    assert clean_tmp(tmp_path) == 1
     assert not list((tmp_path / "evaluations").glob(".*.tmp"))
