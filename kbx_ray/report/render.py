@@ -30,9 +30,11 @@ HEADERS = {"call_rate": "call rate", "exec_rate": "exec rate", "fast_1p5": "fast
            "geomean_speedup": "geomean speedup", "slower_than_eager": "slower than eager",
            "mean_sol_fraction": "mean SOL", "sweep_id": "sweep"}
 DEFINITIONS = (
-    "Rates are over each cell's final kernel (one cell = task × method × model × sample × GPU "
-    "pool). call = ran on the first case; exec = correct on every case and seed; fast_p = correct "
-    "and faster than eager by more than p, over all cells. Speedups are over correct, timed "
+    "Rates are over each cell's final kernel, per GPU pool (one cell = task × method × model × "
+    "sample; its rounds are judged on the first pool and its final kernel checked on every pool, "
+    "so each pool has its own row and no rate averages GPUs). call = ran on the first case; "
+    "exec = correct on every case and seed; fast_p = correct and faster than eager by more than "
+    "p, over all cells. Speedups are over correct, timed "
     "kernels: Σref/Σgen = Σ eager ms / Σ candidate ms over all their timed cases; mean task ratio "
     "= the mean over tasks of each task's own Σ ratio; geomean speedup = the geometric mean of each "
     "kernel's speedup (itself the geomean over its cases). – means not measured: fast_p of a "

@@ -37,15 +37,17 @@ ABLATION_COLUMNS = ("cells", "call_rate", "exec_rate", "geomean_speedup")
 SPREAD_COLUMNS = ("sweep_id", "task_id", "candidate_id", "pools", "slowest_on", "min_speedup",
                   "fastest_on", "max_speedup", "spread")
 COUNT_COLUMNS = frozenset({"cells", "correct", "timed", "pools", "k"})
-BY_METHOD = VARIANT_KEYS
-BY_CATEGORY = ("sweep_id", "category")
-BY_HARDWARE = (*VARIANT_KEYS, "hardware")
+# a kernel's verdict is a GPU's: rates are per pool (one cell's final kernel on each), never an
+# average over GPUs, and the primary pool's row is what the ablation's k = R gives
+BY_METHOD = (*VARIANT_KEYS, "hardware")
+BY_CATEGORY = ("sweep_id", "category", "hardware")
+BY_HARDWARE = BY_METHOD
 
 
 @dataclass
 class Tables:
-    by_method: pd.DataFrame     # RATE_COLUMNS per sweep, model, method
-    by_category: pd.DataFrame   # RATE_COLUMNS per sweep, category
+    by_method: pd.DataFrame     # RATE_COLUMNS per sweep, model, method, hardware
+    by_category: pd.DataFrame   # RATE_COLUMNS per sweep, category, hardware
     speedup: pd.DataFrame       # SPEEDUP_COLUMNS per sweep, model, method, hardware
     ablation: pd.DataFrame      # ABLATION_COLUMNS per sweep, model, method, k
     gpu_spread: pd.DataFrame    # SPREAD_COLUMNS, one row per task timed on >= 2 pools

@@ -88,32 +88,52 @@ def by(table: pd.DataFrame, **keys: str) -> pd.Series:
     return table.loc[i]
 
 
-def test_rates_by_method_count_final_rows_only(df: pd.DataFrame) -> None:
+def test_rates_by_method_are_per_pool_over_final_rows(df: pd.DataFrame) -> None:
     t = rate_table(df, BY_METHOD)
-    assert list(t["method"]) == ["one_shot", "repair"] and set(t["sweep_id"]) == {"sw"}
-    os_, rep = by(t, method="one_shot"), by(t, method="repair")
-    assert os_["cells"] == 6 and rep["cells"] == 6  # 16 rows, 12 final: cell x pool
-    assert os_["call_rate"] == pytest.approx(4 / 6) and os_["exec_rate"] == pytest.approx(2 / 6)
+    assert t[["method", "hardware"]].values.tolist() == [
+        ["one_shot", "a100"], ["one_shot", "h100"], ["repair", "a100"], ["repair", "h100"]]
+    assert set(t["sweep_id"]) == {"sw"} and list(t["cells"]) == [3, 3, 3, 3]  # 16 rows, 12 final
+    os_h = by(t, method="one_shot", hardware="h100")
+    os_a = by(t, method="one_shot", hardware="a100")
+    assert (os_h["call_rate"], os_h["exec_rate"]) == pytest.approx((2 / 3, 1 / 3))
     # fast_p is strict: the 2.0x kernel is fast_1 and fast_1p5 but not fast_2.
-    assert (os_["fast_1"], os_["fast_1p5"], os_["fast_2"]) == pytest.approx((1 / 6, 1 / 6, 0))
-    assert os_["geomean_speedup"] == pytest.approx(1.0)  # sqrt(2.0 * 0.5)
-    assert rep["call_rate"] == pytest.approx(5 / 6) and rep["exec_rate"] == pytest.approx(4 / 6)
-    # final speedups 3.0, 1.2, 1.5, 0.8: 1.5 is not > 1.5.
-    assert (rep["fast_1"], rep["fast_1p5"], rep["fast_2"]) == pytest.approx((3 / 6, 1 / 6, 1 / 6))
-    assert rep["geomean_speedup"] == pytest.approx((3.0 * 1.2 * 1.5 * 0.8) ** 0.25)
+    assert (os_h["fast_1"], os_h["fast_1p5"], os_h["fast_2"]) == pytest.approx((1 / 3, 1 / 3, 0))
+    assert os_h["geomean_speedup"] == pytest.approx(2.0)
+    # the same kernel on the A100 is correct but slower than eager: no GPU is averaged in
+    assert (os_a["exec_rate"], os_a["fast_1"]) == pytest.approx((1 / 3, 0))
+    assert os_a["geomean_speedup"] == pytest.approx(0.5)
+    rep_h = by(t, method="repair", hardware="h100")
+    rep_a = by(t, method="repair", hardware="a100")
+    assert (rep_h["call_rate"], rep_h["exec_rate"]) == (1, 1)
+    # final speedups 3.0, 1.5, 0.8 on the H100: 1.5 is not > 1.5.
+    assert (rep_h["fast_1"], rep_h["fast_1p5"], rep_h["fast_2"]) == \
+        pytest.approx((2 / 3, 1 / 3, 1 / 3))
+    assert rep_h["geomean_speedup"] == pytest.approx((3.0 * 1.5 * 0.8) ** (1 / 3))
+    # on the A100 one final kernel does not run and one is wrong
+    assert (rep_a["call_rate"], rep_a["exec_rate"], rep_a["fast_1"]) == \
+        pytest.approx((2 / 3, 1 / 3, 1 / 3))
+    assert rep_a["geomean_speedup"] == pytest.approx(1.2)
 
 
 def test_rates_by_category(df: pd.DataFrame) -> None:
     t = rate_table(df, BY_CATEGORY)
-    assert list(t["category"]) == ["Activation", "Fusion", "Reduce"]
-    act, fus, red = (by(t, category=c) for c in ("Activation", "Fusion", "Reduce"))
-    assert act["cells"] == 4 and act["call_rate"] == 1 and act["exec_rate"] == 1
-    assert (act["fast_1"], act["fast_1p5"], act["fast_2"]) == pytest.approx((0.75, 0.5, 0.25))
-    assert act["geomean_speedup"] == pytest.approx((2.0 * 0.5 * 3.0 * 1.2) ** 0.25)
-    assert (red["call_rate"], red["exec_rate"], red["fast_1"]) == pytest.approx((0.75, 0.25, 0.25))
-    assert red["fast_1p5"] == 0 and red["geomean_speedup"] == pytest.approx(1.5)
-    assert (fus["call_rate"], fus["exec_rate"], fus["fast_1"]) == pytest.approx((0.5, 0.25, 0))
-    assert fus["geomean_speedup"] == pytest.approx(0.8)
+    assert t[["category", "hardware"]].values.tolist() == [
+        [c, h] for c in ("Activation", "Fusion", "Reduce") for h in ("a100", "h100")]
+    act_h = by(t, category="Activation", hardware="h100")
+    act_a = by(t, category="Activation", hardware="a100")
+    assert (act_h["cells"], act_h["call_rate"], act_h["exec_rate"]) == (2, 1, 1)
+    assert (act_h["fast_1"], act_h["fast_1p5"], act_h["fast_2"]) == pytest.approx((1, 1, 0.5))
+    assert act_h["geomean_speedup"] == pytest.approx((2.0 * 3.0) ** 0.5)
+    assert (act_a["fast_1"], act_a["fast_1p5"]) == pytest.approx((0.5, 0))
+    assert act_a["geomean_speedup"] == pytest.approx((0.5 * 1.2) ** 0.5)
+    red_h = by(t, category="Reduce", hardware="h100")
+    red_a = by(t, category="Reduce", hardware="a100")
+    assert (red_h["call_rate"], red_h["exec_rate"], red_h["fast_1"]) == pytest.approx((1, 0.5, 0.5))
+    assert red_h["fast_1p5"] == 0 and red_h["geomean_speedup"] == pytest.approx(1.5)
+    assert (red_a["call_rate"], red_a["exec_rate"]) == pytest.approx((0.5, 0))
+    fus_h = by(t, category="Fusion", hardware="h100")
+    assert (fus_h["call_rate"], fus_h["exec_rate"], fus_h["fast_1"]) == pytest.approx((0.5, 0.5, 0))
+    assert fus_h["geomean_speedup"] == pytest.approx(0.8)
 
 
 def test_study_speedup_metrics_sum_ratio_and_mean_of_task_ratios(df: pd.DataFrame) -> None:
@@ -133,8 +153,6 @@ def test_study_speedup_metrics_sum_ratio_and_mean_of_task_ratios(df: pd.DataFram
     assert rep_h["geomean_speedup"] == pytest.approx((3.0 * 1.5 * 0.8) ** (1 / 3))
     assert rep_h["slower_than_eager"] == pytest.approx(1 / 3)
     assert math.isnan(rep_h["mean_sol_fraction"])  # no SOL recorded: NaN, not 0
-    per_method = speedup_table(df, BY_METHOD)
-    assert by(per_method, method="one_shot")["sum_ratio"] == pytest.approx(9 / 9)  # (6+3)/(3+6)
 
 
 def test_mean_task_ratio_weighs_each_task_once_whatever_its_samples(tmp_path: Path) -> None:
@@ -222,8 +240,9 @@ def test_two_sweeps_side_by_side_from_a_parent_dir(results: Path) -> None:
     df, sources = load_evaluations([results])
     assert [s.sweep_id for s in sources] == ["sw", "sw2"] and [s.rows for s in sources] == [16, 2]
     t = compute_tables(df).by_method
-    assert t[["sweep_id", "method"]].values.tolist() == \
-        [["sw", "one_shot"], ["sw", "repair"], ["sw2", "one_shot"]]
+    assert t[["sweep_id", "method", "hardware"]].values.tolist() == \
+        [["sw", "one_shot", "a100"], ["sw", "one_shot", "h100"], ["sw", "repair", "a100"],
+         ["sw", "repair", "h100"], ["sw2", "one_shot", "h100"]]
     sw2 = by(t, sweep_id="sw2")
     assert (sw2["cells"], sw2["exec_rate"], sw2["fast_2"]) == (2, 0.5, 0.5)
     # The same dir named twice (as parent and as sweep) is read once.
@@ -242,9 +261,9 @@ def test_untimed_sweep_leaves_fast_p_unknown_not_zero(tmp_path: Path) -> None:
     ParquetSink(tmp_path / "cpu").write_evaluations(untimed)
     df, _ = load_evaluations([tmp_path / "cpu"])
     t = rate_table(df, BY_METHOD).iloc[0]
-    assert (t["call_rate"], t["exec_rate"]) == pytest.approx((4 / 6, 2 / 6))
+    assert (t["call_rate"], t["exec_rate"]) == pytest.approx((2 / 3, 1 / 3))
     assert all(math.isnan(t[k]) for k in ("fast_1", "fast_1p5", "fast_2", "geomean_speedup"))
-    fusion = by(rate_table(df, BY_CATEGORY), category="Fusion")
+    fusion = by(rate_table(df, BY_CATEGORY), category="Fusion", hardware="h100")
     assert fusion["fast_1"] == 0  # nothing correct: not fast, and that is known
     s = speedup_table(df, BY_HARDWARE).iloc[0]
     assert s["correct"] == 1 and s["timed"] == 0 and math.isnan(s["sum_ratio"])
