@@ -22,7 +22,7 @@ from kbx_ray.genlog import GenerationLog
 from kbx_ray.llm.base import GenParams, build_backend
 from kbx_ray.methods.base import Attempt, build_method
 from kbx_ray.records import evaluation_row, generation_row
-from kbx_ray.sinks import build_sinks, clean_tmp, done_cells
+from kbx_ray.sinks import build_sinks, clean_tmp, done_cells, written_generations
 from kbx_ray.suite import load_suite
 from kbx_ray.types import Candidate, EvalResult, Generation, Task, stable_hash
 
@@ -109,25 +109,33 @@ class _Writer:
     """
 
     def __init__(self, sinks: Any, genlog: GenerationLog, every: int, seconds: float,
-                 min_s: float = 0.0) -> None:
+                 min_s: float = 0.0, written: set[tuple[str, int, int]] | None = None) -> None:
         self.sinks, self.genlog, self.every, self.seconds = sinks, genlog, every, seconds
         self.min_s = min_s
+        # (cell, round, branch) of generation rows already in Parquet for cells without
+        # evaluation rows: a run stopped between a batch's two parts wrote them
+        self.written = written or set()
         self.gen: list[dict] = []
         self.ev: list[dict] = []
         self.cells: set[str] = set()
         self.last = time.monotonic()
 
     def add(self, cell_id: str, gens: list[dict], evals: list[dict]) -> None:
-        self.gen += gens
+        self.gen += [g for g in gens if (cell_id, g["round"], g["branch"]) not in self.written]
         self.ev += evals
         self.cells.add(cell_id)
         age = time.monotonic() - self.last
         if age > self.seconds or (len(self.cells) >= self.every and age >= self.min_s):
             self.flush()
 
+    def due(self) -> bool:
+        """Buffered cells older than the age limit (checked by a timer, not only by `add`)."""
+        return bool(self.cells) and time.monotonic() - self.last > self.seconds
+
     def flush(self) -> None:
         if self.gen:
             self.sinks.write_generations(self.gen)
+            self.gen = []  # written: a failed evaluations part must not write them again
         if self.ev:
             self.sinks.write_evaluations(self.ev)
         self.genlog.forget(self.cells)
@@ -215,11 +223,24 @@ async def _attach(compiler: Any, pools: dict, ready_s: float) -> None:
             pool.compiler = compiler
 
 
+async def _flush_when_due(writer: _Writer, period: float, errors: list[BaseException]) -> None:
+    """Cells that finish long before the next one (slow repair chains) are written within about
+    `flush_s`, not when the next cell completes: a driver killed meanwhile would lose them."""
+    while not errors:
+        await asyncio.sleep(period)
+        if writer.due():
+            try:
+                writer.flush()
+            except BaseException as e:  # noqa: BLE001 - the workers stop on it, as on their own
+                errors.append(e)
+                return
+
+
 async def _run_cells(p: SweepPlan, sinks: Any, pools: dict) -> None:
     cfg = p.cfg
     genlog = GenerationLog(p.sweep_dir, cfg.engine.wal_fsync)
     writer = _Writer(sinks, genlog, cfg.engine.flush_every, cfg.engine.flush_s,
-                     cfg.engine.flush_min_s)
+                     cfg.engine.flush_min_s, written_generations(p.sweep_dir, p.done))
     backends: dict = {}
     cells = p.todo()
     errors: list[BaseException] = []
@@ -244,10 +265,12 @@ async def _run_cells(p: SweepPlan, sinks: Any, pools: dict) -> None:
                 log.info(compiler.line())
 
     reporter = asyncio.create_task(report())
+    ticker = asyncio.create_task(_flush_when_due(writer, max(0.5, cfg.engine.flush_s / 2), errors))
     try:
         await asyncio.gather(*(worker() for _ in range(max(1, cfg.engine.max_concurrency))))
     finally:
         reporter.cancel()
+        ticker.cancel()
         writer.flush()
         genlog.close()
     if errors:

@@ -211,6 +211,14 @@ def read_table(sweep_dir: Path, dataset: Dataset) -> pd.DataFrame:
     return _read_arrow(sweep_dir, dataset).to_pandas(types_mapper=_PANDAS_TYPES.get)
 
 
+def written_generations(sweep_dir: Path, done: set[str]) -> set[tuple[str, int, int]]:
+    """(cell_id, round, branch) of the generation rows of cells not in `done`: parts that a run
+    stopped between a batch's generations and evaluations parts left behind."""
+    t = _read_arrow(sweep_dir, "generations", ["cell_id", "round", "branch"]).to_pydict()
+    return {(c, int(r or 0), int(b or 0)) for c, r, b in zip(t["cell_id"], t["round"], t["branch"])
+            if c is not None and c not in done}
+
+
 def done_cells(sweep_dir: Path) -> set[str]:
     """cell_ids that have evaluation rows, i.e. are complete. Read-only: a `--dry-run` may ask
     while a sweep writes there (in-flight `.tmp` parts are invisible to the reader)."""

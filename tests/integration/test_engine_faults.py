@@ -281,3 +281,25 @@ def test_driver_killed_with_sigkill_then_resumed(tmp_path):
     assert len(gen) == 6 and gen.cell_id.is_unique
     wal = (sweep_dir / "generations.wal.jsonl").read_text().splitlines()
     assert len(wal) == len({line[:60] for line in wal})  # no generation was made twice
+
+
+def test_a_batch_torn_between_its_two_parts_is_not_written_twice(local_ray, tmp_path):
+    """A run stopped after a batch's generations part and before its evaluations part (a kill, a
+    full disk): the resume redoes those cells from the WAL and writes their evaluation rows, but
+    not a second copy of their generation rows."""
+    import shutil
+
+    from kbx_ray import engine
+
+    args = [f"output_dir={tmp_path}", "suite.include=[activation/relu,math/exp]",
+            "wandb.mode=disabled", "method=repair", "method.rounds=1"]
+    p = engine.run_sweep(load_config(args))
+    gens = read_table(p.sweep_dir, "generations")
+    assert len(gens) >= 2 and len(read_table(p.sweep_dir, "evaluations")) >= 2
+    shutil.rmtree(p.sweep_dir / "evaluations")  # the batch's second part never landed
+    again = engine.run_sweep(load_config(args))
+    assert again.n_todo == 2  # both cells were redone ...
+    after = read_table(p.sweep_dir, "generations")
+    keys = list(zip(after.cell_id, after["round"], after.branch))
+    assert len(keys) == len(set(keys)) == len(gens)  # ... without a second generation row
+    assert set(read_table(p.sweep_dir, "evaluations").cell_id) == set(gens.cell_id)
