@@ -16,7 +16,7 @@ _EXPORTS = {
     "EVALUATION_SCHEMA": "parquet", "GENERATION_SCHEMA": "parquet", "ParquetSink": "parquet",
     "ParquetWriteError": "parquet", "clean_tmp": "parquet", "done_cells": "parquet",
     "read_generations_for_resume": "parquet", "read_table": "parquet",
-    "written_generations": "parquet",
+    "read_rows": "parquet", "written_generations": "parquet",
     "WandbConfig": "wandb_config", "WandbSink": "wandb",
 }
 __all__ = sorted([*_EXPORTS, "build_sinks"])

@@ -211,6 +211,12 @@ def read_table(sweep_dir: Path, dataset: Dataset) -> pd.DataFrame:
     return _read_arrow(sweep_dir, dataset).to_pandas(types_mapper=_PANDAS_TYPES.get)
 
 
+def read_rows(sweep_dir: Path, dataset: Dataset, skip: tuple[str, ...] = ()) -> list[dict]:
+    """One dataset as plain dicts (None for nulls), without the columns in `skip`."""
+    columns = [c for c in SCHEMAS[dataset].names if c not in skip]
+    return _read_arrow(sweep_dir, dataset, columns).to_pylist()
+
+
 def written_generations(sweep_dir: Path, done: set[str]) -> set[tuple[str, int, int]]:
     """(cell_id, round, branch) of the generation rows of cells not in `done`: parts that a run
     stopped between a batch's generations and evaluations parts left behind."""

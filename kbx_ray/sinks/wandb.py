@@ -27,7 +27,7 @@ from kbx_ray.sinks.base import Sink
 from kbx_ray.sinks.wandb_config import MODES, WandbConfig  # noqa: F401 - re-exported
 from kbx_ray.sinks.metrics import RunningMetrics
 from kbx_ray.sinks.wandb_plots import compact, final_charts
-from kbx_ray.sinks.parquet import EVALUATION_SCHEMA
+from kbx_ray.sinks.parquet import EVALUATION_SCHEMA, read_rows
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +47,7 @@ class WandbSink(Sink):
         self.sweep_id = sweep_id
         self.sweep_dir = Path(sweep_dir)
         self.run: Any = None          # wandb.sdk.wandb_run.Run once started
+        self.run_id = ""              # its id, kept after it finishes
         self.failed: str | None = None  # why the sink turned itself off
         self._table: Any = None
         self._unlogged = 0            # rows added to the table since its last log
@@ -82,6 +83,7 @@ class WandbSink(Sink):
             project=self.cfg.project, entity=self.cfg.entity, group=self.cfg.group,
             job_type="sweep", name=self.sweep_id, config=resolved_config, dir=str(run_dir),
             mode=self.cfg.mode, reinit="create_new")
+        self.run_id = self.run.id
         self.run.define_metric("progress/cells_done")
         self.run.define_metric("progress/rows", step_metric="progress/cells_done")
         self.run.define_metric("metrics/*", step_metric="progress/cells_done", summary="last")
@@ -90,6 +92,26 @@ class WandbSink(Sink):
         self._table = wandb.Table(columns=TABLE_COLUMNS, log_mode="INCREMENTAL",
                                   allow_mixed_types=True)
         logger.info("W&B run %s (%s) in %s", self.run.id, self.cfg.mode, self.run.dir)
+        self._resume()
+
+    def _resume(self) -> None:
+        """A resumed sweep's run starts from what Parquet already holds, so its metrics describe
+        the whole sweep, not only the cells run since the resume (the table holds new rows only:
+        the earlier run logged the others)."""
+        if not (self.sweep_dir / "evaluations").is_dir():
+            return
+        rows = read_rows(self.sweep_dir, "evaluations", skip=("cases", "stage_s", "error_msg"))
+        if not rows:
+            return
+        self._rows += len(rows)
+        self._cells.update(str(r.get("cell_id")) for r in rows)
+        self._compact += [compact(r) for r in rows]
+        payload: dict[str, Any] = self._metrics.update(rows)
+        payload.update({"progress/cells_done": len(self._cells), "progress/rows": self._rows})
+        self.run.summary["progress/resumed_cells"] = len(self._cells)
+        self.run.summary["progress/total_cells"] += len(self._cells)  # start() counts the rest
+        self._send(payload)
+        logger.info("W&B metrics resume from %d recorded cells", len(self._cells))
 
     def write_evaluations(self, rows: list[dict]) -> None:
         if self.active and rows:

@@ -113,6 +113,31 @@ def test_offline_run_holds_every_row_and_the_metrics(tmp_path: Path) -> None:
     assert summary["summary"]["progress/cells_done"] == 5
 
 
+def test_a_resumed_sweeps_run_counts_the_cells_recorded_before(tmp_path: Path) -> None:
+    """The run of a resumed sweep seeds its metrics from Parquet: its dashboard describes the
+    whole sweep, not only the cells run since the resume."""
+    sweep_dir = tmp_path / "results" / "sw"
+    runs = []
+    for batch, todo in ((BATCHES[0], 3), (BATCHES[1], 1)):  # stopped after cells 0-1, resumed
+        sink = WandbSink(WandbConfig(mode="offline", table_log_interval_s=0), "sw", sweep_dir)
+        fan = FanOut([ParquetSink(sweep_dir), sink])
+        fan.start(todo, {})
+        fan.write_evaluations(batch)
+        fan.close()
+        assert sink.failed is None
+        runs.append(sink)
+    (run_dir,) = [d for d in (sweep_dir / "wandb").glob("offline-run-*")
+                  if d.name.endswith(runs[1].run_id)]
+    records = [json.loads(line) for line in leet("--json", str(run_dir)).splitlines()]
+    steps = [r["history"]["item"] for r in records if r["type"] == "history"
+             and "metrics/overall/exec_rate" in r["history"]["item"]]
+    assert steps[0]["progress/cells_done"] == 2  # the recorded cells, logged at the start
+    assert steps[-1]["progress/cells_done"] == 3
+    assert steps[-1]["metrics/overall/exec_rate"] == pytest.approx(2 / 3)  # cells 0, 2 of 0-2
+    summary = json.loads(leet("--summary", "--json", str(run_dir)))["summary"]
+    assert summary["progress/resumed_cells"] == 2 and summary["progress/total_cells"] == 3
+
+
 def test_disabled_mode_makes_no_run(tmp_path: Path) -> None:
     sink = WandbSink(WandbConfig(mode="disabled"), "sw", tmp_path)
     sink.start(1, {})
