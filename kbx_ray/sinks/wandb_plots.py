@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 KEEP = ("cell_id", "task_id", "category", "method", "model", "sample", "hardware", "round",
-        "branch", "call_ok", "exec_ok", "speedup", "sol_fraction", "stage", "final")
+        "branch", "call_ok", "exec_ok", "speedup", "sol_fraction", "stage", "final", "stop_reason")
 
 
 def compact(row: dict) -> dict:
@@ -36,8 +36,7 @@ def final_charts(rows: list[dict]) -> dict[str, Any]:
     curve = rounds_curve(pd.DataFrame(rows)) if rows else pd.DataFrame()
     if len(curve):
         line = wandb.Table(columns=["k", "exec_rate", "method"],
-                           data=[[int(r["k"]), float(r["exec_rate"]), str(r["method"])]
-                                 for r in curve.to_dict("records")])
+                           data=[[int(k), rate, name] for k, rate, name in curve_lines(curve)])
         charts["charts/repair_curve"] = wandb.plot.line(
             line, "k", "exec_rate", stroke="method", title="exec rate after k rounds")
     logs = [[math.log2(float(r["speedup"]))] for r in final
@@ -46,3 +45,13 @@ def final_charts(rows: list[dict]) -> dict[str, Any]:
     charts["charts/speedup_log2"] = wandb.plot.histogram(
         hist, "log2_speedup", title="log2 speedup over eager (correct kernels)")
     return charts
+
+
+def curve_lines(curve: Any) -> list[tuple[int, float, str]]:
+    """(k, exec rate, line label) per point of `rounds_curve`: one line per method, model and
+    pool, the label naming a model or a pool only where the sweep has several (a line that
+    pooled two models' points would zig-zag between them)."""
+    rows = curve.to_dict("records")
+    parts = ["method"] + [d for d in ("model", "hardware") if len({r[d] for r in rows}) > 1]
+    return [(int(r["k"]), float(r["exec_rate"]), " / ".join(str(r[d]) for d in parts))
+            for r in rows]

@@ -85,3 +85,15 @@ def test_curve_rates_per_method_and_k(tmp_path):
     assert curve.loc[0, "fast_1"] == 0.0 and curve.loc[2, "fast_1"] == 0.5
     assert math.isclose(curve.loc[0, "geomean_speedup"], 0.5)
     assert rounds_curve(roundtrip(tmp_path / "e", [])).empty
+
+
+def test_the_wandb_curve_draws_one_line_per_model_where_there_are_several(tmp_path):
+    from kbx_ray.sinks.wandb_plots import compact, curve_lines
+
+    rows = [row("a", 0, call=True, ok=True, speedup=1.0, final=True),
+            {**row("b", 0, final=True), "model": "other"}]
+    lines = curve_lines(rounds_curve(roundtrip(tmp_path, rows)))
+    assert sorted(lines) == [(0, 0.0, "repair / other"), (0, 1.0, "repair / m")]
+    one = curve_lines(rounds_curve(roundtrip(tmp_path / "one", rows[:1])))
+    assert one == [(0, 1.0, "repair")]
+    assert compact({**rows[0], "stop_reason": "max_rounds"})["stop_reason"] == "max_rounds"
