@@ -70,8 +70,26 @@ def load_evaluations(result_dirs: Iterable[Path]) -> tuple[pd.DataFrame, list[Sw
         logger.warning("no evaluation rows in %s; the report will be empty",
                        ", ".join(str(s.path) for s in sources))
         frames = [read_table(sources[0].path, "evaluations")]
-    df = normalise(pd.concat(frames, ignore_index=True))
+    df = latest_task_versions(normalise(pd.concat(frames, ignore_index=True)))
     return df.assign(variant=variant_labels(df)), sources
+
+
+def latest_task_versions(df: pd.DataFrame) -> pd.DataFrame:
+    """A task edited between a sweep's runs has rows under two `task_hash`es, i.e. two sets of
+    cells for one task: keep the version evaluated last, so no task counts twice."""
+    if "task_hash" not in df.columns or not len(df):
+        return df
+    last = df.groupby(["sweep_id", "task_id", "task_hash"], dropna=False)["finished_at"].max()
+    keep = last.reset_index().sort_values("finished_at").groupby(
+        ["sweep_id", "task_id"], dropna=False).tail(1)
+    kept = df.merge(keep[["sweep_id", "task_id", "task_hash"]], how="inner")
+    if len(kept) < len(df):
+        stale = df.merge(keep[["sweep_id", "task_id", "task_hash"]], how="left", indicator=True)
+        tasks = sorted(stale.loc[stale["_merge"] == "left_only", "task_id"].unique())
+        logger.warning("%d rows of %d task(s) evaluated under an earlier version of the task are "
+                       "left out (%s): the report reads each task's last version",
+                       len(df) - len(kept), len(tasks), ", ".join(tasks[:5]))
+    return kept
 
 
 def _unique_label(df: pd.DataFrame, sweep_dir: Path, taken: set[str]) -> str:

@@ -268,3 +268,19 @@ def test_untimed_sweep_leaves_fast_p_unknown_not_zero(tmp_path: Path) -> None:
     s = speedup_table(df, BY_HARDWARE).iloc[0]
     assert s["correct"] == 1 and s["timed"] == 0 and math.isnan(s["sum_ratio"])
 
+
+
+def test_a_task_edited_between_runs_counts_once_at_its_last_version(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    old = {**row("one_shot", "Activation", "h100", 0, call=False), "task_hash": "v1",
+           "cell_id": "relu-v1", "finished_at": 1000.0}
+    new = {**row("one_shot", "Activation", "h100", 0, call=True, ok=True, speedup=2.0,
+                 cases=[(2, 1)]), "task_hash": "v2", "cell_id": "relu-v2", "finished_at": 2000.0}
+    other = row("one_shot", "Reduce", "h100", 0, call=True)
+    ParquetSink(tmp_path / "s").write_evaluations([old, new, other])
+    with caplog.at_level("WARNING"):
+        df, _ = load_evaluations([tmp_path / "s"])
+    assert sorted(df.cell_id) == sorted(["relu-v2", other["cell_id"]])
+    assert "1 rows of 1 task(s) evaluated under an earlier version" in caplog.text
+    t = by(rate_table(df, BY_METHOD), method="one_shot", hardware="h100")
+    assert (t["cells"], t["exec_rate"]) == (2, 0.5)
