@@ -211,7 +211,22 @@ def sweep_id(cfg: Config) -> str:
     key["evaluation"] = {k: d["evaluation"][k] for k in VERDICT_KEYS}
     if cfg.engine.mode == "noop":
         key["noop"] = True
+    # the grid's method and model presets as loaded (an edited conf/method/*.yaml would otherwise
+    # add a second set of cells under the same names), and the prompt texts the methods render
+    variants = _methods(cfg)
+    key["variants"] = [OmegaConf.to_container(OmegaConf.structured(v))
+                       for v in (*variants, *models(cfg))]
+    key["prompts"] = _prompts_digest([v.templates_dir for v in variants])
     return f"{cfg.sweep.name}-{stable_hash(key, n=8)}"
+
+
+def _prompts_digest(override_dirs: list[str | None]) -> str:
+    """The text of every prompt template a sweep's methods can render."""
+    h = hashlib.sha256()
+    for d in [CONF_DIR / "prompts", *sorted({Path(o).expanduser() for o in override_dirs if o})]:
+        for f in sorted(d.glob("*.txt")) if d.is_dir() else []:
+            h.update(f"{f.name}\0".encode() + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ def test_selection_by_id_category_and_glob():
     assert select_ids(ids, ["fusion/*", "activation/relu"]) == ["activation/relu", "fusion/add_gelu"]
 
 
-def test_sweep_id_is_stable_and_ignores_task_selection():
+def test_sweep_id_is_stable_and_ignores_task_selection(tmp_path, monkeypatch):
     a = sweep_id(load_config([]))
     assert a == sweep_id(load_config([])) and a.startswith("default-")
     assert a == sweep_id(load_config(["suite.include=[math]"]))
@@ -53,6 +53,23 @@ def test_sweep_id_is_stable_and_ignores_task_selection():
     for other in (["engine.mode=noop"], ["evaluation.torch_compute=flag"], ["evaluation.seeds=1"],
                   ["evaluation.timing.budget_s=3"], ["evaluation.device=cpu"]):
         assert sweep_id(load_config(other)) != a, other
+    # an edited method preset or prompt template is another sweep too
+    edited = tmp_path / "prompts"
+    edited.mkdir()
+    (edited / "system.txt").write_text("You write Triton kernels. Be brief.")
+    assert sweep_id(load_config([f"method.templates_dir={edited}"])) != \
+        sweep_id(load_config([f"method.templates_dir={tmp_path}"]))
+    import shutil
+
+    import kbx_ray.config as config
+
+    before = sweep_id(load_config(["sweep.methods=[repair]"]))
+    shutil.copytree(config.CONF_DIR, tmp_path / "conf")
+    preset = tmp_path / "conf" / "method" / "repair.yaml"
+    preset.write_text(preset.read_text().replace("rounds: 3", "rounds: 5"))
+    monkeypatch.setattr(config, "CONF_DIR", tmp_path / "conf")
+    assert sweep_id(load_config(["sweep.methods=[repair]"])) != before
+    monkeypatch.undo()
     # operational settings resume into the same sweep (a longer timeout for the cells left)
     for same in (["evaluation.case_timeout_s=600"], ["engine.mode=task"],
                  ["evaluation.sandbox.cpu_seconds=60"], ["engine.evaluators_per_gpu=2"]):
