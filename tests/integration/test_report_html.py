@@ -74,8 +74,11 @@ def report_dir(results: Path) -> Path:
 
 def test_report_script_writes_tables_and_figures(report_dir: Path) -> None:
     md = assert_self_contained_with_figures(report_dir)
-    assert "| sw | org/coder | repair | 6 | 83.3% | 66.7% | 50.0% | 16.7% | 16.7% | 1.44× |" in md
-    assert "| sw2 | org/coder | one_shot | 1 | 100.0% | 100.0% | 100.0% | 100.0% | 100.0% |" in md
+    # rates per GPU pool: the H100 row of repair is the ablation's state after its last round
+    assert "| sw | org/coder | repair | h100 | 3 | 100.0% | 100.0% | 66.7% | 33.3% | 33.3% | 1.53× |" in md
+    assert "| sw | org/coder | repair | a100 | 3 | 66.7% | 33.3% | 33.3% | 0.0% | 0.0% | 1.20× |" in md
+    assert "| sw | org/coder | repair | 2 | 3 | 100.0% | 100.0% | 1.53× |" in md
+    assert "| sw2 | org/coder | one_shot | h100 | 1 | 100.0% | 100.0% | 100.0% | 100.0% | 100.0% |" in md
     assert "| sw | org/coder | repair | h100 | 3 | 3 | 1.97× | 1.93× | 1.53× | 33.3% | – |" in md
     assert "28.6% of 7 correct timed kernels are slower than eager." in md
 
@@ -83,7 +86,7 @@ def test_report_script_writes_tables_and_figures(report_dir: Path) -> None:
 def test_kbx_report_out_dir_and_user_errors(results: Path, tmp_path: Path) -> None:
     r = run("-m", "kbx_ray.cli", "report", str(results / "sw2"), "--out", str(tmp_path / "o"))
     assert r.returncode == 0, r.stderr
-    assert "| sw2 | Activation | 1 |" in (tmp_path / "o" / "report.md").read_text()
+    assert "| sw2 | Activation | h100 | 1 |" in (tmp_path / "o" / "report.md").read_text()
     bad = run("-m", "kbx_ray.cli", "report", str(tmp_path / "missing"))
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.strip().splitlines() == [
@@ -118,7 +121,7 @@ def test_cpu_sweep_then_report(tmp_path: Path) -> None:
     report = run("scripts/report.py", str(tmp_path))
     assert report.returncode == 0, report.stderr
     md = assert_self_contained_with_figures(tmp_path / "report")
-    assert "| Math | 1 | 100.0% | 100.0% | – | – | – | – |" in md  # fast_p unknown, not 0
+    assert "| Math | cpu | 1 | 100.0% | 100.0% | – | – | – | – |" in md  # fast_p unknown, not 0
     assert "No timed results" in md
     if find_chromium() is not None:
         assert all(im.ok for im in check_images(tmp_path / "report" / "report.html"))
