@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+import textwrap
 
 from kbx_ray.types import Candidate, Generation, stable_hash
 
@@ -28,9 +29,13 @@ def candidate_id(task_id: str, code: str) -> str:
     return stable_hash(task_id, code.strip())
 
 
-def _defines(code: str, entry: str) -> bool:
+def _defines(code: str, entry: str, assigned: bool = True) -> bool:
+    """A def or class of `entry`, or (with `assigned`) a top-level `entry = <other callable>`; a
+    usage line such as `mean = mean(x)` or a comparison `mean == ...` defines nothing."""
     e = re.escape(entry)
-    return re.search(rf"^\s*(?:def|class)\s+{e}\s*[(:]|^{e}\s*=", code, re.M) is not None
+    if re.search(rf"^\s*(?:def|class)\s+{e}\s*[(:]", code, re.M):
+        return True
+    return assigned and re.search(rf"^{e}\s*=(?!=)(?!\s*{e}\s*\()", code, re.M) is not None
 
 
 def _parses(code: str) -> bool:
@@ -72,10 +77,13 @@ def _with_helpers(earlier: list[str], code: str) -> str:
 
 
 def _from_blocks(body: str, entry: str) -> str | None:
-    python = [c for lang, c in _FENCE.findall(body) if lang.lower() in _PY_LANGS]
-    for i in range(len(python) - 1, -1, -1):
-        if _defines(python[i], entry):
-            return _with_helpers(python[:i], python[i]).strip() + "\n"
+    """The last block with a def of `entry`, else the last that assigns it. Blocks are dedented:
+    a fence under a list item indents its code."""
+    python = [textwrap.dedent(c) for lang, c in _FENCE.findall(body) if lang.lower() in _PY_LANGS]
+    for assigned in (False, True):
+        for i in range(len(python) - 1, -1, -1):
+            if _defines(python[i], entry, assigned):
+                return _with_helpers(python[:i], python[i]).strip() + "\n"
     return None
 
 
@@ -109,7 +117,11 @@ def extract(gen: Generation, task_id: str, entry: str) -> Candidate:
     code = extract_code(gen.text, entry)
     answer, _, unclosed = split_think(gen.text)
     cut = gen.finish_reason.lower() in TRUNCATED_REASONS
-    if cut and (code is None or unclosed or answer.count("```") % 2 or not _parses(code)):
+    # an open last fence is the cut only if the code came from it: a finished module followed by a
+    # usage snippet that ran out of tokens is still a finished module
+    open_tail = answer.count("```") % 2 == 1 and code != _from_blocks(
+        answer[:answer.rfind("```")], entry)
+    if cut and (code is None or unclosed or open_tail or not _parses(code)):
         return Candidate(candidate_id=stable_hash(task_id, "truncated", gen.text), task_id=task_id,
                          code=code or "", entry=entry, error_kind="truncated",
                          error_msg="the completion hit the token limit before the code was "

@@ -175,7 +175,7 @@ def agent_prompt(first: Prompt, best: Any, last: list[Any], rnd: int, kinds: lis
     """The agent's reflector (best so far fails) or optimizer (it is correct) turn."""
     others = "\n".join(f"- candidate {a.branch}: " + (
         "correct" if a.result.exec_ok else f"{a.result.error_kind}: "
-        f"{trim(a.result.error_msg, 160).splitlines()[0] if a.result.error_msg else ''}")
+        f"{(trim(a.result.error_msg, 160).splitlines() or [''])[0]}")
         for a in last if a is not best) or "- (none)"
     name = "agent_optimize" if best.result.exec_ok else "agent_reflect"
     ask = t.render(name, round=rnd, branch=best.branch, best_round=best.round, others=others,

@@ -110,3 +110,29 @@ def test_other_servers_length_reasons_count_as_truncation():
 def test_gibberish_is_no_code_block():
     gen = Generation(text="the of ( ) [ tl tl x = = relu ``` a", finish_reason="stop")
     assert extract(gen, "activation/relu", "relu").error_kind == "no_code_block"
+
+
+def test_a_usage_snippet_cut_at_the_token_limit_leaves_the_finished_module():
+    text = f"{fenced(MODULE)}\nUsage:\n```python\nx = torch.randn(1024)\nprint(relu(x"
+    c = extract(Generation(text=text, finish_reason="length"), "activation/relu", "relu")
+    assert c.error_kind == "" and c.code == MODULE
+    # the answer itself cut short is still truncated
+    cut = extract(Generation(text=fenced(MODULE)[:-40], finish_reason="length"),
+                  "activation/relu", "relu")
+    assert cut.error_kind == "truncated"
+
+
+def test_a_fence_under_a_list_item_is_dedented():
+    indented = "".join(f"   {ln}\n" if ln else "\n" for ln in MODULE.splitlines())
+    text = f"1. The kernel:\n   ```python\n{indented}   ```\n2. Done."
+    code = extract_code(text, "relu")
+    assert code == MODULE and ast.parse(code)
+
+
+def test_a_usage_block_that_rebinds_the_entry_is_not_the_answer():
+    kernel = MODULE.replace("relu", "mean")
+    usage = "x = torch.randn(4096, device='cuda')\nmean = mean(x)\nprint(mean == mean)\n"
+    assert extract_code(f"{fenced(kernel)}\nTry it:\n{fenced(usage)}", "mean") == kernel
+    # an alias of another callable still names the entry when no block defines it
+    alias = KERNEL + "\n\ndef _impl(x):\n    return x\n\n\nrelu = _impl\n"
+    assert extract_code(fenced(alias), "relu") == alias

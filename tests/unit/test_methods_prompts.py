@@ -123,3 +123,25 @@ def test_sweep_presets_have_the_study_axes():
     assert paper.hardware == ["rtx4090", "rtx5090", "a100", "h20", "h800", "l20"]
     assert len(paper.sweep.methods) == 5 and count_cells(paper, tasks) == 2 * 5
     assert load_config(["sweep=kbx_paper", "hardware=cpu"]).hardware == ["cpu"]  # CLI wins
+
+
+def test_agent_turn_survives_a_blank_error_message():
+    """A failed candidate whose error message is only whitespace (a crash that printed nothing)
+    must not take the agentic cell down with an IndexError."""
+    from kbx_ray.methods.base import Attempt
+    from kbx_ray.prompts import agent_prompt
+    from kbx_ray.types import Generation
+
+    task = get_task("activation/relu")
+    first = build_prompt(task)
+
+    def attempt(branch: int, result: EvalResult) -> Attempt:
+        cand = Candidate(candidate_id(task.task_id, f"c{branch}"), task.task_id, "", "relu")
+        return Attempt(1, first, Generation(text=""), cand, result, branch=branch)
+
+    best = attempt(0, EvalResult(task.task_id, "c0", stage="correctness", call_ok=True,
+                                 error_kind="mismatch", error_msg="wrong values"))
+    blank = attempt(1, EvalResult(task.task_id, "c1", stage="compile", error_kind="crash",
+                                  error_msg=" \n "))
+    ask = agent_prompt(first, best, [best, blank], 2, ["compile", "correctness"], Templates())
+    assert "- candidate 1: crash: " in ask.messages[-1]["content"]
