@@ -110,12 +110,13 @@ def _positive(v: object) -> bool:
 
 def speedup_metrics(rows: pd.DataFrame) -> dict[str, float]:
     correct = rows[rows["exec_ok"]]
-    sums = [s for s in map(case_sums, correct["cases"]) if s is not None]
+    timed = [(str(t), s) for t, s in zip(correct["task_id"], map(case_sums, correct["cases"]))
+             if s is not None]
+    sums = [s for _, s in timed]
     by_task: dict[str, list[float]] = {}
-    for task, s in zip(correct["task_id"], map(case_sums, correct["cases"])):
-        if s is not None:
-            acc = by_task.setdefault(str(task), [0.0, 0.0])
-            acc[0], acc[1] = acc[0] + s[0], acc[1] + s[1]
+    for task, (ref, cand) in timed:
+        acc = by_task.setdefault(task, [0.0, 0.0])
+        acc[0], acc[1] = acc[0] + ref, acc[1] + cand
     speedups = [float(v) for v in correct["speedup"] if _positive(v)]
     sols = [float(v) for v in correct["sol_fraction"] if math.isfinite(v)]
     out: dict[str, float] = {"correct": len(correct), "timed": len(speedups)}
