@@ -170,7 +170,7 @@ class Evaluator:
         if res is not None and isinstance(prof, dict):  # the worker's own account: profiling only
             for k, v in prof.items():
                 if k in ("inputs", "poison", "call", "encode") and isinstance(v, (int, float)):
-                    res.stage_s[f"w_{k}"] = round(res.stage_s.get(f"w_{k}", 0.0) + float(v), 4)
+                    res.stage_s[f"w_{k}"] = round(res.stage_s.get(f"w_{k}", 0.0) + float(v), 6)
         if not reply.get("ok"):
             raise _Fail(stage, reply.get("error_kind", "infra_error"), reply.get("error_msg", ""))
         return reply, blobs
