@@ -1,7 +1,8 @@
 """`kbx`: sweep, eval (one candidate file), tasks (list the suite), report (tables and figures).
 
 Every user-fixable problem (bad key, unknown task, missing pool, unreadable file) ends as one line on
-stderr and exit status 2, never as a traceback.
+stderr and exit status 2, never as a traceback. Logs go to stderr; stdout carries only what a command
+prints as its answer (the dry-run's estimate, `--json`, the task list).
 """
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ log = logging.getLogger("kbx")
 
 
 def _setup_logging(verbose: bool = False) -> None:
+    from rich.console import Console
     from rich.logging import RichHandler
 
+    handler = RichHandler(console=Console(stderr=True), show_path=False, rich_tracebacks=False)
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s",
-                        handlers=[RichHandler(show_path=False, rich_tracebacks=False)], force=True)
+                        handlers=[handler], force=True)
     for noisy in ("ray", "wandb", "urllib3", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
@@ -122,8 +125,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from kbx_ray import __version__
+    from kbx_ray.provenance import git_state
+
+    commit = (git_state().get("commit") or "")[:12]
     ap = argparse.ArgumentParser(prog="kbx", description=__doc__.splitlines()[0])
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--version", action="version",
+                    version=f"kbx_ray {__version__}" + (f" (commit {commit})" if commit else ""))
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("sweep", help="run a sweep (same as python scripts/sweep.py)")
     s.add_argument("--dry-run", action="store_true", help="print the grid and an estimate, run nothing")

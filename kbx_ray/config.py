@@ -22,6 +22,8 @@ from kbx_ray.types import stable_hash
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 GROUPS = ("suite", "model", "method", "sweep")
+ROUND_KINDS = ("repair", "parallel", "agentic")  # methods that run refinement rounds
+_SETUP: dict[str, str] = {}  # model preset name -> the command that makes its local files
 
 
 class ConfigError(ValueError):
@@ -117,6 +119,8 @@ class Config:
     wandb: WandbConfig = field(default_factory=WandbConfig)
     output_dir: str = "results"
     sweep_id: str | None = None
+    overrides: list[str] = field(default_factory=list)  # the command line's key=value items: the
+    #                                      grid's method and model variants take their keys too
 
 
 def _group_file(group: str, name: str) -> Path:
@@ -136,6 +140,9 @@ def _load_group(group: str, name: str, seen: tuple[str, ...] = ()) -> DictConfig
                           f"({' -> '.join((*seen, name))}); remove one of the base keys")
     node = OmegaConf.load(_group_file(group, name))
     base = node.pop("base", None) if isinstance(node, DictConfig) else None
+    setup = node.pop("setup", None) if isinstance(node, DictConfig) else None
+    if setup:  # not a model setting (it would change every cell id): kept beside the config
+        _SETUP[str(node.get("name", name))] = str(setup)
     if base is None:
         return node
     return _merge(_load_group(group, str(base), (*seen, name)), node, f"conf/{group}/{name}.yaml")
@@ -177,6 +184,8 @@ def load_config(overrides: list[str] | None = None) -> Config:
     cfg = _merge(cfg, cli, "the command line")
     if cfg.sweep.hardware and "hardware" not in cli:  # the sweep file's pools, unless overridden
         cfg.hardware = cfg.sweep.hardware
+    _refuse_ignored(cfg, groups, cli)
+    cfg.overrides = list(overrides or [])
     if not 1 <= cfg.engine.evaluators_per_gpu <= 16:
         raise ConfigError(f"engine.evaluators_per_gpu={cfg.engine.evaluators_per_gpu}: choose 1-16 "
                           "(evaluators sharing one GPU; timing takes it alone)")
@@ -185,7 +194,36 @@ def load_config(overrides: list[str] | None = None) -> Config:
     if cfg.engine.aot_compile not in ("off", "on", "always"):
         raise ConfigError(f"engine.aot_compile={cfg.engine.aot_compile!r}: choose off, on (compile "
                           "ahead while a compile worker is free) or always")
-    return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+    try:
+        out: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    except ValueError as e:  # a dataclass's own check (e.g. TimingConfig.feed)
+        raise ConfigError(f"bad setting: {str(e).splitlines()[0]}") from None
+    from kbx_ray.config_checks import check_choices
+
+    check_choices(out)
+    return out
+
+
+def _refuse_ignored(cfg: DictConfig, groups: dict[str, str], cli: DictConfig) -> None:
+    """A pick or key that the sweep's axes would override is refused, not dropped in silence."""
+    for group, axis in (("model", "models"), ("method", "methods")):
+        names = list(cfg.sweep[axis])
+        if group in groups and names:
+            raise ConfigError(f"{group}={groups[group]} has no effect: the sweep's {axis} axis is "
+                              f"[{', '.join(names)}]; set sweep.{axis}=[{groups[group]}] instead")
+        if names and len(names) > 1 and "name" in (cli.get(group) or {}):
+            raise ConfigError(f"{group}.name cannot label every variant of sweep.{axis} "
+                              f"[{', '.join(names)}]: drop {group}.name")
+    if cfg.sweep.rounds and "rounds" in (cli.get("method") or {}):
+        raise ConfigError(f"method.rounds={cli.method.rounds} conflicts with the sweep's rounds "
+                          f"axis {list(cfg.sweep.rounds)}: set sweep.rounds=[{cli.method.rounds}] "
+                          "instead")
+
+
+def setup_hint(model_name: str, path: str) -> str:
+    """The command that builds a preset's local weights folder, if its preset names one."""
+    hint = _SETUP.get(model_name, "")
+    return hint.replace("{path}", path)
 
 
 def to_dict(cfg: Config) -> dict[str, Any]:
@@ -213,11 +251,28 @@ def sweep_id(cfg: Config) -> str:
         key["noop"] = True
     # the grid's method and model presets as loaded (an edited conf/method/*.yaml would otherwise
     # add a second set of cells under the same names), and the prompt texts the methods render
-    variants = _methods(cfg)
+    variants = methods(cfg)
     key["variants"] = [OmegaConf.to_container(OmegaConf.structured(v))
                        for v in (*variants, *models(cfg))]
     key["prompts"] = _prompts_digest([v.templates_dir for v in variants])
-    return f"{cfg.sweep.name}-{stable_hash(key, n=8)}"
+    digest = stable_hash(key, n=8)
+    legacy = f"{cfg.sweep.name}-{digest}"  # before readable names: such a folder still resumes
+    if (Path(cfg.output_dir) / legacy).is_dir():
+        return legacy
+    return f"{readable_name(cfg)}-{digest}"
+
+
+def readable_name(cfg: Config) -> str:
+    """`<sweep or method>-<model>-<suite>`: what the results folder and the W&B run are called
+    (the hash after it is the identity)."""
+    def few(names: list[str], what: str) -> str:
+        return "+".join(names) if len(names) <= 2 else f"{len(names)}{what}"
+
+    head = cfg.sweep.name if cfg.sweep.name != "default" else \
+        few(list(cfg.sweep.methods) or [cfg.method.name], "methods")
+    model = few(list(cfg.sweep.models) or [cfg.model.name], "models")
+    raw = f"{head}-{model}-{cfg.suite.name}"
+    return "".join(ch if ch.isalnum() or ch in "._+-" else "_" for ch in raw)
 
 
 def _prompts_digest(override_dirs: list[str | None]) -> str:
@@ -242,44 +297,56 @@ class Cell:
     hardware: tuple[str, ...]
 
 
-def _variants(group: str, names: list[str], default: Any) -> list[Any]:
+def _cli_keys(overrides: list[str], group: str) -> DictConfig | None:
+    """The command line's `<group>.*` keys: every variant of that axis takes them."""
+    items = [o for o in overrides if o.startswith(f"{group}.")]
+    if not items:
+        return None
+    return OmegaConf.from_dotlist(items)[group]
+
+
+def _variants(group: str, names: list[str], default: Any, overrides: list[str]) -> list[Any]:
     if not names:
         return [default]
     schema = {"method": MethodConfig, "model": ModelConfig}[group]
+    cli = _cli_keys(overrides, group)
     out = []
     for n in names:
         node = _merge(OmegaConf.structured(schema), _load_group(group, n), f"conf/{group}/{n}.yaml")
+        if cli is not None:
+            node = _merge(node, cli, "the command line")
         out.append(OmegaConf.to_object(node))
     return out
 
 
-def _methods(cfg: Config) -> list[MethodConfig]:
-    """The method axis, times the sweep's `rounds` axis; a bad method setting stops here."""
+def methods(cfg: Config) -> list[MethodConfig]:
+    """The method axis, times the sweep's `rounds` axis for methods that run rounds (a one-shot
+    method at R0 and at R2 is one variant); a bad method setting stops here."""
     from kbx_ray.methods.base import check_method
 
-    methods = _variants("method", cfg.sweep.methods, cfg.method)
+    variants = _variants("method", cfg.sweep.methods, cfg.method, cfg.overrides)
     if cfg.sweep.rounds:
         # several budgets of one method are different variants: each row names its own
         # (`repair@R3`), or every table and dashboard would pool the budgets into one method
-        label = len(set(map(int, cfg.sweep.rounds))) > 1
-        methods = [replace(m, rounds=int(r), kind=m.kind or m.name,
-                           name=f"{m.name}@R{int(r)}" if label else m.name)
-                   for m in methods for r in cfg.sweep.rounds]
-    for m in methods:
+        budgets = list(dict.fromkeys(map(int, cfg.sweep.rounds)))
+        label = len(budgets) > 1
+        variants = [v for m in variants for v in (
+            [replace(m, rounds=r, kind=m.kind or m.name, name=f"{m.name}@R{r}" if label else m.name)
+             for r in budgets] if (m.kind or m.name) in ROUND_KINDS else [m])]
+    for m in variants:
         problem = check_method(m)
         if problem:
             raise ConfigError(problem)
-    return methods
+    return variants
 
 
 def models(cfg: Config) -> list[ModelConfig]:
     """The model axis: the sweep's `models`, else the `model`."""
-    return _variants("model", cfg.sweep.models, cfg.model)
+    return _variants("model", cfg.sweep.models, cfg.model, cfg.overrides)
 
 
 def grid_axes(cfg: Config, tasks: list[Any]) -> tuple[list[Any], list[Any], list[Any], range]:
-    return tasks, _methods(cfg), models(cfg), \
-        range(cfg.sweep.samples)
+    return tasks, methods(cfg), models(cfg), range(cfg.sweep.samples)
 
 
 def iter_cells(cfg: Config, tasks: list[Any], pools: list[str]) -> Iterator[Cell]:

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import time
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator
 
-from kbx_ray import hardware
-from kbx_ray.config import Cell, Config, ConfigError, count_cells, iter_cells, sweep_id, to_dict
+from kbx_ray import hardware, provenance
+from kbx_ray.config import Cell, Config, ConfigError, count_cells, iter_cells, sweep_id
+from kbx_ray.genlog import FILE as WAL_FILE
 from kbx_ray.genlog import GenerationLog
 from kbx_ray.llm.base import GenParams, build_backend
 from kbx_ray.methods.base import Attempt, build_method
@@ -64,30 +66,27 @@ def resolve_pools(names: list[str]) -> dict[str, hardware.HardwarePool]:
 
 
 def plan(cfg: Config) -> SweepPlan:
-    """Everything that can be checked before Ray starts: config, tasks, pools, the grid, resume."""
+    """Everything that can be checked before Ray starts: config, tasks, pools, the grid, resume,
+    and that a replay source answers every cell."""
+    from kbx_ray.config_checks import validate
+    from kbx_ray.dry_run import check_replay
+
+    validate(cfg)
     tasks = load_suite(cfg.suite.path, cfg.suite.include or None, cfg.suite.name)
     pools = resolve_pools(cfg.hardware)
-    if cfg.engine.mode not in ("actor", "task", "noop"):
-        raise ConfigError(f"engine.mode={cfg.engine.mode!r}: choose actor, task or noop")
     sid = sweep_id(cfg)
     sweep_dir = Path(cfg.output_dir) / sid
     done = done_cells(sweep_dir) if sweep_dir.exists() else set()
-    return SweepPlan(sid, sweep_dir, {t.task_id: t for t in tasks}, pools,
-                     count_cells(cfg, tasks), done, cfg)
+    p = SweepPlan(sid, sweep_dir, {t.task_id: t for t in tasks}, pools,
+                  count_cells(cfg, tasks), done, cfg)
+    check_replay(p)
+    return p
 
 
 def describe(p: SweepPlan) -> str:
-    cfg = p.cfg
-    n_todo = p.n_todo
-    cases = sum(len(t.cases) for t in p.tasks.values()) / max(1, len(p.tasks))
-    rounds = max(1, cfg.method.rounds + 1)
-    gpu_pools = [n for n, pool in p.pools.items() if pool.is_gpu]
-    gpu_s = n_todo * (rounds + len(gpu_pools) - 1) * cases * (2 * cfg.evaluation.timing.budget_s + 0.2)
-    return (f"sweep {p.sweep_id}: {p.n_cells} cells ({len(p.tasks)} tasks) x pools "
-            f"{list(p.pools)} (primary {next(iter(p.pools))}); {p.n_cells - n_todo} already "
-            f"recorded, {n_todo} to run; at most {gpu_s / 3600:.2f} GPU-hours (timing budget "
-            f"{cfg.evaluation.timing.budget_s:g} s per case and side, {rounds} round(s) per cell)"
-            + _aot_line(p))
+    from kbx_ray.dry_run import estimate
+
+    return estimate(p) + _aot_line(p)
 
 
 def _aot_line(p: SweepPlan) -> str:
@@ -301,12 +300,28 @@ def run_sweep(cfg: Config) -> SweepPlan:
     if not ray.is_initialized():
         ray.init(address=cfg.engine.ray_address, include_dashboard=False, configure_logging=False)
     _wait_for_pools(p)
+    fresh = not p.sweep_dir.exists()
     p.sweep_dir.mkdir(parents=True, exist_ok=True)
     clean_tmp(p.sweep_dir)  # a killed run's torn parts; only this run writes here from now on
-    sinks = build_sinks(p.sweep_dir, p.sweep_id, cfg.wandb)
-    sinks.start(n_todo, to_dict(cfg))
+    config = provenance.resolved(cfg)
+    provenance.write_config(p.sweep_dir, config)
+    record = provenance.RunRecord(p.sweep_dir, p.sweep_id)
+    sinks = build_sinks(p.sweep_dir, p.sweep_id, cfg.wandb, extra=[record])
+    sinks.start(n_todo, config)
     try:
         asyncio.run(_drive(p, sinks))
+    except BaseException as e:
+        record.error = e
+        raise
     finally:
         sinks.close()
+        if fresh and record.error is not None and not _recorded(p.sweep_dir):
+            shutil.rmtree(p.sweep_dir, ignore_errors=True)  # a failed start leaves no folder
+            log.info("nothing was recorded; removed %s", p.sweep_dir)
     return p
+
+
+def _recorded(sweep_dir: Path) -> bool:
+    """Any row or logged generation: a folder holding paid-for work is never removed."""
+    wal = sweep_dir / WAL_FILE
+    return any(sweep_dir.glob("*/part-*.parquet")) or (wal.exists() and wal.stat().st_size > 0)

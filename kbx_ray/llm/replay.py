@@ -3,8 +3,11 @@
 Kernels can then be re-scored on new hardware or by a changed harness without paying for
 generation again, and every method can be driven deterministically in tests. A request is answered
 by the row with the same (task_id, sample, round, branch), taken from `GenParams.meta`; when the
-table names a method, the engine's method name is part of the key too (`match_method`). The prompt
-is not compared: a replay re-scores what the model said, whatever it was asked.
+table names a method, the engine's method name is part of the key too (`match_method`); a method the
+table does not hold at all (a one_shot sweep replayed under `method=repair`) is answered by the rows
+of the methods it does hold, where they agree on the completion. The prompt is not compared: a
+replay re-scores what the model said, whatever it was asked. `unanswered` checks a sweep's cells
+against the table before anything starts.
 
 Input (`model.options.path`): a sweep folder, its `generations/` folder or one `.parquet` file (the
 schema of kbx_ray/sinks/parquet.py), or a `.jsonl` file of objects with at least `task_id`,
@@ -18,7 +21,7 @@ import logging
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from kbx_ray.config import ConfigError
 from kbx_ray.llm.base import GenParams, Messages
@@ -40,7 +43,8 @@ class ReplayError(ConfigError):
 class ReplayOptions:
     path: str = ""                  # sweep folder, generations/ folder, .parquet or .jsonl
     on_missing: str = "error"       # error | skip (an empty completion, recorded as no_code_block)
-    match_method: bool = True       # rows that name a method answer only that method
+    match_method: bool = True       # rows that name a method answer that method first (another
+    #                                 method only when the source has none of its own); false: any
     where: dict[str, Any] = field(default_factory=dict)  # keep rows with these column values
     duplicates: str = "error"       # error | first | last: a key with different completions
 
@@ -99,6 +103,16 @@ class ReplayBackend:
     def __init__(self, table: dict[Key, dict], opts: ReplayOptions, label: str) -> None:
         self.table, self.opts, self.label = table, opts, label
         self.skipped = 0
+        self.methods = {k[4] for k in table} - {None}
+        # (task, sample, round, branch) -> the row every method of the source agrees on (None:
+        # they disagree), for a method the source does not hold
+        self.any_method: dict[tuple[str, int, int, int], dict | None] = {}
+        for key, row in table.items():
+            if key[4] is None:
+                continue
+            old = self.any_method.get(key[:4], row)
+            same = old is not None and old["completion"] == row["completion"]
+            self.any_method[key[:4]] = old if same else None
 
     def lookup(self, meta: dict) -> dict | None:
         base = (str(meta.get("task_id", "")), int(meta.get("sample", 0)), int(meta.get("round", 0)),
@@ -107,8 +121,16 @@ class ReplayBackend:
         # a budget of a sweep's rounds axis (`repair@R2`) also takes its base method's rows: the
         # separate runs at each k replay one R-round run
         plain = method.rpartition("@R")[0] if isinstance(method, str) and "@R" in method else None
-        return (self.table.get((*base, method)) or (plain and self.table.get((*base, plain)))
-                or self.table.get((*base, None)))
+        row = (self.table.get((*base, method)) or (plain and self.table.get((*base, plain)))
+               or self.table.get((*base, None)))
+        if row is None and not {method, plain} & self.methods:
+            row = self.any_method.get(base)
+        return row
+
+    def stand_in(self, method: str) -> list[str]:
+        """The source's methods that answer `method`'s requests (empty: its own rows do)."""
+        plain = method.rpartition("@R")[0] if "@R" in method else None
+        return [] if {method, plain} & self.methods else sorted(self.methods)
 
     async def generate(self, messages: Messages, params: GenParams) -> Generation:
         t0 = time.perf_counter()
@@ -130,6 +152,23 @@ class ReplayBackend:
                           latency_s=time.perf_counter() - t0,
                           finish_reason=row.get("finish_reason") or "stop",
                           model=row.get("model") or self.label)
+
+
+def unanswered(backend: ReplayBackend, cells: Iterable[Any]) -> tuple[int, int, str]:
+    """(cells whose first round the source cannot answer, cells checked, the first one named).
+    Later rounds depend on verdicts and are checked when they are asked for."""
+    missing, total, first = 0, 0, ""
+    for cell in cells:
+        total += 1
+        for branch in range(max(1, int(cell.method.branches))):
+            meta = {"task_id": cell.task_id, "sample": cell.sample, "round": 0, "branch": branch,
+                    "method": cell.method.name}
+            if backend.lookup(meta) is None:
+                missing += 1
+                first = first or (f"task {cell.task_id} sample {cell.sample} branch {branch} "
+                                  f"(method {cell.method.name})")
+                break
+    return missing, total, first
 
 
 def build(cfg: Any) -> ReplayBackend:

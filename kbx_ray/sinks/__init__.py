@@ -28,16 +28,17 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'kbx_ray.sinks' has no attribute {name!r}")
 
 
-def build_sinks(sweep_dir: Path, sweep_id: str, wandb_cfg: Any, console: bool = True) -> Any:
+def build_sinks(sweep_dir: Path, sweep_id: str, wandb_cfg: Any, console: bool = True,
+                extra: list[Any] | None = None) -> Any:
     """Parquet first (critical: a batch it cannot record stops the sweep before anyone shows it),
-    then W&B (its init messages print before the progress bar takes the terminal), then console.
+    then `extra` (the engine's run record: it closes before W&B logs it), then W&B, then console.
     """
     from kbx_ray.sinks.base import FanOut, Sink
     from kbx_ray.sinks.console import ConsoleSink
     from kbx_ray.sinks.parquet import ParquetSink
     from kbx_ray.sinks.wandb import WandbSink
 
-    sinks: list[Sink] = [ParquetSink(Path(sweep_dir))]
+    sinks: list[Sink] = [ParquetSink(Path(sweep_dir)), *(extra or [])]
     if wandb_cfg.mode != "disabled":
         sinks.append(WandbSink(wandb_cfg, sweep_id, Path(sweep_dir)))
     if console:

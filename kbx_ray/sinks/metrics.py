@@ -95,8 +95,15 @@ class RunningMetrics:
             for group in groups:
                 self.tallies.setdefault(group, Tally()).add(row)
                 touched.add(group)
+        return self._keyed(touched)
+
+    def flat(self) -> dict[str, float]:
+        """Every group's metrics now, under the same flat keys (a run's closing summary)."""
+        return self._keyed(set(self.tallies))
+
+    def _keyed(self, groups: set[tuple[str, str]]) -> dict[str, float]:
         out: dict[str, float] = {}
-        for dim, value in sorted(touched):
+        for dim, value in sorted(groups):
             prefix = f"metrics/{dim}/{value}/" if dim != "overall" else "metrics/overall/"
             out.update({prefix + k: v for k, v in self.tallies[(dim, value)].metrics().items()})
         return out

@@ -12,6 +12,15 @@ What is logged:
 - `metrics/<dim>/<value>/<name>` for dim in method, model, hardware, category, and
   `metrics/overall/<name>`: call_rate, exec_rate, fast_1, fast_1p5, fast_2, geomean_speedup,
   mean_sol_fraction, cells (definitions in metrics.py), stepped by `progress/cells_done`.
+- `generation/<model>/<name>`: calls, prompt and completion tokens, mean latency, truncation rate
+  and tokens/s of the LLM calls (wandb_runs.GenerationTally).
+- at the end: the Parquet results with config.yaml and run.json as a `results` artifact, and the
+  report (built then) as a `report` artifact; the summary holds flat values.
+
+One run per sweep: its id comes from the sweep id and `resume="allow"`, so a resumed sweep appends
+to the same run (offline: each resume is one more offline-run dir of that id, which `wandb sync`
+joins); the step carries on from the last run's (wandb_runs.RunState). The run is started by the
+first rows, so a sweep that fails at start leaves no run behind.
 
 The API key is never read or written by us: wandb finds it itself (env, netrc or `wandb login`).
 """
@@ -27,6 +36,7 @@ from kbx_ray.sinks.base import Sink
 from kbx_ray.sinks.wandb_config import MODES, WandbConfig  # noqa: F401 - re-exported
 from kbx_ray.sinks.metrics import RunningMetrics
 from kbx_ray.sinks.wandb_plots import compact, final_charts
+from kbx_ray.sinks.wandb_runs import GenerationTally, RunState, init_args, log_artifacts
 from kbx_ray.sinks.parquet import EVALUATION_SCHEMA, read_rows
 
 logger = logging.getLogger(__name__)
@@ -56,6 +66,9 @@ class WandbSink(Sink):
         self._cells: set[str] = set()
         self._rows = 0
         self._compact: list[dict] = []  # what the closing charts need, a few fields per row
+        self._pending: tuple[int, dict] | None = None  # start()'s arguments until the first rows
+        self._generations = GenerationTally()
+        self._state = RunState(self.sweep_dir)
 
     @property
     def active(self) -> bool:
@@ -71,22 +84,27 @@ class WandbSink(Sink):
             self._finish_quietly(exit_code=1)
 
     def start(self, total_cells: int, resolved_config: dict) -> None:
+        """Kept until the first rows: a sweep that fails before any makes no run."""
         if self.cfg.mode != "disabled":
-            self._guard("init", self._init, total_cells, resolved_config)
+            self._pending = (total_cells, resolved_config)
+
+    def _ensure(self) -> bool:
+        if self._pending is not None and self.run is None and self.failed is None:
+            pending, self._pending = self._pending, None
+            self._guard("init", self._init, *pending)
+        return self.active
 
     def _init(self, total_cells: int, resolved_config: dict) -> None:
         import wandb  # lazy: only the driver, and only when W&B is on, needs it
 
         run_dir = Path(self.cfg.dir) if self.cfg.dir else self.sweep_dir
         run_dir.mkdir(parents=True, exist_ok=True)
-        self.run = wandb.init(
-            project=self.cfg.project, entity=self.cfg.entity, group=self.cfg.group,
-            job_type="sweep", name=self.sweep_id, config=resolved_config, dir=str(run_dir),
-            mode=self.cfg.mode, reinit="create_new")
+        self.run = wandb.init(**init_args(self.cfg, self.sweep_id, resolved_config, run_dir))
         self.run_id = self.run.id
+        self._state.begin(self.run_id)
         self.run.define_metric("progress/cells_done")
-        self.run.define_metric("progress/rows", step_metric="progress/cells_done")
-        self.run.define_metric("metrics/*", step_metric="progress/cells_done", summary="last")
+        for pattern in ("progress/rows", "metrics/*", "generation/*"):
+            self.run.define_metric(pattern, step_metric="progress/cells_done")
         self.run.summary["progress/total_cells"] = total_cells
         # allow_mixed_types: a column first seen as None then as float must not raise mid-sweep.
         self._table = wandb.Table(columns=TABLE_COLUMNS, log_mode="INCREMENTAL",
@@ -113,8 +131,17 @@ class WandbSink(Sink):
         self._send(payload)
         logger.info("W&B metrics resume from %d recorded cells", len(self._cells))
 
+    def write_generations(self, rows: list[dict]) -> None:
+        if rows and self._ensure():
+            self._guard("log", self._log_generations, rows)
+
+    def _log_generations(self, rows: list[dict]) -> None:
+        payload = self._generations.update(rows)
+        payload["progress/cells_done"] = len(self._cells)
+        self._send(payload)
+
     def write_evaluations(self, rows: list[dict]) -> None:
-        if self.active and rows:
+        if rows and self._ensure():
             self._guard("log", self._log, rows)
 
     def _log(self, rows: list[dict]) -> None:
@@ -131,7 +158,7 @@ class WandbSink(Sink):
         self._send(payload)
 
     def _send(self, payload: dict[str, Any]) -> None:
-        self.run.log(payload)
+        self.run.log(payload, step=self._state.next_step())
         if "evaluations" in payload:
             self._unlogged = 0
             self._last_table_log = time.monotonic()
@@ -143,7 +170,11 @@ class WandbSink(Sink):
     def _close(self) -> None:
         if self._unlogged:
             self._send({"evaluations": self._table, "progress/cells_done": len(self._cells)})
-        self.run.log(final_charts(self._compact))
+        self.run.log(final_charts(self._compact), step=self._state.next_step())
+        self.run.summary.update({"sweep_id": self.sweep_id, "progress/cells_done": len(self._cells),
+                                 **self._metrics.flat(), **self._generations.flat()})
+        if self.cfg.artifacts:
+            log_artifacts(self.run, self.sweep_dir, self.run_id)
         run, self.run = self.run, None
         run.finish()
 

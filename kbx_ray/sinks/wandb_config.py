@@ -1,7 +1,7 @@
 """The W&B sink's settings, importable without pandas, pyarrow or wandb (config loading needs it)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MODES = ("offline", "online", "disabled")
 
@@ -14,3 +14,5 @@ class WandbConfig:
     group: str | None = None         # groups sweeps of one study in the UI
     dir: str | None = None           # None: the sweep's results dir, beside the Parquet
     table_log_interval_s: float = 30.0  # min seconds between table logs (each is an artifact)
+    tags: list[str] = field(default_factory=list)  # added to the method, model, suite, pool tags
+    artifacts: bool = True           # log the Parquet results and the report at the end

@@ -1,0 +1,98 @@
+"""What a sweep will do, before it does it: the dry-run's estimate, and a replay source's coverage.
+
+The estimate counts what each cell can cost at most: a method with R rounds and B branches makes up
+to (R + 1) x B evaluations on the primary pool, and its final candidate one more on each other pool;
+a timed evaluation takes up to both sides' timing budget per case. A rounds axis is already in the
+method variants (`repair@R3`), so it is counted per budget.
+"""
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from kbx_ray.config import ConfigError, methods, models
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Line:
+    cells: int = 0
+    evaluations: int = 0
+    gpu_s: float = 0.0
+
+
+def estimate(p: Any) -> str:
+    """Cells and GPU-hours, in total, per method and per pool (multi-line, for `--dry-run`)."""
+    cfg = p.cfg
+    variants = {m.name: m for m in methods(cfg)}
+    n_models, n_samples = len(models(cfg)), cfg.sweep.samples
+    cases = sum(len(t.cases) for t in p.tasks.values()) / max(1, len(p.tasks))
+    per_eval_s = cases * (2 * cfg.evaluation.timing.budget_s + 0.2)
+    todo = Counter(c.method.name for c in p.todo())
+    names = list(p.pools)
+    primary = names[0]
+    by_method = {name: _Line() for name in variants}
+    by_pool = {name: _Line() for name in names}
+    for name, n in todo.items():
+        m = variants[name]
+        evals = {pool: n * (m.rounds + 1) * m.branches if pool == primary else n for pool in names}
+        for pool, k in evals.items():
+            gpu_s = k * per_eval_s if p.pools[pool].is_gpu else 0.0
+            by_pool[pool].cells += n
+            by_pool[pool].evaluations += k
+            by_pool[pool].gpu_s += gpu_s
+            by_method[name].evaluations += k
+            by_method[name].gpu_s += gpu_s
+        by_method[name].cells = n
+    total_s = sum(line.gpu_s for line in by_pool.values())
+    n_todo = sum(todo.values())
+    head = (f"sweep {p.sweep_id}: {p.n_cells} cells ({len(p.tasks)} tasks x {len(variants)} "
+            f"method variant(s) x {n_models} model(s) x {n_samples} sample(s)) x pools {names} "
+            f"(primary {primary}); {p.n_cells - n_todo} already recorded, {n_todo} to run; at "
+            f"most {total_s / 3600:.2f} GPU-hours (timing budget "
+            f"{cfg.evaluation.timing.budget_s:g} s per case and side)")
+    lines = [head]
+    for name, line in by_method.items():
+        m = variants[name]
+        lines.append(f"  method {name}: {line.cells} cells to run, up to {m.rounds + 1} round(s) "
+                     f"x {m.branches} branch(es): {line.evaluations} evaluations, "
+                     f"{line.gpu_s / 3600:.2f} GPU-hours")
+    for name, line in by_pool.items():
+        role = "primary: every round" if name == primary else "final candidates"
+        kind = "GPU" if p.pools[name].is_gpu else "CPU, no timing"
+        lines.append(f"  pool {name} ({kind}; {role}): {line.evaluations} evaluations, "
+                     f"{line.gpu_s / 3600:.2f} GPU-hours")
+    return "\n".join(lines)
+
+
+def check_replay(p: Any) -> None:
+    """A replay model whose source cannot answer a cell's first round stops here, in one line
+    (with `on_missing=skip`: one warning naming how many cells will be recorded as empty)."""
+    from kbx_ray.llm.replay import build, unanswered
+
+    for model in models(p.cfg):
+        if model.backend != "replay":
+            continue
+        backend = build(model)
+        names = {m.name for m in methods(p.cfg)}
+        for name in sorted(names):
+            others = backend.stand_in(name)
+            if others:
+                log.info("replay: the source holds no rows of method %s; its requests take the "
+                         "rows of %s", name, ", ".join(others))
+        missing, total, first = unanswered(
+            backend, (c for c in p.todo() if c.model.name == model.name))
+        if not missing:
+            continue
+        where = backend.opts.path
+        if backend.opts.on_missing == "skip":
+            log.warning("replay: %d of %d cells have no completion in %s (first: %s); "
+                        "on_missing=skip records them as no_code_block", missing, total, where,
+                        first)
+            continue
+        raise ConfigError(f"replay source {where} cannot answer {missing} of {total} cells (first: "
+                          f"{first}): replay a sweep that ran these tasks and samples, narrow "
+                          "suite.include, or pick rows with model.options.where={method: ...}")
