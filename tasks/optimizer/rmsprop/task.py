@@ -60,6 +60,13 @@ CASES = [
     {"name": "size1", "small": True, "shape": [1], "hparams": {"centered": True}},
     {"name": "centered_outliers_small", "small": True, "shape": [16, 129], "outliers": True,
      "hparams": {"lr": 3e-3, "centered": True}},
+    # every path through the reference's branches (tests/unit/test_task_coverage.py)
+    {"name": "wd_plain_small", "small": True, "shape": [257], "hparams": {"lr": 1e-3, "weight_decay": 0.05}},
+    {"name": "centered_momentum_small", "small": True, "shape": [3, 77],
+     "hparams": {"alpha": 0.95, "momentum": 0.7, "centered": True}},
+    {"name": "wd_momentum_small", "small": True, "shape": [129], "hparams": {"weight_decay": 0.02, "momentum": 0.9}},
+    {"name": "centered_wd_small", "small": True, "shape": [5, 31],
+     "hparams": {"lr": 3e-3, "weight_decay": 0.03, "centered": True}},
     {"name": "params_16M_momentum", "small": False, "shape": [4096, 4096], "hparams": {"momentum": 0.9}},
     {"name": "params_64M_plain", "small": False, "shape": [67108864], "hparams": {"lr": 1e-3}},
     {"name": "params_odd_centered_all_outliers", "small": False, "shape": [12345, 1023], "outliers": True,

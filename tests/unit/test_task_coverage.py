@@ -1,0 +1,175 @@
+"""Every task's small cases exercise every branch and every path of its reference.
+
+A kernel is judged only on the cases it is run on: a branch of the reference that no case takes
+(sgd's weight decay without momentum, say) is a branch a candidate may skip and still pass. So the
+reference (the function named like the task, and the helpers it calls in its own file) is run
+under coverage.py on every small case (seed 0, on the CPU, as the interpreter mode judges), and:
+
+- branch coverage: every branch arc that coverage.py finds in those functions is taken by some case;
+- path coverage: every combination of the reference's own `if` decisions (outside loops, nested
+  ones only under the outcome that reaches them) is taken by some case, so a kernel that skips
+  weight decay only where neither nesterov nor first_step is set fails too.
+
+Only small cases count: they are the ones the CPU judges, so a branch covered only by a large case
+would go unjudged in interpreter mode. A branch that is unreachable by design is marked on its
+line with coverage.py's own `# pragma: no branch` followed by the reason (the reason is required);
+the marked decision then also drops out of the path enumeration.
+"""
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import coverage
+import pytest
+import torch
+
+from kbx_ray.suite import load_module, load_suite
+from kbx_ray.types import Task
+
+TASKS = load_suite()
+PRAGMA = re.compile(r"#\s*pragma:\s*no\s*(branch|cover)\b(.*)$")
+Path_ = frozenset  # a path: the set of (decision line, taken) pairs of one call
+
+
+@dataclass
+class Measured:
+    """One task's reference under its small cases."""
+    missing_branches: list[tuple[int, int]]
+    executed_branches: list[tuple[int, int]]
+    paths_needed: set[Path_]
+    paths_taken: dict[Path_, list[str]]
+    bad_pragmas: list[int]
+
+
+def _functions(tree: ast.Module, name: str) -> list[ast.FunctionDef]:
+    """The reference and the same-file helpers it calls (transitively)."""
+    top = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    want, todo = [], [name]
+    while todo:
+        fn = top[todo.pop()]
+        if fn in want:
+            continue
+        want.append(fn)
+        todo += [n.func.id for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                 and n.func.id in top]
+    return want
+
+
+def _paths(stmts: list[ast.stmt], skip: set[int]) -> set[Path_]:
+    """Every combination of `if` outcomes through a statement list (loop bodies are left to branch
+    coverage: their iterations take both outcomes)."""
+    out: set[Path_] = {frozenset()}
+    for s in stmts:
+        if isinstance(s, ast.If) and s.lineno not in skip:
+            alts = {p | {(s.lineno, True)} for p in _paths(s.body, skip)}
+            alts |= {p | {(s.lineno, False)} for p in _paths(s.orelse, skip)}
+        elif isinstance(s, ast.If):
+            alts = _paths(s.body, skip) | _paths(s.orelse, skip)
+        elif isinstance(s, (ast.With, ast.Try)):
+            alts = _paths(s.body, skip)
+        else:
+            continue
+        out = {a | b for a, b in itertools.product(out, alts)}
+    return out
+
+
+def _decisions(fn: ast.FunctionDef, skip: set[int]) -> dict[int, int]:
+    """Decision line -> first line of its `True` body, for the ifs that paths are built from."""
+    found: dict[int, int] = {}
+
+    def walk(stmts: list[ast.stmt]) -> None:
+        for s in stmts:
+            if isinstance(s, ast.If):
+                if s.lineno not in skip:
+                    found[s.lineno] = s.body[0].lineno
+                walk(s.body)
+                walk(s.orelse)
+            elif isinstance(s, (ast.With, ast.Try)):
+                walk(s.body)
+    walk(fn.body)
+    return found
+
+
+def measure(task: Task, tmp: Path) -> Measured:
+    mod = load_module(task.path)
+    src = Path(task.path).read_text()
+    funcs = _functions(ast.parse(src), task.name)
+    lines = src.splitlines()
+    spans = [(f.lineno, f.end_lineno or f.lineno) for f in funcs]
+    inside = lambda ln: any(a <= ln <= b for a, b in spans)  # noqa: E731
+    pragmas = {i + 1: m for i, ln in enumerate(lines) if (m := PRAGMA.search(ln)) and inside(i + 1)}
+    bad = [ln for ln, m in pragmas.items() if len(m.group(2).strip(" -:()")) < 10]
+    skip = set(pragmas)
+    ref = getattr(mod, task.name)
+    cov = coverage.Coverage(branch=True, data_file=None, include=[task.path])
+    cov.start()
+    try:
+        for case in (c for c in task.cases if c["small"]):
+            cov.switch_context(case["name"])
+            args, kwargs = mod.make_inputs(case, 0, "cpu")
+            with torch.no_grad():
+                ref(*args, **kwargs)
+    finally:
+        cov.stop()
+    cov.json_report(outfile=str(tmp / "cov.json"), include=[task.path])
+    (info,) = json.loads((tmp / "cov.json").read_text())["files"].values()
+    by_line = cov.get_data().contexts_by_lineno(task.path)
+    decisions = _decisions(funcs[0], skip)
+    taken: dict[Path_, list[str]] = {}
+    for case in (c["name"] for c in task.cases if c["small"]):
+        reached = [d for d in decisions if case in by_line.get(d, [])]
+        path = frozenset((d, case in by_line.get(decisions[d], [])) for d in reached)
+        taken.setdefault(path, []).append(case)
+    return Measured(
+        missing_branches=[tuple(b) for b in info["missing_branches"] if inside(b[0])],
+        executed_branches=[tuple(b) for b in info["executed_branches"] if inside(b[0])],
+        paths_needed=_paths(funcs[0].body, skip), paths_taken=taken, bad_pragmas=bad)
+
+
+def _show(path: Path_, src: list[str]) -> str:
+    return ", ".join(f"line {ln} `{src[ln - 1].strip()}` {'taken' if t else 'not taken'}" for ln, t in sorted(path))
+
+
+@pytest.mark.parametrize("task", TASKS, ids=[t.task_id for t in TASKS])
+def test_small_cases_cover_every_branch_and_path_of_the_reference(task: Task, tmp_path: Path) -> None:
+    m = measure(task, tmp_path)
+    src = Path(task.path).read_text().splitlines()
+    assert not m.bad_pragmas, (f"{task.task_id}: `# pragma: no branch` without a reason on line(s) "
+                               f"{m.bad_pragmas}: say why the branch is unreachable after the pragma")
+    for a, b in m.missing_branches:
+        where = "the function's exit" if b < 0 else f"line {b}"
+        pytest.fail(f"{task.task_id}: no small case takes the branch from line {a} "
+                    f"(`{src[a - 1].strip()}`) to {where}: add a small case that does")
+    missing = sorted(sorted(p) for p in m.paths_needed if p not in m.paths_taken)
+    more = f" (and {len(missing) - 1} more paths)" if len(missing) > 1 else ""
+    assert not missing, (f"{task.task_id}: no small case takes the path {_show(frozenset(missing[0]), src)}"
+                         f"{more}: add a small case for it")
+
+
+def test_path_enumeration_follows_nesting(tmp_path: Path) -> None:
+    """sgd: weight decay x (no momentum | momentum x first_step x nesterov) = 2 x (1 + 4) paths, and
+    a case is mapped to the path it took (the plain momentum case takes no weight decay, momentum,
+    no first step, no nesterov)."""
+    task = next(t for t in TASKS if t.task_id == "optimizer/sgd")
+    m = measure(task, tmp_path)
+    assert len(m.paths_needed) == 10 and len(m.executed_branches) == 8
+    (plain,) = [p for p, cases in m.paths_taken.items() if "momentum_small" in cases]
+    assert sorted(t for _, t in sorted(plain)) == [False, False, False, True] and len(plain) == 4
+
+
+def test_uncovered_branch_and_path_are_reported(tmp_path: Path) -> None:
+    """Without sgd's momentum-free cases the `else` of `if momentum != 0` is a missing branch, and
+    so are both momentum-free paths (with and without weight decay)."""
+    task = next(t for t in TASKS if t.task_id == "optimizer/sgd")
+    only = replace(task, cases=tuple(c for c in task.cases if c["hparams"].get("momentum", 0.9) != 0))
+    m = measure(only, tmp_path)
+    (ref,) = _functions(ast.parse(Path(task.path).read_text()), "sgd")
+    wd, mom = (s for s in ref.body if isinstance(s, ast.If))  # `if weight_decay != 0`, `if momentum != 0`
+    assert m.missing_branches == [(mom.lineno, mom.end_lineno + 1)]  # to the statement after the if
+    missing = [p for p in m.paths_needed if p not in m.paths_taken]
+    assert sorted(sorted(p) for p in missing) == [[(wd.lineno, t), (mom.lineno, False)] for t in (False, True)]
