@@ -303,7 +303,7 @@ def run_sweep(cfg: Config) -> SweepPlan:
     fresh = not p.sweep_dir.exists()
     p.sweep_dir.mkdir(parents=True, exist_ok=True)
     clean_tmp(p.sweep_dir)  # a killed run's torn parts; only this run writes here from now on
-    config = provenance.resolved(cfg)
+    config = provenance.resolved(cfg, list(p.pools))
     provenance.write_config(p.sweep_dir, config)
     record = provenance.RunRecord(p.sweep_dir, p.sweep_id)
     sinks = build_sinks(p.sweep_dir, p.sweep_id, cfg.wandb, extra=[record])

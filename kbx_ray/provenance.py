@@ -33,12 +33,14 @@ PACKAGES = ("torch", "triton", "ray", "vllm", "wandb", "omegaconf", "pyarrow")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def resolved(cfg: Any) -> dict[str, Any]:
-    """The resolved config plus `variants`: each method and model the cells run, as they run it
-    (what W&B is given and config.yaml holds)."""
+def resolved(cfg: Any, pools: list[str] | None = None) -> dict[str, Any]:
+    """The resolved config plus `variants`: each method and model the cells run, as they run it,
+    and `pools`: the pools `hardware` resolved to (`auto`: this machine's). What W&B is given and
+    config.yaml holds."""
     from kbx_ray.config import methods, models, to_dict
 
     out = to_dict(cfg)
+    out["pools"] = list(pools if pools is not None else cfg.hardware)
     out["variants"] = {
         "methods": [OmegaConf.to_container(OmegaConf.structured(m)) for m in methods(cfg)],
         "models": [OmegaConf.to_container(OmegaConf.structured(m)) for m in models(cfg)]}

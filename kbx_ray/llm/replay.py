@@ -186,5 +186,5 @@ def build(cfg: Any) -> ReplayBackend:
     opts.where = dict(opts.where)
     cols = REQUIRED + OPTIONAL + tuple(k for k in opts.where if k not in REQUIRED + OPTIONAL)
     table = index_rows(read_rows(opts.path, cols), opts, opts.path)
-    log.info("replay: %d completions from %s", len(table), opts.path)
+    log.debug("replay: %d completions from %s", len(table), opts.path)
     return ReplayBackend(table, opts, getattr(cfg, "name", "replay"))

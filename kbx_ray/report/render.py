@@ -16,7 +16,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from kbx_ray.report import figures
+from kbx_ray.report import figures, provenance
 from kbx_ray.report.load import SweepSource, load_evaluations
 from kbx_ray.report.tables import Tables, compute_tables, timed_correct
 
@@ -64,6 +64,7 @@ def build_report(result_dirs: list[Path], out_dir: Path) -> ReportPaths:
     tables = compute_tables(df)
     figs = make_figures(df, tables, out_dir / "figures")
     sections = build_sections(df, tables, figs)
+    sections.append(Section("What ran", provenance.NOTE, provenance.provenance_table(sources)))
     out_dir.mkdir(parents=True, exist_ok=True)
     md, page = out_dir / "report.md", out_dir / "report.html"
     md.write_text(render_markdown(sections, sources, out_dir), encoding="utf-8")

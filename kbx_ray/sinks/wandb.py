@@ -36,7 +36,9 @@ from kbx_ray.sinks.base import Sink
 from kbx_ray.sinks.wandb_config import MODES, WandbConfig  # noqa: F401 - re-exported
 from kbx_ray.sinks.metrics import RunningMetrics
 from kbx_ray.sinks.wandb_plots import compact, final_charts
-from kbx_ray.sinks.wandb_runs import GenerationTally, RunState, init_args, log_artifacts
+from kbx_ray.sinks.wandb_runs import (
+    GenerationTally, RunState, avoid_same_second, init_args, log_artifacts,
+)
 from kbx_ray.sinks.parquet import EVALUATION_SCHEMA, read_rows
 
 logger = logging.getLogger(__name__)
@@ -69,6 +71,7 @@ class WandbSink(Sink):
         self._pending: tuple[int, dict] | None = None  # start()'s arguments until the first rows
         self._generations = GenerationTally()
         self._state = RunState(self.sweep_dir)
+        self._recorded: list[dict] = []  # rows of earlier runs, until the run starts
 
     @property
     def active(self) -> bool:
@@ -87,6 +90,14 @@ class WandbSink(Sink):
         """Kept until the first rows: a sweep that fails before any makes no run."""
         if self.cfg.mode != "disabled":
             self._pending = (total_cells, resolved_config)
+            self._guard("resume", self._read_recorded)
+
+    def _read_recorded(self) -> None:
+        """The rows an earlier run recorded, read now: the first batch is in Parquet before the
+        run starts and must not be counted twice."""
+        if (self.sweep_dir / "evaluations").is_dir():
+            self._recorded = read_rows(self.sweep_dir, "evaluations",
+                                       skip=("cases", "stage_s", "error_msg"))
 
     def _ensure(self) -> bool:
         if self._pending is not None and self.run is None and self.failed is None:
@@ -99,7 +110,9 @@ class WandbSink(Sink):
 
         run_dir = Path(self.cfg.dir) if self.cfg.dir else self.sweep_dir
         run_dir.mkdir(parents=True, exist_ok=True)
-        self.run = wandb.init(**init_args(self.cfg, self.sweep_id, resolved_config, run_dir))
+        args = init_args(self.cfg, self.sweep_id, resolved_config, run_dir)
+        avoid_same_second(run_dir, args["id"])
+        self.run = wandb.init(**args)
         self.run_id = self.run.id
         self._state.begin(self.run_id)
         self.run.define_metric("progress/cells_done")
@@ -116,9 +129,7 @@ class WandbSink(Sink):
         """A resumed sweep's run starts from what Parquet already holds, so its metrics describe
         the whole sweep, not only the cells run since the resume (the table holds new rows only:
         the earlier run logged the others)."""
-        if not (self.sweep_dir / "evaluations").is_dir():
-            return
-        rows = read_rows(self.sweep_dir, "evaluations", skip=("cases", "stage_s", "error_msg"))
+        rows, self._recorded = self._recorded, []
         if not rows:
             return
         self._rows += len(rows)

@@ -44,7 +44,7 @@ def tags_for(config: dict[str, Any], extra: list[str]) -> list[str]:
     methods = [m.get("name", "") for m in variants.get("methods", [])]
     models = [m.get("name", "") for m in variants.get("models", [])]
     suite = (config.get("suite") or {}).get("name")
-    pools = list(config.get("hardware") or [])
+    pools = list(config.get("pools") or config.get("hardware") or [])
     tags = ([f"method:{m}" for m in methods] + [f"model:{m}" for m in models]
             + ([f"suite:{suite}"] if suite else []) + [f"pool:{p}" for p in pools] + list(extra))
     return list(dict.fromkeys(t[:64] for t in tags if t))
@@ -56,6 +56,18 @@ def init_args(cfg: Any, sweep_id: str, config: dict[str, Any], run_dir: Path) ->
                 job_type="sweep", name=sweep_id, id=run_id_for(sweep_id), resume="allow",
                 tags=tags_for(config, list(cfg.tags)), config=config, dir=str(run_dir),
                 mode=cfg.mode, reinit="create_new")
+
+
+def avoid_same_second(run_dir: Path, run_id: str) -> None:
+    """An offline run's folder is named by the second it starts and its id: a resume in the same
+    second as the run before it would share that folder, so it waits for the next second."""
+    import time
+
+    for _ in range(3):
+        stamp = time.strftime("%Y%m%d_%H%M%S")
+        if not list((run_dir / "wandb").glob(f"*-{stamp}-{run_id}")):
+            return
+        time.sleep(1.05 - time.time() % 1)
 
 
 class RunState:
