@@ -10,6 +10,7 @@ before Ray starts. Every failure is one `ConfigError` line that names the key an
 from __future__ import annotations
 
 import ast
+import difflib
 import importlib.util
 import logging
 from dataclasses import fields
@@ -100,6 +101,10 @@ def _unknown(model: Any, kind: str, given: dict, known: set[str]) -> None:
     bad = sorted(set(given or {}) - known)
     if bad:
         where = f"known: {', '.join(sorted(known))}" if known else "it takes none"
+        if len(known) > 12:  # vLLM's hundreds of engine arguments: the near ones only
+            near = sorted({m for b in bad for m in difflib.get_close_matches(b, known, n=3)})
+            where = (f"did you mean {', '.join(near)}?" if near else
+                     f"none of the {len(known)} engine arguments")
         raise ConfigError(f"model {model.name}: unknown model.{kind} keys for the {model.backend} "
                           f"backend: {', '.join(bad)} ({where})")
 
