@@ -1,0 +1,108 @@
+"""The random task's check: a real generator passes it, structured sequences do not.
+
+`random/rand`'s check used to test the range, the KS distance, the mean and repeats, which a
+sorted ramp passes. It now also tests independence (serial correlation at many lags, runs and
+turning points, neighbour pairs on a grid, histograms that are too even). These tests show that
+each statistic is distributed as its threshold assumes under torch's generator (so the false-alarm
+rate is what the docstring says), that torch's generator passes over many seeds, and that each
+structured sequence an adversary might return is caught, by the independence checks alone.
+A good hash of the position alone looks random within one output: no check of one output can tell;
+the harness's cross-seed check does (`tests/fixtures/exploits/c9_position_only.py`).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from statistics import NormalDist
+
+import pytest
+import torch
+
+from kbx_ray.suite import load_module
+
+RAND = load_module(Path(__file__).resolve().parents[2] / "tasks" / "random" / "rand" / "task.py")
+GOLDEN = (math.sqrt(5) - 1) / 2
+SIZES = [1000, 4097, 20011]  # the task's small cases with n >= MIN_N
+
+
+def null_z(rows: int, n: int, seed: int) -> dict[str, torch.Tensor]:
+    """Every independence statistic for `rows` draws of torch.rand(n)."""
+    x = torch.rand(rows, n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return {"serial": RAND.serial_z(x, RAND._lags(n)), "runs": RAND.runs_z(x), "uniformity": RAND.uniformity_z(x)}
+
+
+def false_alarms(rows: int, n: int, seed: int = 0, chunk: int = 2000) -> dict[str, tuple[int, float]]:
+    """Per family: draws (of `rows`) whose statistic crosses the check's limit, and the largest |z|
+    seen. Used by the tests with few rows and, for the figures in tasks/README.md, with many."""
+    limits = {"serial": RAND.Z_FAMILY, "runs": RAND.Z_ONE, "uniformity": RAND.Z_FAMILY}
+    out = {k: (0, 0.0) for k in limits}
+    for i in range(0, rows, chunk):
+        for k, z in null_z(min(chunk, rows - i), n, seed + i).items():
+            worst = z.abs().amax(1)
+            out[k] = (out[k][0] + int((worst > limits[k]).sum()), max(out[k][1], float(worst.max())))
+    return out
+
+
+@pytest.mark.parametrize("n", [1000, 20011])
+def test_statistics_are_standard_normal_under_torch_rand(n: int) -> None:
+    """Each z has mean 0 and variance 1, and its tail beyond 3 holds the normal share (2.7e-3):
+    a wrong variance formula would move the false-alarm rate by orders of magnitude at the limit."""
+    for name, z in null_z(1000 if n < 10000 else 300, n, seed=7).items():
+        z = z.flatten()
+        assert abs(float(z.mean())) < 0.08, (name, float(z.mean()))
+        assert abs(float(z.std()) - 1) < 0.06, (name, float(z.std()))
+        tail, expected = int((z.abs() > 3).sum()), 2 * (1 - NormalDist().cdf(3)) * z.numel()
+        assert 0.4 * expected - 3 <= tail <= 1.8 * expected + 3, (name, tail, expected)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_torch_generator_never_alarms(n: int) -> None:
+    """The full check over many seeds: a thousand draws of torch.rand pass (at 1e-6 per check, a
+    single alarm here would be a miscalibration, not bad luck)."""
+    counts = false_alarms(1000 if n < 10000 else 300, n, seed=1000 * n)
+    assert all(c == 0 for c, _ in counts.values()), counts
+    for seed in range(20):
+        u = torch.rand(n, generator=torch.Generator().manual_seed(seed))
+        assert RAND.check([u], [u], {"n": n}) is None
+
+
+def _rows(n: int, width: int, row: "callable") -> torch.Tensor:
+    return torch.cat([row(i) for i in range(n // width + 1)])[:n]
+
+
+def attacks(n: int) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    i = torch.arange(n, dtype=torch.float64)
+    return {
+        "sorted ramp": ((i + 0.5) / n).float(),
+        "ramp rotated by the seed": ((i / n + 0.377) % 1).float(),
+        "golden-ratio Weyl sequence": (i * GOLDEN % 1).float(),
+        "Weyl sequence with a seed offset": ((i * GOLDEN + 0.123) % 1).float(),
+        "strided ramp (i * 97 mod n)": (((i * 97) % n + 0.5) / n).float(),
+        "repeated block of 256 good numbers": torch.rand(256, generator=g).repeat(n // 256 + 1)[:n],
+        "per-row shuffled ramp, jittered": _rows(n, 1024, lambda r: (torch.randperm(1024, generator=g)
+                                                                     + torch.rand(1024, generator=g)) / 1024),
+        "per-row shuffled small ramp, jittered": _rows(n, 64, lambda r: (torch.randperm(64, generator=g)
+                                                                         + torch.rand(64, generator=g)) / 64),
+        "sorted blocks of good numbers": _rows(n, 1024, lambda r: torch.rand(1024, generator=g).sort().values),
+        "each value twice, shifted": torch.rand(n // 2 + 1, generator=g).repeat_interleave(2)[:n].add(1e-3).remainder(1),
+        "blocks of four from one counter": _rows(n, 4, lambda r: (torch.rand(1, generator=g) + torch.tensor(
+            [0.0, 0.25, 0.5, 0.75])) % 1).float(),
+    }
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("name", list(attacks(1000)))
+def test_structured_sequences_fail_the_independence_checks(name: str, n: int) -> None:
+    u = attacks(n)[name].float()
+    assert u.shape == (n,) and bool(((u >= 0) & (u < 1)).all())
+    why = RAND.independence(u)
+    assert why is not None, f"{name} passed the independence checks at n={n}"
+    assert RAND.check([u], [torch.rand(n)], {"n": n}) is not None
+    assert "not independent" in why and len(why.splitlines()) == 1
+
+
+def test_small_outputs_skip_the_independence_checks() -> None:
+    """Below MIN_N a draw has too few values for them; n = 1 (a case) still gets the range check."""
+    assert RAND.check([torch.tensor([0.25])], [torch.rand(1)], {"n": 1}) is None
+    assert RAND.check([torch.tensor([1.0])], [torch.rand(1)], {"n": 1}) == "values outside [0, 1)"
