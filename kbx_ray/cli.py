@@ -99,16 +99,19 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     cfg = load_config(args.overrides)
     from kbx_ray.suite import load_suite
 
-    tasks = load_suite(cfg.suite.path, cfg.suite.include or None, cfg.suite.name)
+    skipped: dict[str, str] = {}  # external problems that cannot be built: listed, not fatal
+    tasks = load_suite(cfg.suite.path, cfg.suite.include or None, cfg.suite.name, skipped)
     rows = [{"id": t.task_id, "category": t.category, "level": t.level,
              "cases": [c["name"] for c in t.cases], "signature": t.signature} for t in tasks]
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(rows + [{"id": k, "skipped": v} for k, v in skipped.items()], indent=2))
     else:
         for r in rows:
             print(f"{r['id']:<40} {r['category']:<15} L{r['level']}  {len(r['cases'])} cases  "
                   f"{r['signature']}")
-        print(f"{len(rows)} tasks")
+        for task_id, why in skipped.items():
+            print(f"skipped {task_id}: {why}")
+        print(f"{len(rows)} tasks" + (f", {len(skipped)} skipped" if skipped else ""))
     return 0
 
 

@@ -6,6 +6,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from kbx_ray.suites import peer
 from kbx_ray.types import SCHEMA_VERSION, Task
 
 
@@ -55,4 +56,6 @@ def evaluation_row(sweep_id: str, cell: Any, task: Task, a: Any, started: float,
         "cases": json.dumps([asdict(c) for c in r.cases]), "speedup": r.speedup,
         "sol_fraction": r.sol_fraction, "eval_wall_s": r.eval_wall_s, "started_at": started,
         "finished_at": time.time(), "final": a.final, "stage_s": json.dumps(r.stage_s),
+        "peer_verdict": getattr(a.generation, "peer_verdict", "") or None,
+        "stricter_reason": peer.of_result(r) or None,
     }

@@ -77,12 +77,14 @@ def task_from_file(path: Path, root: Path) -> Task:
 
 
 def load_suite(root: str | Path | None = None, include: list[str] | None = None,
-               name: str = "kbx") -> list[Task]:
-    """The suite `name` at `root`: kbx is tasks/; others are adapted by kbx_ray/suites/."""
+               name: str = "kbx", skipped: dict[str, str] | None = None) -> list[Task]:
+    """The suite `name` at `root`: kbx is tasks/; others are adapted by kbx_ray/suites/. An
+    external problem that cannot be built is skipped: its one-line reason goes to `skipped`
+    (id -> reason) when given, else to the log; it never aborts the rest."""
     if name != "kbx":
         from kbx_ray.suites import load_external
 
-        return load_external(name, root, include)
+        return load_external(name, root, include, skipped)
     root = Path(root or DEFAULT_ROOT).resolve()
     if not root.is_dir():
         raise SuiteError(f"suite folder {root} does not exist: set suite.path to a tasks/ folder")
@@ -108,4 +110,10 @@ def select_ids(ids: list[str], include: list[str] | None) -> list[str]:
 
 
 def get_task(task_id: str, root: str | Path | None = None, name: str = "kbx") -> Task:
-    return load_suite(root, [task_id], name)[0]
+    """One task, building no other (an external suite surveys only the problem named)."""
+    skipped: dict[str, str] = {}
+    tasks = load_suite(root, [task_id], name, skipped)
+    if not tasks:
+        why = skipped.get(task_id) or next(iter(skipped.values()), "no such task")
+        raise SuiteError(f"task {task_id} cannot be built: {why}")
+    return tasks[0]

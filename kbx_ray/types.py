@@ -79,6 +79,7 @@ class Generation:
     latency_s: float = 0.0   # wall time of the call
     finish_reason: str = "stop"  # "stop" or "length" (truncated)
     model: str = ""          # the backend's model name
+    peer_verdict: str = ""   # replayed from another harness: its verdict (pass | fail, "" unknown)
 
 
 @dataclass(frozen=True)

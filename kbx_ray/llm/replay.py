@@ -12,7 +12,8 @@ against the table before anything starts.
 Input (`model.options.path`): a sweep folder, its `generations/` folder or one `.parquet` file (the
 schema of kbx_ray/sinks/parquet.py), or a `.jsonl` file of objects with at least `task_id`,
 `sample`, `round` and `completion` (optional: `branch`, `method`, `model`, `finish_reason`, token
-counts).
+counts); or another harness's kernels: KernelBench-X's `{"predict", "file"}` JSONL or a folder of
+`.py` files (replay_files.py).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from kbx_ray.config import ConfigError
+from kbx_ray.llm import replay_files
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.types import Generation
 
@@ -63,7 +65,9 @@ def read_rows(path: str | Path, columns: tuple[str, ...] = REQUIRED + OPTIONAL) 
                 rows += [json.loads(line)] if line.strip() else []
             except json.JSONDecodeError as e:
                 raise ReplayError(f"replay source {p}: line {i}: not JSON ({e.msg})") from None
-        return rows
+        return replay_files.prediction_rows(rows, p) if replay_files.is_predictions(rows) else rows
+    if p.is_dir() and not any(p.rglob("*.parquet")):  # another harness's kernels, one per file
+        return replay_files.folder_rows(p)
     import pyarrow.dataset as ds
 
     data = ds.dataset(p, format="parquet")
@@ -151,7 +155,8 @@ class ReplayBackend:
                           completion_tokens=int(row.get("completion_tokens") or 0),
                           latency_s=time.perf_counter() - t0,
                           finish_reason=row.get("finish_reason") or "stop",
-                          model=row.get("model") or self.label)
+                          model=row.get("model") or self.label,
+                          peer_verdict=row.get("peer_verdict") or "")
 
 
 def unanswered(backend: ReplayBackend, cells: Iterable[Any]) -> tuple[int, int, str]:

@@ -66,6 +66,8 @@ EVALUATION_SCHEMA = pa.schema([
     ("final", pa.bool_()),                # the row is the cell's final answer
     ("stage_s", pa.string()),             # JSON: seconds per evaluation stage (profiling), and
     #                                       aot_kernels: kernels compiled ahead and seeded
+    ("peer_verdict", pa.string()),        # replayed kernels: the peer harness's verdict, if given
+    ("stricter_reason", pa.string()),     # why we fail what the peer's check would not (suites/peer)
 ])
 
 SCHEMAS: dict[str, pa.Schema] = {"generations": GENERATION_SCHEMA, "evaluations": EVALUATION_SCHEMA}

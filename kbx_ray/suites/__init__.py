@@ -7,6 +7,7 @@ trusted judge) as a task from tasks/. Adapters are imported lazily, by name.
 from __future__ import annotations
 
 import importlib
+import logging
 from pathlib import Path
 
 from kbx_ray.suite import SuiteError
@@ -19,9 +20,13 @@ ADAPTERS = {
                      "kernelbenchx_v1.json and <Category>/<name>.py files"),
 }
 NAMES = ("kbx", *ADAPTERS)
+log = logging.getLogger(__name__)
 
 
-def load_external(name: str, root: str | Path | None, include: list[str] | None) -> list[Task]:
+def load_external(name: str, root: str | Path | None, include: list[str] | None,
+                  skipped: dict[str, str] | None = None) -> list[Task]:
+    """The suite's tasks that build; the others go to `skipped` (id -> one-line reason), or, when
+    it is None, to the log (and when none builds at all, to one error naming the first)."""
     if name not in ADAPTERS:
         raise SuiteError(f"unknown suite {name!r}: choose one of {', '.join(NAMES)} (suite=<name>)")
     module, what = ADAPTERS[name]
@@ -30,4 +35,13 @@ def load_external(name: str, root: str | Path | None, include: list[str] | None)
     path = Path(root).expanduser().resolve()
     if not path.exists():
         raise SuiteError(f"suite.path {path} does not exist: set it to {what}")
-    return importlib.import_module(module).load(path, include)
+    collected: dict[str, str] = {} if skipped is None else skipped
+    tasks = importlib.import_module(module).load(path, include, collected)
+    if skipped is None:
+        for task_id, why in collected.items():
+            log.warning("suite=%s: skipped %s: %s", name, task_id, why)
+        if not tasks and collected:
+            first, why = next(iter(collected.items()))
+            raise SuiteError(f"no task of suite={name} could be built ({len(collected)} skipped; "
+                             f"{first}: {why})")
+    return tasks

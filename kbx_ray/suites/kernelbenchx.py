@@ -7,51 +7,69 @@ case, named by the `test_results` key its output lands in ("call_<i>" when it la
 inputs are the recorded arguments. The candidate (a function with the reference's name and
 signature) is thus judged on exactly the inputs test_results is built from, each call's outputs
 compared one by one (stricter than comparing test_results after any post-processing), by the same
-worker and judge as every task.
+worker and judge as every task. Judged as the peer's harness (EVAL/1_exe_acc.py) judges, or
+stricter where said:
+- tolerance: float32 and float64 1e-5, float16 and bfloat16 5e-3, integers exact; a task whose
+  entry carries `precision_thresholds` (Quantization) is judged by cosine, relative L1 and RMSE
+  (quant_check.py) instead;
+- non-tensor returns (an optimizer, numbers, tuples of both) and complex outputs are turned into
+  real tensors on both sides (tensorize.py);
+- arguments the reference changes in place, or hands back as its output (`out=`, `inplace=True`),
+  are declared mutated (compared like outputs: the peer compares only what test_results holds);
 - seeds: the test's own seeding calls (torch.manual_seed, random.seed, ...) are neutralised and the
-  evaluation seed seeds torch, random and numpy, so each seed draws fresh random inputs; literal
-  inputs stay as written;
-- devices: test code written for "cuda" runs on the evaluation device (the CPU under the
-  interpreter);
-- tolerance: KernelBench-X's: float32 1e-5, float16 and bfloat16 5e-3, integers exact;
-- arguments the reference changes in place are declared mutated (compared like outputs);
+  evaluation seed seeds torch, random and numpy, so each seed draws fresh random inputs (the peer
+  runs seed 0 once); literal inputs stay as written;
+- devices: test code written for "cuda" runs on the evaluation device; the survey that finds the
+  cases runs there too (on the CPU, a problem that needs CUDA is skipped as `needs cuda`);
 - cost: bytes of inputs and outputs; FLOPs are unknown (0), so SOL is bandwidth-only.
 Drawing inputs runs the test code, and with it the reference (a call's output may feed the next),
 in the worker too; the worker still never compares, and the judge recomputes every reference.
 """
 from __future__ import annotations
 
-import ast
 import inspect
 import json
-import keyword
-import re
+import logging
+import warnings
 from collections import OrderedDict
-from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+import torch
 
 from kbx_ray.suite import SuiteError, select_ids
-from kbx_ray.suites import recorder, shim
+from kbx_ray.suites import kbx_tree, recorder, shim, tensorize
+from kbx_ray.suites.quant_check import QuantizationCheck
 from kbx_ray.types import Task
 
-_SEPARATOR = re.compile(r"^#{40,}[ \t]*$", re.M)
-_SHIM_NAMES = {"ENTRY", "CATEGORY", "LEVEL", "SIGNATURE", "REFERENCE_SOURCE", "TEST_SOURCE",
-               "CASES", "MUTATES", "PROBLEM", "TOLERANCE", "make_inputs", "cost",
-               "KernelBenchXProblem"}
+log = logging.getLogger(__name__)
+PEER_ENTRY = "kernel_function"   # the peer accepts this name as well as the task's stem
+_RESERVED = {"ENTRY", "CATEGORY", "LEVEL", "SIGNATURE", "REFERENCE_SOURCE", "TEST_SOURCE",
+             "CASES", "MUTATES", "PROBLEM", "TOLERANCE", "HELPERS", "make_inputs", "cost", "check",
+             "bind_candidate", "KernelBenchXProblem", "PEER_FILE"}
+
+
+def survey_device() -> str:
+    """Where cases are probed: the evaluation device (a GPU where there is one)."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 class KernelBenchXProblem:
     """One task file's code, run in the judge (reference, inputs) and in the worker (inputs)."""
 
-    tolerance = {"float32": (1e-5, 1e-5), "float16": (5e-3, 5e-3), "bfloat16": (5e-3, 5e-3)}
+    tolerance = {"float32": (1e-5, 1e-5), "float64": (1e-5, 1e-5), "float16": (5e-3, 5e-3),
+                 "bfloat16": (5e-3, 5e-3)}
 
     def __init__(self, name: str, origin: str, reference_source: str, test_source: str,
-                 test_line: int = 1) -> None:
+                 test_line: int = 1, helpers: dict[str, str] | None = None,
+                 tensorized: bool = False, thresholds: dict[str, float] | None = None) -> None:
         self.name, self.origin = name, origin
-        self.ns: dict[str, Any] = {"__name__": "kbx_kernelbenchx_problem"}
-        code = compile(reference_source, origin, "exec", dont_inherit=True)
-        exec(code, self.ns)  # noqa: S102 - the suite's own code, trusted like tasks/
-        self.reference = self.ns[name]
+        self.ns = shim.with_helpers({"__name__": "kbx_kernelbenchx_problem", "__file__": origin},
+                                    helpers or {}, origin)
+        exec(compile(reference_source, origin, "exec", dont_inherit=True), self.ns)  # noqa: S102
+        self.raw = self.ns[name]           # what the test code calls
+        self.reference = tensorize.wrap(self.raw) if tensorized else self.raw
+        self.check = QuantizationCheck(thresholds) if thresholds is not None else None
+        self.tensorized = tensorized
         self.test = recorder.compile_test(test_source, origin, test_line)
         self.recordings: OrderedDict[tuple, list[recorder.Call]] = OrderedDict()  # by seed, device
 
@@ -60,7 +78,7 @@ class KernelBenchXProblem:
         if key not in self.recordings:
             if len(self.recordings) >= 4:
                 self.recordings.popitem(last=False)
-            self.recordings[key] = recorder.record(self.reference, self.name, self.ns, self.test,
+            self.recordings[key] = recorder.record(self.raw, self.name, self.ns, self.test,
                                                    seed, device)[0]
         calls = self.recordings[key]
         if case["call"] >= len(calls):
@@ -68,91 +86,33 @@ class KernelBenchXProblem:
                                f"case {case['name']} is call {case['call'] + 1}")
         return shim.clone(calls[case["call"]].args), shim.clone(calls[case["call"]].kwargs)
 
+    def bind_candidate(self, entry: Callable[..., Any], device: str) -> Callable[..., Any]:
+        """In the worker: the candidate's return turned into tensors as the reference's is."""
+        return tensorize.wrap(entry) if self.tensorized else entry
+
     def cost(self, case: dict) -> dict[str, int]:
         return {"flops": 0, "bytes": int(case.get("bytes", 0))}
 
-    def survey(self) -> tuple[list[dict], tuple[str, ...]]:
-        """CASES and MUTATES, from one run of the test code on the CPU with seed 0."""
-        calls, results = recorder.record(self.reference, self.name, self.ns, self.test, 0, "cpu",
-                                         survey=True)
+    def survey(self, device: str) -> tuple[list[dict], tuple[str, ...], bool]:
+        """CASES, MUTATES and whether outputs need tensorizing, from one run of the test code on
+        `device` with seed 0."""
+        with warnings.catch_warnings():  # deprecation notes of the problem's own torch calls
+            warnings.simplefilter("ignore")
+            calls, results = recorder.record(self.raw, self.name, self.ns, self.test, 0, device,
+                                             survey=True)
         if results is None:
             raise SuiteError(f"{self.origin}: the test code never assigns test_results")
         if not calls:
             raise SuiteError(f"{self.origin}: the test code never calls {self.name}()")
-        bad = next((c.out for c in calls if not recorder.plain_output(c.out)), None)
-        if bad is not None:
-            raise SuiteError(f"{self.origin}: {self.name}() returned a {type(bad).__name__}; the "
-                             "harness compares a tensor, a tuple of tensors or None")
-        return recorder.cases_of(calls, results), tuple(dict.fromkeys(
-            m for c in calls for m in c.mutated))
+        for c in calls:
+            if not tensorize.plain(c.out):
+                tensorize.to_tensors(c.out)  # raises, naming the type, when it has no tensor form
+        mutates = tuple(dict.fromkeys(m for c in calls for m in (*c.mutated, *c.returned)))
+        return (recorder.cases_of(calls, results), mutates,
+                not all(tensorize.plain(c.out) for c in calls))
 
 
-# ---- the JSON and the folder -> Tasks ----------------------------------------------------------
-def _task_list(root: Path) -> tuple[Path, list[dict]]:
-    if root.is_file():
-        listing = root
-    else:
-        found = sorted(root.glob("*.json"),
-                       key=lambda p: (not p.name.startswith("kernelbenchx"), p.name))
-        if not found:
-            raise SuiteError(f"no KernelBench-X task list in {root}: point suite.path at the "
-                             "folder holding kernelbenchx_v1.json (or at the file itself)")
-        listing = found[0]
-    try:
-        entries = json.loads(listing.read_text())
-    except json.JSONDecodeError as e:
-        raise SuiteError(f"{listing}: not valid JSON ({e.msg}, line {e.lineno})") from None
-    if not isinstance(entries, list) or not entries:
-        raise SuiteError(f"{listing}: expected a non-empty JSON list of task objects")
-    for i, e in enumerate(entries):
-        if not isinstance(e, dict) or not isinstance(e.get("name"), str) or not e["name"]:
-            raise SuiteError(f"{listing}: entry {i} has no \"name\"")
-    return listing, entries
-
-
-def _locate(base: Path, listing: Path, entries: list[dict]) -> dict[str, tuple[dict, Path]]:
-    """task id ("Activation/relu") -> (its JSON entry, its file)."""
-    files: dict[str, list[Path]] = {}
-    for p in sorted(base.rglob("*.py")):
-        files.setdefault(p.stem, []).append(p)
-    out = {}
-    for e in entries:
-        name, category = e["name"], e.get("category")
-        hits = [p for p in files.get(name, []) if category in (None, p.parent.name)]
-        if len(hits) != 1:
-            where = f"{category or '<Category>'}/{name}.py"
-            why = "no file" if not hits else f"{len(hits)} files (give its entry a \"category\")"
-            raise SuiteError(f"KernelBench-X task {name!r} in {listing.name}: {why} {where} "
-                             f"under {base}")
-        out[f"{category or hits[0].parent.name}/{name}"] = (e, hits[0])
-    return out
-
-
-def _split(path: Path, entry_name: str) -> tuple[str, str, str, int]:
-    """(function name, reference source, test source, the test's first line), checked."""
-    source = path.read_text()
-    m = _SEPARATOR.search(source)
-    if m is None:
-        raise SuiteError(f"malformed KernelBench-X file {path}: no separator line of '#' "
-                         "characters between the reference and the test code")
-    ref, test = source[:m.start()], source[m.end():]
-    try:
-        ref_tree, test_tree = ast.parse(ref), ast.parse(test)
-    except SyntaxError as e:
-        raise SuiteError(f"malformed KernelBench-X file {path}: line {e.lineno}: {e.msg}") from None
-    funcs = [n.name for n in ref_tree.body if isinstance(n, ast.FunctionDef)]
-    name = entry_name if entry_name in funcs else (funcs[0] if len(funcs) == 1 else None)
-    problems = [] if name else [f"no function {entry_name}() before the separator"]
-    if not any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "test_results"
-                                                 for t in n.targets) for n in test_tree.body):
-        problems.append("no `test_results = test_...()` after the separator")
-    if name and (keyword.iskeyword(name) or name in _SHIM_NAMES):
-        problems.append(f"the function name {name!r} is reserved by the adapter")
-    if problems:
-        raise SuiteError(f"malformed KernelBench-X file {path}: {'; '.join(problems)}")
-    return str(name), ref, test, source[:m.end()].count("\n") + 1
-
-
+# ---- the tree -> Tasks -------------------------------------------------------------------------
 def _description(e: dict) -> str:
     parts = [str(e.get("description") or f"Implement {e['name']}.").strip()]
     for key, title in (("func_inputs", "Signature and inputs"), ("math", "Math"),
@@ -162,39 +122,82 @@ def _description(e: dict) -> str:
     return "\n\n".join(parts)
 
 
-def _render(task_id: str, e: dict, origin: str, name: str, ref: str, test: str, line: int) -> str:
+def _needs_cuda(x: BaseException, device: str) -> bool:
+    text = f"{type(x).__name__}: {x}".lower()
+    return device == "cpu" and (isinstance(x, NotImplementedError) or "cuda" in text
+                                or "not implemented" in text)
+
+
+def _render(loc: kbx_tree.Located, origin: str, parts: tuple[str, str, str, int],
+            helpers: dict[str, str], device: str) -> str:
+    name, ref, test, line = parts
+    thresholds = loc.entry.get("precision_thresholds")
+    thresholds = dict(thresholds) if isinstance(thresholds, dict) else None
     try:
-        problem = KernelBenchXProblem(name, origin, ref, test, line)
-        cases, mutates = problem.survey()
+        problem = KernelBenchXProblem(name, origin, ref, test, line, helpers)
+        cases, mutates, tensorized = problem.survey(device)
     except SuiteError:
         raise
     except Exception as x:  # noqa: BLE001 - the problem's own code ran: name it, not us
+        first = (str(x).splitlines() or [""])[0][:200]
+        if _needs_cuda(x, device):
+            raise SuiteError(f"needs cuda: {type(x).__name__}: {first}") from None
         raise SuiteError(f"KernelBench-X file {origin}: running it raised {type(x).__name__}: "
-                         f"{(str(x).splitlines() or [''])[0]}") from None
-    level = e.get("level", e.get("difficulty", 0))
-    return shim.header(_description(e), __name__, origin) + "\n".join([
+                         f"{first}") from None
+    level = loc.entry.get("level", loc.entry.get("difficulty", 0))
+    extra = (["check = PROBLEM.check"] if thresholds is not None else []) + (
+        ["bind_candidate = PROBLEM.bind_candidate"] if tensorized else [])
+    return shim.header(_description(loc.entry), __name__, origin) + "\n".join([
         "from kbx_ray.suites.kernelbenchx import KernelBenchXProblem", "",
-        f"ENTRY = {name!r}", f"CATEGORY = {task_id.split('/')[0]!r}",
+        f"ENTRY = {name!r}", f"CATEGORY = {loc.task_id.split('/')[0]!r}",
         f"LEVEL = {int(level) if str(level).isdigit() else 0}",
-        f"SIGNATURE = {name + str(inspect.signature(problem.reference))!r}",
+        f"SIGNATURE = {name + str(inspect.signature(problem.raw))!r}",
+        f"PEER_FILE = {loc.task_id + '.py'!r}",
         f"REFERENCE_SOURCE = {ref.rstrip() + chr(10)!r}", f"TEST_SOURCE = {test!r}",
-        f"CASES = {cases!r}", f"MUTATES = {mutates!r}",
-        f"PROBLEM = KernelBenchXProblem(ENTRY, {origin!r}, REFERENCE_SOURCE, TEST_SOURCE, {line})",
+        f"HELPERS = {helpers!r}", f"CASES = {cases!r}", f"MUTATES = {mutates!r}",
+        f"PROBLEM = KernelBenchXProblem(ENTRY, {origin!r}, REFERENCE_SOURCE, TEST_SOURCE, {line}, "
+        f"HELPERS, {tensorized!r}, {thresholds!r})",
         "TOLERANCE = PROBLEM.tolerance", "make_inputs = PROBLEM.make_inputs", "cost = PROBLEM.cost",
-        f"{name} = PROBLEM.reference  # the contract's <name>: the reference", ""])
+        *extra, f"{name} = PROBLEM.reference  # the contract's <name>: the reference", ""])
 
 
-def load(root: Path, include: list[str] | None) -> list[Task]:
-    listing, entries = _task_list(root)
-    base = listing.parent
-    located = _locate(base, listing, entries)
+def _build(loc: kbx_tree.Located, base: Any, device: str) -> Task:
+    origin = loc.path.relative_to(base).as_posix()
+    parts = kbx_tree.split(loc.path, loc.path.stem)
+    if parts[0] in _RESERVED:
+        raise SuiteError(f"{origin}: the function name {parts[0]!r} is reserved by the adapter")
+    helpers = kbx_tree.helper_sources(parts[2], loc.path)
+    key = (json.dumps(loc.entry, sort_keys=True), loc.path.read_text(), helpers, device)
+    out = shim.ensure_shim(shim.shim_path("kernelbenchx", loc.task_id, *key),
+                           lambda: _render(loc, origin, parts, helpers, device))
+    return shim.task_from_shim(out, loc.task_id, str(loc.path))
+
+
+def load(root: Any, include: list[str] | None, skipped: dict[str, str] | None = None) -> list[Task]:
+    """The listed tasks (with `include`, also unlisted files named by their exact id); each one
+    that cannot be built goes to `skipped` (id -> one-line reason) instead."""
+    listing, entries = kbx_tree.task_list(root)
+    located, broken = kbx_tree.locate(listing, entries)
+    ids = [i for i, loc in located.items() if loc.listed] + list(broken)
+    if include:
+        named = {str(p).strip().rstrip("/") for p in include}
+        ids = [i for i in select_ids(list(located) + list(broken), include)
+               if i in broken or located[i].listed or i in named]
+    device = survey_device()
     tasks = []
-    for task_id in select_ids(list(located), include):
-        entry, path = located[task_id]
-        origin = path.relative_to(base).as_posix()
-        name, ref, test, line = _split(path, entry["name"])
-        key = (json.dumps(entry, sort_keys=True), path.read_text())
-        out = shim.ensure_shim(shim.shim_path("kernelbenchx", task_id, *key),
-                               lambda: _render(task_id, entry, origin, name, ref, test, line))
-        tasks.append(shim.task_from_shim(out, task_id, str(path)))
+    for task_id in ids:
+        if task_id in broken:
+            _skip(skipped, task_id, broken[task_id])
+            continue
+        try:
+            tasks.append(_build(located[task_id], listing.parent, device))
+        except SuiteError as e:
+            _skip(skipped, task_id, str(e))
     return tasks
+
+
+def _skip(skipped: dict[str, str] | None, task_id: str, reason: str) -> None:
+    if skipped is None:
+        log.warning("skipped %s: %s", task_id, reason)
+    else:
+        skipped[task_id] = reason

@@ -21,6 +21,8 @@ SMALL_NUMEL = 1 << 16     # cases whose inputs hold at most this many elements r
 _SEED_CALLS = {("torch", "manual_seed"), ("torch", "random", "manual_seed"),
                ("torch", "cuda", "manual_seed"), ("torch", "cuda", "manual_seed_all"),
                ("random", "seed"), ("np", "random", "seed"), ("numpy", "random", "seed")}
+# the preamble's `sys.path.append(...)`: its helpers are served from the shim (kbx_tree.py)
+_PATH_CALLS = {("sys", "path", m) for m in ("append", "insert", "extend")}
 
 
 @dataclass
@@ -29,10 +31,12 @@ class Call:
     kwargs: dict
     out: Any = None                  # kept only when surveying
     mutated: tuple[str, ...] = ()    # arguments the reference changed in place
+    returned: tuple[str, ...] = ()   # arguments the reference returned itself (in place + return)
 
 
 class _Unseed(ast.NodeTransformer):
-    """`torch.manual_seed(42)` and friends -> `_kbx_no_seed(42)`: the evaluation seed rules."""
+    """`torch.manual_seed(42)` and friends -> `_kbx_no_seed(42)`: the evaluation seed rules; and
+    `sys.path.append(...)` -> a no-op, so running the test code again leaves sys.path alone."""
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
@@ -40,7 +44,7 @@ class _Unseed(ast.NodeTransformer):
         while isinstance(f, ast.Attribute):
             parts.insert(0, f.attr)
             f = f.value
-        if isinstance(f, ast.Name) and (f.id, *parts) in _SEED_CALLS:
+        if isinstance(f, ast.Name) and (f.id, *parts) in _SEED_CALLS | _PATH_CALLS:
             node.func = ast.copy_location(ast.Name("_kbx_no_seed", ast.Load()), node.func)
         return node
 
@@ -64,15 +68,19 @@ def record(reference: Callable[..., Any], name: str, ns: dict[str, Any], test: C
         before = shim.clone((args, kwargs))
         out = reference(*args, **kwargs)
         mutated: tuple[str, ...] = ()
+        returned: tuple[str, ...] = ()
         if survey:
             now = sig.bind(*args, **kwargs).arguments
             was = sig.bind(*before[0], **before[1]).arguments
             mutated = tuple(k for k, v in now.items()
                             if isinstance(v, torch.Tensor) and not _same(v, was[k]))
-        calls.append(Call(before[0], before[1], out if survey else None, mutated))
+            outs = {id(t) for t in shim.tensors(out)}
+            returned = tuple(k for k, v in now.items() if isinstance(v, torch.Tensor)
+                             and id(v) in outs)
+        calls.append(Call(before[0], before[1], out if survey else None, mutated, returned))
         return out
 
-    scope = dict(ns, _kbx_no_seed=lambda *a, **k: None)
+    scope = dict(ns, _kbx_no_seed=lambda *a, **k: None, __name__="__main__")
     scope[name] = recorder
     with shim.drawing_on(device, seed):
         exec(test, scope)  # noqa: S102 - the suite's own code, trusted like tasks/
@@ -86,11 +94,13 @@ def cases_of(calls: list[Call], results: Any) -> list[dict]:
         results if isinstance(results, (list, tuple)) else [results])
     owner: dict[int, str] = {}
     for key, value in items:
-        for t in shim.tensors(value):
+        for t in [*_objects(value), *shim.tensors(value)]:
             owner.setdefault(id(t), str(key))
     cases: list[dict] = []
     for i, c in enumerate(calls):
-        base = next((owner[id(t)] for t in shim.tensors(c.out) if id(t) in owner), f"call_{i + 1}")
+        base = next((owner[id(t)] for t in [*_objects(c.out), *shim.tensors(c.out)]
+                     if id(t) in owner),
+                    f"call_{i + 1}")
         name, n = base, 2
         while any(x["name"] == name for x in cases):
             name, n = f"{base}_{n}", n + 1
@@ -102,10 +112,11 @@ def cases_of(calls: list[Call], results: Any) -> list[dict]:
     return cases
 
 
-def plain_output(out: Any) -> bool:
-    """What the evaluator compares: a tensor, a tuple or list of tensors, or None."""
-    return out is None or isinstance(out, torch.Tensor) or (
-        isinstance(out, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in out))
+def _objects(value: Any) -> list[Any]:
+    """A result that is an object (an optimizer, a dict of its state): matched by identity too;
+    numbers and strings are not (their identities are shared)."""
+    return [] if isinstance(value, (type(None), bool, int, float, complex, str, torch.Tensor)) \
+        else [value]
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -30,7 +30,7 @@ from torch.overrides import TorchFunctionMode
 from kbx_ray.suite import SuiteError, load_module
 from kbx_ray.types import Task, stable_hash
 
-ADAPTER_VERSION = 1  # bump when the generated text changes: every shim is regenerated
+ADAPTER_VERSION = 2  # bump when the generated text changes: every shim is regenerated
 
 
 def cache_dir() -> Path:
@@ -103,7 +103,40 @@ def tree_map(fn: Callable[[torch.Tensor], Any], obj: Any) -> Any:
 
 
 def clone(obj: Any) -> Any:
-    return tree_map(lambda t: t.detach().clone(), obj)
+    """Tensors copied (detached), generators copied with their state, the rest shared."""
+    if isinstance(obj, torch.Generator):
+        g = torch.Generator(device=obj.device)
+        g.set_state(obj.get_state())
+        return g
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(clone(x) for x in obj)
+    if isinstance(obj, dict):
+        return {k: clone(v) for k, v in obj.items()}
+    return obj
+
+
+def with_helpers(ns: dict[str, Any], helpers: dict[str, str], origin: str) -> dict[str, Any]:
+    """`ns` whose imports of the problem tree's helper modules (`from data_utils import ...`) are
+    served from their embedded sources, each run once, without touching sys.path or sys.modules."""
+    import builtins
+
+    loaded: dict[str, Any] = {}
+    real = builtins.__import__
+
+    def load(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),
+             level: int = 0) -> Any:
+        if level or name not in helpers:
+            return real(name, globals, locals, fromlist, level)
+        if name not in loaded:
+            mod = loaded[name] = type(sys)(name)
+            mod.__file__ = f"<{origin}: utils/{name}.py>"
+            exec(compile(helpers[name], mod.__file__, "exec", dont_inherit=True), vars(mod))  # noqa: S102
+        return loaded[name]
+
+    ns["__builtins__"] = dict(vars(builtins), __import__=load)
+    return ns
 
 
 def nbytes(obj: Any) -> int:

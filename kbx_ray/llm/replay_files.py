@@ -1,0 +1,131 @@
+"""Another harness's kernels -> replay rows, so `model=replay` re-judges them with this harness.
+
+Two sources besides a sweep's own generations (replay.py reads those):
+- KernelBench-X's JSONL, one object per kernel: `{"predict": <completion or code>, "file":
+  "Math/div.py"}` (`code` is read where `predict` is absent, as in the peer's result files); the
+  peer's verdict rides along when the object carries one (`ok`, `exe_ok`, `verdict` or
+  `peer_verdict`: true/false or pass/fail);
+- a folder of `.py` files, `<stem>.py` or `<stem>__<variant>.py`, whose docstring may say
+  `task: <Category>/<stem>` and `peer: pass|fail`; otherwise the category is the file's folder.
+A file named only by its basename (`div.py`) gets its category from the KernelBench-X tree
+(`$KBX_EXTERNAL/KernelBenchX`, default ../shared/external). Kernels of one task become samples 0,
+1, 2, ... in input order, all in round 0.
+
+Entry names as the peer accepts them: KernelBench-X runs a kernel that defines the task's stem or
+`kernel_function`. A kernel defining only `kernel_function` gets a one-line `def <stem>(*a, **k)`
+that calls it, appended to its code (the code is otherwise served as written).
+"""
+from __future__ import annotations
+
+import ast
+import os
+import re
+from pathlib import Path
+
+from kbx_ray.config import ConfigError
+
+PEER_ENTRY = "kernel_function"
+_VERDICT_KEYS = ("peer_verdict", "verdict", "exe_ok", "ok")
+_FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S)
+
+
+class ReplayFilesError(ConfigError):
+    """A prediction that names no task, or a folder with no kernels."""
+
+
+def is_predictions(rows: list[dict]) -> bool:
+    """KernelBench-X's shape: kernels keyed by file, not a sweep's generations."""
+    return bool(rows) and "task_id" not in rows[0] and "file" in rows[0] and (
+        "predict" in rows[0] or "code" in rows[0])
+
+
+def prediction_rows(rows: list[dict], where: str | Path) -> list[dict]:
+    out: list[dict] = []
+    for i, r in enumerate(rows, 1):
+        if not isinstance(r.get("file"), str) or not ("predict" in r or "code" in r):
+            raise ReplayFilesError(f"replay source {where}: line {i} has no \"file\" and "
+                                   "\"predict\": KernelBench-X's JSONL needs both")
+        code = str(r.get("predict") if "predict" in r else r.get("code") or "")
+        out.append(_row(_task_id(r["file"], where), code, _verdict(r), out))
+    return out
+
+
+def folder_rows(folder: Path) -> list[dict]:
+    files = sorted(p for p in folder.rglob("*.py") if not p.name.startswith("_"))
+    if not files:
+        raise ReplayFilesError(f"replay source {folder} holds no .py kernels, no generations/ "
+                               "and no .parquet files")
+    out: list[dict] = []
+    for p in files:
+        code = p.read_text()
+        meta = _docstring_fields(code)
+        stem = p.stem.split("__")[0]
+        task = meta.get("task") or (f"{p.parent.name}/{stem}" if p.parent != folder else stem)
+        out.append(_row(_task_id(task, folder), code, meta.get("peer", ""), out))
+    return out
+
+
+def with_peer_entry(code: str, stem: str) -> str:
+    """The code, plus `def <stem>` calling `kernel_function` when only the latter is defined."""
+    try:
+        names = {n.name for n in ast.parse(code).body if isinstance(n, ast.FunctionDef)}
+    except SyntaxError:
+        return code
+    if stem in names or PEER_ENTRY not in names or not stem.isidentifier():
+        return code
+    return (f"{code.rstrip()}\n\n\ndef {stem}(*args, **kwargs):  # the peer's entry name, "
+            f"{PEER_ENTRY}\n    return {PEER_ENTRY}(*args, **kwargs)\n")
+
+
+# ---- helpers -----------------------------------------------------------------------------------
+def _row(task_id: str, text: str, verdict: str, earlier: list[dict]) -> dict:
+    code = _code_of(text)
+    code = with_peer_entry(code, task_id.rsplit("/", 1)[-1])
+    sample = sum(1 for r in earlier if r["task_id"] == task_id)
+    return {"task_id": task_id, "sample": sample, "round": 0, "branch": 0,
+            "completion": f"```python\n{code.rstrip()}\n```\n" if code.strip() else "",
+            "peer_verdict": verdict, "model": "replay-files"}
+
+
+def _code_of(text: str) -> str:
+    """The first fenced block, else the text itself (the peer's reading of `predict`)."""
+    m = _FENCE.search(text)
+    return (m.group(1) if m else text).replace("<|im_end|>", "").replace("<|EOT|>", "")
+
+
+def _verdict(r: dict) -> str:
+    for key in _VERDICT_KEYS:
+        v = r.get(key)
+        if isinstance(v, bool):
+            return "pass" if v else "fail"
+        if isinstance(v, str) and v.lower() in ("pass", "fail", "true", "false"):
+            return "pass" if v.lower() in ("pass", "true") else "fail"
+    return ""
+
+
+def _docstring_fields(code: str) -> dict[str, str]:
+    try:
+        doc = ast.get_docstring(ast.parse(code)) or ""
+    except SyntaxError:
+        return {}
+    return {k: v.strip() for k, v in re.findall(r"^(task|peer):\s*(\S+)", doc, re.M)}
+
+
+def _task_id(file: str, where: str | Path) -> str:
+    rel = file.replace("\\", "/").removesuffix(".py").strip("/")
+    parts = rel.split("/")
+    if len(parts) >= 2:
+        return "/".join(parts[-2:])
+    category = _categories().get(parts[0])
+    if category is None:
+        raise ReplayFilesError(f"replay source {where}: {file!r} names no category and the "
+                               "KernelBench-X tree (KBX_EXTERNAL) has no such file: write it as "
+                               "\"<Category>/<name>.py\"")
+    return f"{category}/{parts[0]}"
+
+
+def _categories() -> dict[str, str]:
+    """stem -> category, from the KernelBench-X tree next to the checkout (stems are unique)."""
+    root = Path(os.environ.get("KBX_EXTERNAL") or Path(__file__).resolve().parents[2] / ".." /
+                "shared" / "external") / "KernelBenchX" / "data" / "kernelbenchx"
+    return {p.stem: p.parent.name for p in sorted(root.glob("*/*.py"))} if root.is_dir() else {}
