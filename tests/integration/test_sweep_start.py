@@ -1,0 +1,91 @@
+"""A sweep that cannot run says so in one line before Ray starts, and a failed start leaves nothing
+behind: no results folder, no W&B run."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import ray
+
+from kbx_ray import cli, engine
+from kbx_ray.config import ConfigError, load_config, sweep_id
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def sweep(*args: str, timeout: float = 120) -> tuple[subprocess.CompletedProcess, float]:
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, str(ROOT / "scripts/sweep.py"), *args], cwd=ROOT,
+                       capture_output=True, text=True, timeout=timeout)
+    return r, time.monotonic() - t0
+
+
+@pytest.mark.parametrize("bad, needle", [
+    ("evaluation.torch_compute=fial", "evaluation.torch_compute='fial' is not a choice"),
+    ("wandb.mode=onlin", "wandb.mode='onlin' is not a choice"),
+])
+def test_a_bad_choice_exits_2_in_one_line_before_ray(tmp_path: Path, bad: str, needle: str):
+    out = tmp_path / "results"
+    r, took = sweep(f"output_dir={out}", "suite.include=[math/exp]", bad)  # a real run, not dry
+    assert r.returncode == 2 and took < 5, (took, r.stderr)
+    assert r.stderr.strip() == f"kbx: error: {r.stderr.strip().split('kbx: error: ', 1)[1]}"
+    assert needle in r.stderr and len(r.stderr.strip().splitlines()) == 1 and r.stdout == ""
+    assert not out.exists()
+    # in this process: the same path through the CLI, and Ray was never started
+    assert not ray.is_initialized()
+    assert cli.main(["sweep", f"output_dir={out}", "suite.include=[math/exp]", bad]) == 2
+    assert not ray.is_initialized() and not out.exists()
+
+
+def test_a_missing_tiny_model_is_one_line_with_its_build_command(tmp_path: Path):
+    out, missing = tmp_path / "results", tmp_path / "tiny"
+    r, took = sweep(f"output_dir={out}", "suite.include=[math/exp]", "model=tiny",
+                    f"model.path={missing}")
+    assert r.returncode == 2 and took < 5 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"kbx: error: model tiny: weights folder {missing} does not exist: build it with "
+        f"`python tests/fixtures/tiny_model.py {missing}`"]
+    assert not out.exists()
+
+
+def test_version_and_logs_on_stderr(tmp_path: Path):
+    from kbx_ray import __version__
+
+    r = subprocess.run([sys.executable, "-m", "kbx_ray.cli", "--version"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith(f"kbx_ray {__version__}")
+    source = ROOT / "tests/fixtures/replay/relu_repair.jsonl"
+    r = subprocess.run([sys.executable, "-m", "kbx_ray.cli", "-v", "sweep", "--dry-run",
+                        f"output_dir={tmp_path}", "suite.include=[activation/relu]",
+                        "method=repair", "model=replay", f"model.options.path={source}"],
+                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("sweep repair-replay-kbx-")  # the answer, and only it
+    assert "replay: 4 completions" in r.stderr and "replay:" not in r.stdout  # the logs
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+def test_a_failed_start_leaves_no_folder_and_no_wandb_run(local_ray, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         caplog: pytest.LogCaptureFixture):
+    """Ray is up and the evaluators start, but the model server is down: nothing was recorded, so
+    the results folder goes again and W&B (started by the first rows) never made a run."""
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb_home"))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    cfg = load_config([f"output_dir={tmp_path / 'results'}", "suite.include=[math/exp]",
+                       "model=openai", "model.base_url=http://127.0.0.1:9/v1",
+                       "model.options.retries=0", "wandb.mode=offline"])
+    sweep_dir = tmp_path / "results" / sweep_id(cfg)
+    with caplog.at_level("INFO", logger="kbx_ray.engine"), pytest.raises(ConfigError):
+        engine.run_sweep(cfg)
+    assert f"nothing was recorded; removed {sweep_dir}" in caplog.text  # it was made, then gone
+    assert not sweep_dir.exists() and not list(tmp_path.rglob("offline-run-*"))
