@@ -107,7 +107,22 @@ def build_sections(df: pd.DataFrame, t: Tables, figs: dict[str, Path]) -> list[S
                 "one kernel (same code) across GPU pools, per task; top 10 below.",
                 t.gpu_spread.head(10), figs["gpu_spread"]),
         Section("SOL fraction", figure=figs["sol_fraction"]),
+        *_peer_sections(df),
     ]
+
+
+def _peer_sections(df: pd.DataFrame) -> list[Section]:
+    """Replayed kernels judged by another harness: its verdicts next to ours (report/peers.py)."""
+    from kbx_ray.report import peers
+
+    if not peers.has_peer(df):
+        return []
+    return [Section("Verdicts next to the peer harness's", "Per category: our exec rate, the "
+                    "peer's pass rate over the kernels whose input carried its verdict, how often "
+                    "the two agree, and the disagreements where we fail a kernel on purpose "
+                    "(stricter_reason) or for a cause not explained so.", peers.peer_table(df)),
+            Section("Disagreements with the peer", "Each one with the cause its record carries.",
+                    peers.disagreements(df).head(50))]
 
 
 def fmt(column: str, value: object) -> str:

@@ -61,15 +61,17 @@ class KernelBenchXProblem:
 
     def __init__(self, name: str, origin: str, reference_source: str, test_source: str,
                  test_line: int = 1, helpers: dict[str, str] | None = None,
-                 tensorized: bool = False, thresholds: dict[str, float] | None = None) -> None:
-        self.name, self.origin = name, origin
+                 tensorized: bool = False, thresholds: dict[str, float] | None = None,
+                 mutates: tuple[str, ...] = ()) -> None:
+        self.name, self.origin, self.mutates = name, origin, tuple(mutates)
+        self.tensorized = tensorized
         self.ns = shim.with_helpers({"__name__": "kbx_kernelbenchx_problem", "__file__": origin},
                                     helpers or {}, origin)
         exec(compile(reference_source, origin, "exec", dont_inherit=True), self.ns)  # noqa: S102
         self.raw = self.ns[name]           # what the test code calls
-        self.reference = tensorize.wrap(self.raw) if tensorized else self.raw
+        self.sig = inspect.signature(self.raw)
+        self.reference = self.bind_candidate(self.raw, "") if tensorized else self.raw
         self.check = QuantizationCheck(thresholds) if thresholds is not None else None
-        self.tensorized = tensorized
         self.test = recorder.compile_test(test_source, origin, test_line)
         self.recordings: OrderedDict[tuple, list[recorder.Call]] = OrderedDict()  # by seed, device
 
@@ -88,7 +90,7 @@ class KernelBenchXProblem:
 
     def bind_candidate(self, entry: Callable[..., Any], device: str) -> Callable[..., Any]:
         """In the worker: the candidate's return turned into tensors as the reference's is."""
-        return tensorize.wrap(entry) if self.tensorized else entry
+        return tensorize.wrap(entry, self.sig, self.mutates) if self.tensorized else entry
 
     def cost(self, case: dict) -> dict[str, int]:
         return {"flops": 0, "bytes": int(case.get("bytes", 0))}
@@ -108,8 +110,10 @@ class KernelBenchXProblem:
             if not tensorize.plain(c.out):
                 tensorize.to_tensors(c.out)  # raises, naming the type, when it has no tensor form
         mutates = tuple(dict.fromkeys(m for c in calls for m in (*c.mutated, *c.returned)))
-        return (recorder.cases_of(calls, results), mutates,
-                not all(tensorize.plain(c.out) for c in calls))
+        # returning a mutated argument is the contract here: both sides hand back a copy
+        tensorized = any(c.returned for c in calls) or not all(tensorize.plain(c.out)
+                                                                for c in calls)
+        return recorder.cases_of(calls, results), mutates, tensorized
 
 
 # ---- the tree -> Tasks -------------------------------------------------------------------------
@@ -156,7 +160,7 @@ def _render(loc: kbx_tree.Located, origin: str, parts: tuple[str, str, str, int]
         f"REFERENCE_SOURCE = {ref.rstrip() + chr(10)!r}", f"TEST_SOURCE = {test!r}",
         f"HELPERS = {helpers!r}", f"CASES = {cases!r}", f"MUTATES = {mutates!r}",
         f"PROBLEM = KernelBenchXProblem(ENTRY, {origin!r}, REFERENCE_SOURCE, TEST_SOURCE, {line}, "
-        f"HELPERS, {tensorized!r}, {thresholds!r})",
+        f"HELPERS, {tensorized!r}, {thresholds!r}, MUTATES)",
         "TOLERANCE = PROBLEM.tolerance", "make_inputs = PROBLEM.make_inputs", "cost = PROBLEM.cost",
         *extra, f"{name} = PROBLEM.reference  # the contract's <name>: the reference", ""])
 

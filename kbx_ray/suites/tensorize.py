@@ -6,8 +6,9 @@ tuples of tensors and numbers, plain Python numbers. The adapter applies the sam
 reference's return (in the judge) and to the candidate's (in the worker, through the task's
 `bind_candidate`), so both sides reach the comparison in one shape:
 - a tensor stays (a complex one becomes `view_as_real`, so both parts are compared, not the real
-  part alone); it is cloned when it is one of the call's inputs (an in-place op returning its
-  argument is compared by value, not refused as aliasing);
+  part alone); it is cloned when it is an input the task declares mutated (an in-place or `out=`
+  op returning its argument, as its reference does, is compared by value, not refused as
+  aliasing; any other input handed back still meets the evaluator's aliasing check);
 - a number becomes a 0-d tensor (bool, int64, float64 or complex -> real pairs), None an empty
   float64 tensor, a string its UTF-8 bytes;
 - a list or tuple is flattened in order; a dict becomes its sorted keys (as bytes) then its values;
@@ -18,6 +19,7 @@ Standard library and torch only: it runs in the worker.
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any, Callable
 
 import torch
@@ -30,13 +32,14 @@ def plain(out: Any) -> bool:
     return out is None or real(out) or (isinstance(out, (tuple, list)) and all(map(real, out)))
 
 
-def to_tensors(obj: Any, inputs: tuple = ()) -> tuple[torch.Tensor, ...]:
-    """Numbers land on the inputs' device (the GPU when there are none and one exists)."""
+def to_tensors(obj: Any, inputs: tuple = (), mutated: tuple = ()) -> tuple[torch.Tensor, ...]:
+    """Numbers land on the inputs' device (the GPU when there are none and one exists); the
+    `mutated` inputs, when returned, are returned as copies."""
     out: list[torch.Tensor] = []
     given = _tensors(inputs)
     device = given[0].device if given else torch.device(
         "cuda" if torch.cuda.is_available() else "cpu")
-    _walk(obj, out, {id(t) for t in given}, device)
+    _walk(obj, out, {id(t) for t in _tensors(mutated)}, device)
     return tuple(out)
 
 
@@ -86,9 +89,15 @@ def _tensors(obj: Any) -> list[torch.Tensor]:
     return []
 
 
-def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """`fn` whose return is `to_tensors` of what it returned, with fn's signature."""
+def wrap(fn: Callable[..., Any], sig: inspect.Signature, mutates: tuple[str, ...] = ()
+         ) -> Callable[..., Any]:
+    """`fn` whose return is `to_tensors` of what it returned; `sig` (the reference's) names the
+    arguments, and is the signature the wrapper shows."""
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> tuple[torch.Tensor, ...]:
-        return to_tensors(fn(*args, **kwargs), (*args, *kwargs.values()))
+        bound = sig.bind(*args, **kwargs).arguments
+        out = fn(*args, **kwargs)
+        return to_tensors(out, (*args, *kwargs.values()),
+                          tuple(bound[m] for m in mutates if m in bound))
+    call.__signature__ = sig  # type: ignore[attr-defined]
     return call
