@@ -60,4 +60,4 @@ def run_rows(sweep_id: str, sweep_dir: Path) -> list[dict[str, str]]:
 
 def provenance_table(sources: list[Any]) -> pd.DataFrame:
     rows = [row for s in sources for row in run_rows(s.sweep_id, s.path)]
-    return pd.DataFrame(rows, columns=COLUMNS).fillna("")
+    return pd.DataFrame(rows, columns=COLUMNS).astype(object).fillna("")

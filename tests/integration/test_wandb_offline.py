@@ -114,8 +114,9 @@ def test_offline_run_holds_every_row_and_the_metrics(tmp_path: Path) -> None:
 
 
 def test_a_resumed_sweeps_run_counts_the_cells_recorded_before(tmp_path: Path) -> None:
-    """The run of a resumed sweep seeds its metrics from Parquet: its dashboard describes the
-    whole sweep, not only the cells run since the resume."""
+    """The run of a resumed sweep is the same W&B run (id from the sweep id), seeds its metrics
+    from Parquet (its dashboard describes the whole sweep) and logs after the earlier run's last
+    step (W&B drops history at steps it already holds)."""
     sweep_dir = tmp_path / "results" / "sw"
     runs = []
     for batch, todo in ((BATCHES[0], 3), (BATCHES[1], 1)):  # stopped after cells 0-1, resumed
@@ -126,15 +127,21 @@ def test_a_resumed_sweeps_run_counts_the_cells_recorded_before(tmp_path: Path) -
         fan.close()
         assert sink.failed is None
         runs.append(sink)
-    (run_dir,) = [d for d in (sweep_dir / "wandb").glob("offline-run-*")
-                  if d.name.endswith(runs[1].run_id)]
-    records = [json.loads(line) for line in leet("--json", str(run_dir)).splitlines()]
-    steps = [r["history"]["item"] for r in records if r["type"] == "history"
-             and "metrics/overall/exec_rate" in r["history"]["item"]]
+    assert runs[0].run_id == runs[1].run_id == "sw"
+    first, second = sorted((sweep_dir / "wandb").glob("offline-run-*-sw"))  # one id, two parts
+    records = [json.loads(line) for line in leet("--json", str(second)).splitlines()]
+    (run,) = [r["run"] for r in records if r["type"] == "run"]
+    assert run["run_id"] == "sw" and run["resume"] is True
+    earlier = [r["history"]["step"].get("num", 0) for r in (
+        json.loads(line) for line in leet("--json", str(first)).splitlines())
+        if r["type"] == "history"]
+    history = [r["history"] for r in records if r["type"] == "history"]
+    assert min(h["step"]["num"] for h in history) == max(earlier) + 1
+    steps = [h["item"] for h in history if "metrics/overall/exec_rate" in h["item"]]
     assert steps[0]["progress/cells_done"] == 2  # the recorded cells, logged at the start
     assert steps[-1]["progress/cells_done"] == 3
     assert steps[-1]["metrics/overall/exec_rate"] == pytest.approx(2 / 3)  # cells 0, 2 of 0-2
-    summary = json.loads(leet("--summary", "--json", str(run_dir)))["summary"]
+    summary = json.loads(leet("--summary", "--json", str(second)))["summary"]
     assert summary["progress/resumed_cells"] == 2 and summary["progress/total_cells"] == 3
 
 
@@ -189,32 +196,85 @@ def test_log_failure_mid_sweep_disables_and_finishes_the_run(
     assert json.loads(leet("--summary", "--json", str(run_dir)))["exit_code"] == 1
 
 
-def test_real_sweep_offline_run_matches_parquet(tmp_path: Path) -> None:
-    """A real CPU sweep (scripts/sweep.py) with wandb.mode=offline: the offline run's table rows
-    equal the Parquet evaluation rows one for one."""
-    import os
+def _records(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in leet("--json", str(run_dir)).splitlines()]
 
-    root = Path(__file__).resolve().parents[2]
-    sweep = subprocess.run(
-        [sys.executable, str(root / "scripts/sweep.py"), f"output_dir={tmp_path / 'results'}",
-         "suite.include=[activation/relu,math/exp]", "wandb.mode=offline", "wandb.group=ci",
-         "wandb.table_log_interval_s=0"],
-        cwd=root, capture_output=True, text=True, timeout=900, env=dict(os.environ))
-    assert sweep.returncode == 0, sweep.stderr[-2000:]
-    (sweep_dir,) = [p for p in (tmp_path / "results").iterdir() if p.is_dir()]
-    (run_dir,) = (sweep_dir / "wandb").glob("offline-run-*")
-    records = [json.loads(line) for line in leet("--json", str(run_dir)).splitlines()]
+
+def _table_rows(run_dir: Path, records: list[dict]) -> list[dict]:
     logged = []
     for item in (r["history"]["item"] for r in records if r["type"] == "history"):
         if "evaluations.path" in item:
             table = json.loads((run_dir / "files" / item["evaluations.path"]).read_text())
             logged += [dict(zip(table["columns"], v)) for v in table["data"]]
+    return logged
+
+
+def test_real_sweep_and_resume_one_run_with_artifacts_and_provenance(tmp_path: Path) -> None:
+    """A real CPU sweep (scripts/sweep.py) with wandb.mode=offline, then its resume with one more
+    task: both parts are one W&B run; their table rows equal the Parquet rows one for one; each
+    part holds the results and report artifacts and a flat summary; config.yaml and run.json
+    record what ran, one run.json entry per run; the committed workspace names only logged keys."""
+    import os
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    runs = []
+    for include in ("[activation/relu]", "[activation/relu,math/exp]"):
+        args = [f"output_dir={tmp_path / 'results'}", f"suite.include={include}",
+                "wandb.mode=offline", "wandb.group=ci", "wandb.table_log_interval_s=0"]
+        sweep = subprocess.run([sys.executable, str(root / "scripts/sweep.py"), *args], cwd=root,
+                               capture_output=True, text=True, timeout=900, env=dict(os.environ))
+        assert sweep.returncode == 0, sweep.stderr[-2000:]
+        runs.append(args)
+    (sweep_dir,) = [p for p in (tmp_path / "results").iterdir() if p.is_dir()]
+    sid = sweep_dir.name
+    assert sid.startswith("one_shot-reference-kbx-")
+    parts = sorted((sweep_dir / "wandb").glob(f"offline-run-*-{sid}"))
+    assert len(parts) == 2  # one W&B run id for the sweep and its resume
+
+    logged = []
+    for i, run_dir in enumerate(parts):
+        records = _records(run_dir)
+        (run,) = [r["run"] for r in records if r["type"] == "run"]
+        assert run["run_id"] == sid and run["display_name"] == sid and run["run_group"] == "ci"
+        assert set(run["tags"]) >= {"method:one_shot", "model:reference", "suite:kbx", "pool:cpu"}
+        config = run["config"]["update"]
+        assert config["variants"]["methods"][0]["name"] == "one_shot"
+        logged += _table_rows(run_dir, records)
+        names = {(r["artifact"]["type"], r["artifact"]["name"]) for r in records
+                 if r["type"] == "artifact"}
+        assert {("results", f"results-{sid}"), ("report", f"report-{sid}")} <= names, names
+        summary = json.loads(leet("--summary", "--json", str(run_dir)))["summary"]
+        ours = {k: v for k, v in summary.items() if k.startswith(("metrics/", "generation/"))}
+        assert ours and all(isinstance(v, (int, float)) for v in ours.values()), ours
+        assert summary["progress/cells_done"] == i + 1
+        assert summary["metrics/overall/exec_rate"] == 1.0
+        assert summary["generation/reference/calls"] == 1  # this run's LLM calls
     written = read_table(sweep_dir, "evaluations")
     key = ("cell_id", "candidate_id", "task_id", "exec_ok")
     assert len(logged) == len(written) == 2
     assert Counter(tuple(r[k] for k in key) for r in logged) == Counter(
         tuple(bool(v) if k == "exec_ok" else v for k, v in zip(key, t))
         for t in written[list(key)].itertuples(index=False))
+
+    # provenance beside the data, one run.json entry per run
+    import yaml
+
+    config = yaml.safe_load((sweep_dir / "config.yaml").read_text())
+    assert config["suite"]["include"] == ["activation/relu", "math/exp"]
+    assert config["variants"]["models"][0]["backend"] == "reference" and config["pools"] == ["cpu"]
+    entries = json.loads((sweep_dir / "run.json").read_text())["runs"]
+    assert [e["command"][2:] for e in entries] == runs
+    for e, cells in zip(entries, (1, 1)):
+        assert e["state"] == "finished" and e["cells_written"] == cells == e["cells_to_run"]
+        assert re.fullmatch(r"[0-9a-f]{40}", e["git"]["commit"]) and isinstance(e["git"]["dirty"],
+                                                                                 bool)
+        assert {"python", "torch", "triton", "ray", "vllm"} <= set(e["versions"])
+        assert e["versions"]["torch"] and e["ray_nodes"] and e["ray_nodes"][0]["host"]
+        assert e["pools"]["cpu"]["device"] == ["cpu"] and e["pools"]["cpu"]["torch_version"]
+    report = (sweep_dir / "report" / "report.md").read_text()
+    assert "## What ran" in report and entries[1]["git"]["commit"][:12] in report
+
 
 
 def test_closing_charts_are_logged(tmp_path: Path) -> None:
@@ -231,3 +291,41 @@ def test_closing_charts_are_logged(tmp_path: Path) -> None:
     keys = {k for r in records if r["type"] == "history" for k in r["history"]["item"]}
     for chart in ("charts/exec_rate_by_category", "charts/repair_curve", "charts/speedup_log2"):
         assert any(k.startswith(chart) for k in keys), sorted(keys)
+
+
+def test_the_committed_workspace_names_only_logged_keys(tmp_path: Path) -> None:
+    """kbx_ray/sinks/wandb_workspace.py pins panels by key: each exact key is one the sink logs,
+    each pattern matches a logged key, so a renamed metric cannot leave an empty panel."""
+    import re
+
+    from kbx_ray.sinks.wandb_workspace import SPEC, X, build
+
+    sweep_dir = tmp_path / "results" / "sw"
+    sink = WandbSink(WandbConfig(mode="offline", table_log_interval_s=0, artifacts=False), "sw",
+                     sweep_dir)
+    sink.start(5, {})
+    sink.write_generations([{"model": "org/coder-1.5b", "prompt_tokens": 10,
+                             "completion_tokens": 30, "latency_s": 0.5, "finish_reason": "length"},
+                            {"model": "org/coder-1.5b", "prompt_tokens": 10,
+                             "completion_tokens": 10, "latency_s": 0.5, "finish_reason": "stop"}])
+    for batch in BATCHES:
+        sink.write_evaluations(batch)
+    sink.close()
+    assert sink.failed is None
+    (run_dir,) = (sweep_dir / "wandb").glob("offline-run-*")
+    records = _records(run_dir)
+    keys = {k for r in records if r["type"] == "history" for k in r["history"]["item"]}
+    gen = next(r["history"]["item"] for r in records if r["type"] == "history"
+               and "generation/org_coder-1.5b/calls" in r["history"]["item"])
+    assert gen["generation/org_coder-1.5b/truncation_rate"] == 0.5
+    assert gen["generation/org_coder-1.5b/tokens_per_s"] == pytest.approx(40.0)
+    for section in SPEC.sections:
+        for panel in section.panels:
+            assert all(k in keys for k in (*panel.y, X)), (panel, sorted(keys))
+            assert not panel.regex or any(re.fullmatch(panel.regex, k) for k in keys), panel
+    try:
+        import wandb_workspaces  # noqa: F401
+    except ImportError:
+        return  # saving it needs the package and a W&B server; the spec is what is checked here
+    workspace = build("someone", "kbx_ray")
+    assert [s.name for s in workspace.sections] == [s.name for s in SPEC.sections]
