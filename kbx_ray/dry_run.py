@@ -89,10 +89,10 @@ def check_replay(p: Any) -> None:
             continue
         where = backend.opts.path
         if backend.opts.on_missing == "skip":
-            log.warning("replay: %d of %d cells have no completion in %s (first: %s); "
+            log.warning("replay: %d of the %d cells to run have no completion in %s (first: %s); "
                         "on_missing=skip records them as no_code_block", missing, total, where,
                         first)
             continue
-        raise ConfigError(f"replay source {where} cannot answer {missing} of {total} cells (first: "
-                          f"{first}): replay a sweep that ran these tasks and samples, narrow "
+        raise ConfigError(f"replay source {where} cannot answer {missing} of the {total} cells to "
+                          f"run (first: {first}): replay a sweep that ran these tasks and samples, narrow "
                           "suite.include, or pick rows with model.options.where={method: ...}")
