@@ -1,4 +1,5 @@
-"""What a sweep will do, before it does it: the dry-run's estimate, and a replay source's coverage.
+"""What a sweep will do, before it does it: the dry-run's estimate, and a replay source's coverage
+(every cell's first round, each branch, looked up in the source before Ray starts).
 
 The estimate counts what each cell can cost at most: a method with R rounds and B branches makes up
 to (R + 1) x B evaluations on the primary pool, and its final candidate one more on each other pool;
@@ -77,22 +78,20 @@ def check_replay(p: Any) -> None:
         if model.backend != "replay":
             continue
         backend = build(model)
-        names = {m.name for m in methods(p.cfg)}
-        for name in sorted(names):
-            others = backend.stand_in(name)
-            if others:
-                log.info("replay: the source holds no rows of method %s; its requests take the "
-                         "rows of %s", name, ", ".join(others))
         missing, total, first = unanswered(
             backend, (c for c in p.todo() if c.model.name == model.name))
         if not missing:
             continue
         where = backend.opts.path
+        others = {o for m in methods(p.cfg) for o in backend.other_methods(m.name)}
+        hint = (f"the source's rows are of method {', '.join(sorted(others))}: set "
+                "model.options.match_method=false to replay them under another method, or "
+                if others else "")
         if backend.opts.on_missing == "skip":
             log.warning("replay: %d of the %d cells to run have no completion in %s (first: %s); "
                         "on_missing=skip records them as no_code_block", missing, total, where,
                         first)
             continue
         raise ConfigError(f"replay source {where} cannot answer {missing} of the {total} cells to "
-                          f"run (first: {first}): replay a sweep that ran these tasks and samples, narrow "
-                          "suite.include, or pick rows with model.options.where={method: ...}")
+                          f"run (first: {first}): {hint}replay a sweep that ran these tasks and "
+                          "samples, or narrow suite.include")

@@ -3,11 +3,11 @@
 Kernels can then be re-scored on new hardware or by a changed harness without paying for
 generation again, and every method can be driven deterministically in tests. A request is answered
 by the row with the same (task_id, sample, round, branch), taken from `GenParams.meta`; when the
-table names a method, the engine's method name is part of the key too (`match_method`); a method the
-table does not hold at all (a one_shot sweep replayed under `method=repair`) is answered by the rows
-of the methods it does hold, where they agree on the completion. The prompt is not compared: a
-replay re-scores what the model said, whatever it was asked. `unanswered` checks a sweep's cells
-against the table before anything starts.
+table names a method, the engine's method name is part of the key too (`match_method`): another
+method's rows never answer by default, so a replay cannot pass one method's completions off as
+another's unless asked to (`match_method=false`, e.g. a one_shot sweep re-scored under repair). The
+prompt is not compared: a replay re-scores what the model said, whatever it was asked. `unanswered`
+checks a sweep's cells against the table before anything starts.
 
 Input (`model.options.path`): a sweep folder, its `generations/` folder or one `.parquet` file (the
 schema of kbx_ray/sinks/parquet.py), or a `.jsonl` file of objects with at least `task_id`,
@@ -45,8 +45,7 @@ class ReplayError(ConfigError):
 class ReplayOptions:
     path: str = ""                  # sweep folder, generations/ folder, .parquet or .jsonl
     on_missing: str = "error"       # error | skip (an empty completion, recorded as no_code_block)
-    match_method: bool = True       # rows that name a method answer that method first (another
-    #                                 method only when the source has none of its own); false: any
+    match_method: bool = True       # rows that name a method answer only that method
     where: dict[str, Any] = field(default_factory=dict)  # keep rows with these column values
     duplicates: str = "error"       # error | first | last: a key with different completions
 
@@ -107,16 +106,7 @@ class ReplayBackend:
     def __init__(self, table: dict[Key, dict], opts: ReplayOptions, label: str) -> None:
         self.table, self.opts, self.label = table, opts, label
         self.skipped = 0
-        self.methods = {k[4] for k in table} - {None}
-        # (task, sample, round, branch) -> the row every method of the source agrees on (None:
-        # they disagree), for a method the source does not hold
-        self.any_method: dict[tuple[str, int, int, int], dict | None] = {}
-        for key, row in table.items():
-            if key[4] is None:
-                continue
-            old = self.any_method.get(key[:4], row)
-            same = old is not None and old["completion"] == row["completion"]
-            self.any_method[key[:4]] = old if same else None
+        self.methods = {k[4] for k in table} - {None}  # the methods the source's rows name
 
     def lookup(self, meta: dict) -> dict | None:
         base = (str(meta.get("task_id", "")), int(meta.get("sample", 0)), int(meta.get("round", 0)),
@@ -125,14 +115,12 @@ class ReplayBackend:
         # a budget of a sweep's rounds axis (`repair@R2`) also takes its base method's rows: the
         # separate runs at each k replay one R-round run
         plain = method.rpartition("@R")[0] if isinstance(method, str) and "@R" in method else None
-        row = (self.table.get((*base, method)) or (plain and self.table.get((*base, plain)))
-               or self.table.get((*base, None)))
-        if row is None and not {method, plain} & self.methods:
-            row = self.any_method.get(base)
-        return row
+        return (self.table.get((*base, method)) or (plain and self.table.get((*base, plain)))
+                or self.table.get((*base, None)))
 
-    def stand_in(self, method: str) -> list[str]:
-        """The source's methods that answer `method`'s requests (empty: its own rows do)."""
+    def other_methods(self, method: str) -> list[str]:
+        """The source's methods, when none of them is `method` (or its base): what
+        `match_method=false` would replay under it."""
         plain = method.rpartition("@R")[0] if "@R" in method else None
         return [] if {method, plain} & self.methods else sorted(self.methods)
 

@@ -49,6 +49,12 @@ def test_the_readme_replay_example_runs_on_the_default_sweep(default_sweep):
     argv = readme_command("model=replay model.options.path=results/<sweep_id>")
     assert "method=repair" in argv and "model=replay" in argv
     argv = [a.replace("<sweep_id>", sid) for a in argv]
+    strict = [a for a in argv if a != "model.options.match_method=false"]  # without the option
+    r = run(strict + NARROW + ["--dry-run"], cwd)
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith(
+        f"kbx: error: replay source results/{sid} cannot answer 2 of the 2 cells to run (first: "
+        "task activation/relu sample 0 branch 0 (method repair)): the source's rows are of method "
+        "one_shot: set model.options.match_method=false"), r.stderr
     r = run(argv + NARROW, cwd)
     assert r.returncode == 0, r.stderr[-2000:]
     (replayed,) = [d for d in (cwd / "results").iterdir() if d.name != sid]
@@ -72,8 +78,7 @@ def test_a_source_that_cannot_answer_a_cell_stops_before_ray(default_sweep):
     last = r.stderr.strip().splitlines()[-1]
     assert last == (f"kbx: error: replay source results/{sid} cannot answer 1 of the 3 cells to "
                     "run (first: task reduce/sum sample 0 branch 0 (method repair)): replay a "
-                    "sweep that ran these tasks and samples, narrow suite.include, or pick rows "
-                    "with model.options.where={method: ...}")
+                    "sweep that ran these tasks and samples, or narrow suite.include")
     assert not (cwd / "elsewhere").exists()  # it stopped before a folder (and before Ray)
     skip = run(argv + wider + ["model.options.on_missing=skip", "--dry-run"], cwd)
     assert skip.returncode == 0 and "1 of the 3 cells to run have no completion" in " ".join(
