@@ -38,7 +38,7 @@ import torch
 
 from kbx_ray.suite import SuiteError, select_ids
 from kbx_ray.suites import kbx_tree, recorder, shim, tensorize
-from kbx_ray.suites.quant_check import QuantizationCheck
+from kbx_ray.suites.kbx_check import PeerCheck
 from kbx_ray.types import Task
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,8 @@ class KernelBenchXProblem:
         self.raw = self.ns[name]           # what the test code calls
         self.sig = inspect.signature(self.raw)
         self.reference = self.bind_candidate(self.raw, "") if tensorized else self.raw
-        self.check = QuantizationCheck(thresholds) if thresholds is not None else None
+        self.check = PeerCheck(self.tolerance, thresholds) if thresholds is not None or \
+            self.mutates else None
         self.test = recorder.compile_test(test_source, origin, test_line)
         self.recordings: OrderedDict[tuple, list[recorder.Call]] = OrderedDict()  # by seed, device
 
@@ -113,7 +114,11 @@ class KernelBenchXProblem:
         # returning a mutated argument is the contract here: both sides hand back a copy
         tensorized = any(c.returned for c in calls) or not all(tensorize.plain(c.out)
                                                                 for c in calls)
-        return recorder.cases_of(calls, results), mutates, tensorized
+        cases = recorder.cases_of(calls, results)
+        for case, c in zip(cases, calls):  # the mutated arguments each call passes, in order
+            passed = self.sig.bind(*c.args, **c.kwargs).arguments
+            case["mutated_args"] = [m for m in mutates if m in passed]
+        return cases, mutates, tensorized
 
 
 # ---- the tree -> Tasks -------------------------------------------------------------------------
@@ -149,7 +154,7 @@ def _render(loc: kbx_tree.Located, origin: str, parts: tuple[str, str, str, int]
         raise SuiteError(f"KernelBench-X file {origin}: running it raised {type(x).__name__}: "
                          f"{first}") from None
     level = loc.entry.get("level", loc.entry.get("difficulty", 0))
-    extra = (["check = PROBLEM.check"] if thresholds is not None else []) + (
+    extra = (["check = PROBLEM.check"] if thresholds is not None or mutates else []) + (
         ["bind_candidate = PROBLEM.bind_candidate"] if tensorized else [])
     return shim.header(_description(loc.entry), __name__, origin) + "\n".join([
         "from kbx_ray.suites.kernelbenchx import KernelBenchXProblem", "",

@@ -27,6 +27,8 @@ _RULES: tuple[tuple[str, str, str], ...] = (
     ("input_mutated", "", "it changed an input the task does not declare mutated (the peer "
                           "compares test_results only)"),
     ("output_aliases_input", "", "an output shares memory with an input"),
+    ("mismatch", "mutated argument", "it changed a declared-mutated argument unlike the "
+                                     "reference (the peer compares test_results only)"),
     ("nondeterministic", "", "two runs on the same inputs disagree (the peer runs once)"),
     ("timing_invalid", "", "its timing failed a cross-check (the peer does not cross-check)"),
 )

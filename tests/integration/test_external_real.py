@@ -200,3 +200,22 @@ def test_replay_of_peer_predictions_rejudges_them_with_both_verdicts(tmp_path: P
     assert got[1][3].startswith("no Triton kernel ran") and got[0][3] == got[3][3] == ""
     report = build_report([p.sweep_dir], tmp_path / "report").markdown.read_text()
     assert "Verdicts next to the peer harness's" in report and "no Triton kernel ran" in report
+
+
+def test_bench_peers_cpu_smoke_explains_every_disagreement(tmp_path: Path):
+    """bench_peers.py --cpu: our side of the side-by-side run, each verdict as its candidate
+    expects, each disagreement with the peer's expected verdict explained by the record."""
+    out = tmp_path / "peers.json"
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "bench" / "bench_peers.py"), "--cpu",
+                        "--only", "relu__torch.py", "sub__kernel_function.py", "relu__scaled.py",
+                        "--out", str(out), "--external", str(EXTERNAL)],
+                       capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads(out.read_text())
+    rows = {c["name"]: c for c in d["candidates"]}
+    assert set(rows) == {"relu__torch.py", "sub__kernel_function.py", "relu__scaled.py"}
+    assert all(c["as_expected"] for c in rows.values()) and d["unexplained"] == []
+    assert rows["sub__kernel_function.py"]["ours"]["verdict"] == "pass"  # the peer's entry name
+    assert rows["relu__torch.py"]["explanation"].startswith("ours is stricter: no Triton kernel")
+    assert rows["relu__scaled.py"]["agree"] and d["throughput"]["kernelbenchx"]["ours"][
+        "per_gpu_minute"] > 0

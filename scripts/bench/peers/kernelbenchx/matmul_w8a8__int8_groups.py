@@ -1,8 +1,9 @@
 """task: Quantization/matmul_w8a8
-expect: pass
-peer: pass
-why: honest dynamic int8 quantization in Triton (per K-group of 8: per-row activation and per-column
-weight scales, round-to-nearest, exact integer accumulation), judged by KernelBench-X's cosine / L1 / RMSE."""
+expect: mismatch
+peer: fail
+why: honest dynamic int8 quantization in Triton (per K-group of 32: per-row activation and
+per-column weight scales, round-to-nearest, exact integer accumulation); its RMSE on the K=256
+random cases (~0.12-0.15) is above KernelBench-X's 0.1, so both harnesses fail it."""
 import torch
 import triton
 import triton.language as tl
@@ -40,5 +41,5 @@ def matmul_w8a8(input: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     grid = (triton.cdiv(M, 16), triton.cdiv(N, 16))
     _qmm_kernel[grid](input, weight, out, M, N, K, input.stride(0), input.stride(1),
                       weight.stride(0), weight.stride(1), out.stride(0), out.stride(1),
-                      BM=16, BN=16, GROUP=8)
+                      BM=16, BN=16, GROUP=32)
     return out.to(input.dtype)
