@@ -57,7 +57,7 @@ def check_choices(cfg: Any) -> None:
 
 def validate(cfg: Any) -> None:
     """Choices, the grid's methods and models, and each model's backend settings; one line each."""
-    from kbx_ray.config import methods, models
+    from kbx_ray.grid import methods, models
 
     check_choices(cfg)
     methods(cfg)  # each method variant passes check_method, or this raises its line

@@ -13,7 +13,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from kbx_ray.config import ConfigError, methods, models
+from kbx_ray.config import ConfigError
+from kbx_ray.grid import methods, models
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from kbx_ray import hardware, provenance
-from kbx_ray.config import Cell, Config, ConfigError, count_cells, iter_cells, sweep_id
+from kbx_ray.config import Config, ConfigError, sweep_id
+from kbx_ray.grid import Cell, count_cells, iter_cells
 from kbx_ray.genlog import FILE as WAL_FILE
 from kbx_ray.genlog import GenerationLog
 from kbx_ray.llm.base import GenParams, build_backend

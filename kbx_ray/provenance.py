@@ -37,7 +37,8 @@ def resolved(cfg: Any, pools: list[str] | None = None) -> dict[str, Any]:
     """The resolved config plus `variants`: each method and model the cells run, as they run it,
     and `pools`: the pools `hardware` resolved to (`auto`: this machine's). What W&B is given and
     config.yaml holds."""
-    from kbx_ray.config import methods, models, to_dict
+    from kbx_ray.config import to_dict
+    from kbx_ray.grid import methods, models
 
     out = to_dict(cfg)
     out["pools"] = list(pools if pools is not None else cfg.hardware)

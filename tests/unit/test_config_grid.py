@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray.config import ConfigError, expand, load_config, methods, sweep_id
+from kbx_ray.config import ConfigError, load_config, sweep_id
+from kbx_ray.grid import expand, methods
 from kbx_ray.config_checks import engine_arg_names, validate
 from kbx_ray.suite import load_suite
 
