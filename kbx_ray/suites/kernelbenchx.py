@@ -87,7 +87,9 @@ class KernelBenchXProblem:
         if case["call"] >= len(calls):
             raise RuntimeError(f"{self.origin}: the test code made {len(calls)} calls this time; "
                                f"case {case['name']} is call {case['call'] + 1}")
-        return shim.clone(calls[case["call"]].args), shim.clone(calls[case["call"]].kwargs)
+        call = calls[case["call"]]
+        return shim.retarget(shim.clone(call.args), device), shim.retarget(
+            shim.clone(call.kwargs), device)
 
     def bind_candidate(self, entry: Callable[..., Any], device: str) -> Callable[..., Any]:
         """In the worker: the candidate's return turned into tensors as the reference's is."""

@@ -30,7 +30,7 @@ from torch.overrides import TorchFunctionMode
 from kbx_ray.suite import SuiteError, load_module
 from kbx_ray.types import Task, stable_hash
 
-ADAPTER_VERSION = 4  # bump when the generated text changes: every shim is regenerated
+ADAPTER_VERSION = 5  # bump when the generated text changes: every shim is regenerated
 
 
 def cache_dir() -> Path:
@@ -111,7 +111,7 @@ def clone(obj: Any) -> Any:
     if isinstance(obj, torch.Tensor):
         return obj.detach().clone()
     if isinstance(obj, (list, tuple)):
-        return type(obj)(clone(x) for x in obj)
+        return _rebuild(obj, [clone(x) for x in obj])
     if isinstance(obj, dict):
         return {k: clone(v) for k, v in obj.items()}
     return obj
@@ -141,6 +141,22 @@ def with_helpers(ns: dict[str, Any], helpers: dict[str, str], origin: str) -> di
 
 def nbytes(obj: Any) -> int:
     return sum(t.numel() * t.element_size() for t in tensors(obj))
+
+
+def retarget(obj: Any, device: str | torch.device) -> Any:
+    """Recorded arguments naming CUDA (`device="cuda"`) name the evaluation device instead."""
+    if _is_cuda(obj):
+        return obj if torch.device(device).type == "cuda" else torch.device(device)
+    if isinstance(obj, (list, tuple)) and not isinstance(obj, torch.Size):
+        return _rebuild(obj, [retarget(x, device) for x in obj])
+    if isinstance(obj, dict):
+        return {k: retarget(v, device) for k, v in obj.items()}
+    return obj
+
+
+def _rebuild(seq: Any, items: list) -> Any:
+    """A list or tuple of the same type (a named tuple takes its fields positionally)."""
+    return type(seq)(*items) if hasattr(seq, "_fields") else type(seq)(items)
 
 
 def _is_cuda(d: Any) -> bool:
