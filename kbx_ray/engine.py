@@ -26,6 +26,7 @@ from kbx_ray.llm.base import GenParams, build_backend
 from kbx_ray.methods.base import Attempt, build_method
 from kbx_ray.records import evaluation_row, generation_row
 from kbx_ray.sinks import build_sinks, clean_tmp, done_cells, written_generations
+from kbx_ray.sinks.wandb_runs import replica_gauges
 from kbx_ray.suite import load_suite
 from kbx_ray.types import Candidate, EvalResult, Generation, Task, stable_hash
 
@@ -258,6 +259,7 @@ async def _run_cells(p: SweepPlan, sinks: Any, pools: dict) -> None:
     async def report() -> None:
         while True:
             await asyncio.sleep(30)
+            sinks.write_metrics(replica_gauges(list(backends.values())))
             for name, pool in pools.items():
                 log.info(pool.stats.line(name, len(pool.actors)))
             compiler = next((pool.compiler for pool in pools.values() if pool.compiler), None)
@@ -273,6 +275,7 @@ async def _run_cells(p: SweepPlan, sinks: Any, pools: dict) -> None:
         ticker.cancel()
         writer.flush()
         genlog.close()
+        sinks.write_metrics(replica_gauges(list(backends.values())))
     if errors:
         raise errors[0]
 

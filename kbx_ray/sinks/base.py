@@ -28,6 +28,9 @@ class Sink:
     def write_evaluations(self, rows: list[dict]) -> None:
         """All evaluation rows of one or more complete cells (keys: parquet.EVALUATION_SCHEMA)."""
 
+    def write_metrics(self, values: dict[str, float]) -> None:
+        """Gauges the engine reads off its parts (LLM replicas' calls served), now and then."""
+
     def close(self) -> None:
         """Called once at the end of the sweep, also when it ends by an error."""
 
@@ -83,6 +86,10 @@ class FanOut(Sink):
     def write_evaluations(self, rows: list[dict]) -> None:
         if rows:
             self._call("write_evaluations", rows)
+
+    def write_metrics(self, values: dict[str, float]) -> None:
+        if values:
+            self._call("write_metrics", values)
 
     def close(self) -> None:
         """Close every sink, even after a critical one raised; re-raise the first such error."""

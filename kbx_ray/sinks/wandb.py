@@ -13,7 +13,8 @@ What is logged:
   `metrics/overall/<name>`: call_rate, exec_rate, fast_1, fast_1p5, fast_2, geomean_speedup,
   mean_sol_fraction, cells (definitions in metrics.py), stepped by `progress/cells_done`.
 - `generation/<model>/<name>`: calls, prompt and completion tokens, mean latency, truncation rate
-  and tokens/s of the LLM calls (wandb_runs.GenerationTally).
+  and tokens/s of the LLM calls (wandb_runs.GenerationTally); `generation/<model>/replica<i>/`
+  `served` and `peak_inflight` per replica of a multi-replica backend (engine gauges).
 - at the end: the Parquet results with config.yaml and run.json as a `results` artifact, and the
   report (built then) as a `report` artifact; the summary holds flat values.
 
@@ -150,6 +151,11 @@ class WandbSink(Sink):
         payload = self._generations.update(rows)
         payload["progress/cells_done"] = len(self._cells)
         self._send(payload)
+
+    def write_metrics(self, values: dict[str, float]) -> None:
+        """Gauges go to a run the rows started (they alone start none)."""
+        if values and self.active:
+            self._guard("log", self._send, {**values, "progress/cells_done": len(self._cells)})
 
     def write_evaluations(self, rows: list[dict]) -> None:
         if rows and self._ensure():

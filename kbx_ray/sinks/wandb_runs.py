@@ -143,6 +143,23 @@ class GenerationTally:
                 for name, v in self.tallies[k].metrics().items()}
 
 
+def replica_gauges(backends: list[Any]) -> dict[str, float]:
+    """Per replica of each backend that balances over replicas (llm/pool.py's ReplicaPool): calls
+    served and the most requests it held at once."""
+    out: dict[str, float] = {}
+    for backend in backends:
+        pool = getattr(backend, "pool", None)
+        served = getattr(pool, "served", None)
+        if not isinstance(served, list):
+            continue
+        label = key_part(getattr(getattr(backend, "spec", None), "name", None)
+                         or getattr(backend, "name", "model"))
+        for i, (n, peak) in enumerate(zip(served, getattr(pool, "peak", [0] * len(served)))):
+            out[f"generation/{label}/replica{i}/served"] = float(n)
+            out[f"generation/{label}/replica{i}/peak_inflight"] = float(peak)
+    return out
+
+
 def log_artifacts(run: Any, sweep_dir: Path, run_id: str) -> None:
     """The Parquet results (with config.yaml and run.json) and the report, built now."""
     import wandb

@@ -55,6 +55,7 @@ SPEC = Spec(sections=(
         Panel("line", "truncation rate per model", regex=r"generation/.*/truncation_rate"),
         Panel("line", "mean latency (s) per model", regex=r"generation/.*/mean_latency_s"),
         Panel("line", "completion tokens per model", regex=r"generation/.*/completion_tokens"),
+        Panel("line", "calls served per replica", regex=r"generation/.*/replica\d+/served"),
     )),
 ))
 

@@ -293,9 +293,10 @@ def test_closing_charts_are_logged(tmp_path: Path) -> None:
         assert any(k.startswith(chart) for k in keys), sorted(keys)
 
 
-def test_the_committed_workspace_names_only_logged_keys(tmp_path: Path) -> None:
-    """kbx_ray/sinks/wandb_workspace.py pins panels by key: each exact key is one the sink logs,
-    each pattern matches a logged key, so a renamed metric cannot leave an empty panel."""
+def test_generation_metrics_and_the_committed_workspace(tmp_path: Path) -> None:
+    """Generation metrics per model and per replica reach the run; kbx_ray/sinks/wandb_workspace.py
+    pins panels by key: each exact key is one the sink logs, each pattern matches a logged key, so
+    a renamed metric cannot leave an empty panel."""
     import re
 
     from kbx_ray.sinks.wandb_workspace import SPEC, X, build
@@ -310,11 +311,23 @@ def test_the_committed_workspace_names_only_logged_keys(tmp_path: Path) -> None:
                              "completion_tokens": 10, "latency_s": 0.5, "finish_reason": "stop"}])
     for batch in BATCHES:
         sink.write_evaluations(batch)
+    from types import SimpleNamespace
+
+    from kbx_ray.llm.pool import ReplicaPool
+    from kbx_ray.sinks.wandb_runs import replica_gauges
+
+    pool = ReplicaPool([object(), object()], cap=4)  # two replicas, as a vllm backend holds them
+    pool.served, pool.peak = [5, 3], [4, 2]
+    sink.write_metrics(replica_gauges([SimpleNamespace(name="org/coder-1.5b", pool=pool)]))
     sink.close()
     assert sink.failed is None
     (run_dir,) = (sweep_dir / "wandb").glob("offline-run-*")
     records = _records(run_dir)
     keys = {k for r in records if r["type"] == "history" for k in r["history"]["item"]}
+    gauges = next(r["history"]["item"] for r in records if r["type"] == "history"
+                  and "generation/org_coder-1.5b/replica1/served" in r["history"]["item"])
+    assert gauges["generation/org_coder-1.5b/replica0/served"] == 5
+    assert gauges["generation/org_coder-1.5b/replica1/peak_inflight"] == 2
     gen = next(r["history"]["item"] for r in records if r["type"] == "history"
                and "generation/org_coder-1.5b/calls" in r["history"]["item"])
     assert gen["generation/org_coder-1.5b/truncation_rate"] == 0.5
