@@ -64,10 +64,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
         res = ev.evaluate(task, Candidate(candidate_id(task.task_id, code), task.task_id, code, task.name))
     finally:
         ev.close()
+    from kbx_ray.suites.peer import of_result
+
     if args.json:
-        print(json.dumps(asdict(res), indent=2))
+        print(json.dumps({**asdict(res), "stricter_reason": of_result(res)}, indent=2))
     else:
         _print_result(res)
+        if of_result(res):
+            print(f"stricter than the peer harnesses: {of_result(res)}")
     return 0 if res.exec_ok else 1
 
 

@@ -62,3 +62,22 @@ def test_peer_candidates_on_the_gpu(name, exec_ok, kind):
     assert (res.exec_ok, res.error_kind) == (exec_ok, kind), res.error_msg
     if exec_ok:
         assert res.speedup and res.timing_skipped == ""
+
+
+@pytest.mark.parametrize("name,exec_ok,kind", [
+    ("19_ReLU__correct.py", True, ""), ("19_ReLU__scaled.py", False, "mismatch"),
+    ("19_ReLU__torch.py", False, "disqualified"),
+])
+def test_kernelbench_candidates_at_its_tolerance(name, exec_ok, kind):
+    """KernelBench's fp32 tolerance is 1e-4: a ReLU scaled by 1.005 fails, as it does there."""
+    from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
+
+    root = EXTERNAL / "KernelBench" / "KernelBench"
+    code = (PEERS.parent / "kernelbench" / name).read_text()
+    (task,) = load_suite(root, ["level1/19_ReLU"], "kernelbench")
+    ev = Evaluator(EvalConfig(device="cuda"))
+    try:
+        res = ev.evaluate(task, make_candidate(task.task_id, task.name, code))
+    finally:
+        ev.close()
+    assert (res.exec_ok, res.error_kind) == (exec_ok, kind), res.error_msg

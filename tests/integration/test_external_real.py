@@ -153,6 +153,7 @@ def test_kbx_tasks_lists_skips_and_eval_builds_only_its_task(tmp_path: Path):
                         "evaluation.device=cpu", "--json"], capture_output=True, text=True,
                        timeout=300, env=env, cwd=REPO)
     assert r.returncode == 0 and json.loads(r.stdout)["exec_ok"], r.stderr[-2000:]
+    assert json.loads(r.stdout)["stricter_reason"] == ""
     shims = list((tmp_path / "cache").rglob("*.py"))
     assert [p.name.split("_")[0] for p in shims] == ["Activation"], shims  # no other task built
     r = subprocess.run([sys.executable, "-m", "kbx_ray.cli", "tasks", "suite=kernelbenchx",
