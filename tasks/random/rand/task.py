@@ -14,12 +14,16 @@ million draws): dtype float32, shape [n], every value in [0, 1), the Kolmogorov-
 U(0, 1) below 2.7 / sqrt(n), the mean within 5 standard errors of 0.5, and no more repeated values
 than chance gives at 23-bit resolution (at most 8 n^2 / 2^24 + 16). The samples must also be
 independent of their positions and of each other (n >= 256): no serial correlation at lags 1-8
-and at every power of two up to n / 16; the runs above and below 0.5 and the turning points
+and at every power of two up to n / 16; no dependence between x[i] and x[i + L] at any lag L
+(linear, or as a copy shifted mod 1 or mirrored, so no two parts of the output may come from the
+same counters); the runs above and below 0.5 and the turning points
 (local maxima and minima) as many as chance gives; pairs of neighbours (x[2i], x[2i+1]) spread
 over the unit square like independent points; and the histogram at 32, 64, ... bins neither too
 lumpy nor too even (a stratified or low-discrepancy sequence is not a random one). The harness
 additionally checks determinism per seed and that seeds matter.
 """
+import math
+
 import torch
 
 CATEGORY = "Random"
@@ -112,6 +116,30 @@ def uniformity_z(x: torch.Tensor) -> torch.Tensor:
     return torch.stack(zs, 1)
 
 
+def any_lag_t(x: torch.Tensor) -> torch.Tensor:
+    """Dependence between x[i] and x[i + L] at every lag L up to max(n / 2, n - 256), through three
+    features: x - 1/2 (linear), and e^(2 pi i x) against itself and against its conjugate (so a
+    copy shifted by any constant mod 1, or mirrored as 1 - x, shows as strongly as a plain copy).
+    All by FFT. Each value has a tail P(T > t) <= e^-t under independence. -> [rows, 3, lags]"""
+    rows, n = x.shape
+    hi = max(n // 2, n - 256)
+    m = 1 << (2 * n - 1).bit_length()  # zero padding: no wrap-around
+    x = x.to(torch.float64 if n <= 1 << 22 else torch.float32)
+    terms = n - torch.arange(1, hi + 1, device=x.device, dtype=x.dtype)
+    f = torch.fft.rfft(x - 0.5, m)
+    linear = torch.fft.irfft(f.real ** 2 + f.imag ** 2, m)[:, 1:hi + 1]  # sum_t c[t] c[t + L]
+    w = torch.polar(torch.ones_like(x), 2 * math.pi * x)
+    g = torch.fft.fft(w, m)
+    same = torch.fft.ifft(g.real ** 2 + g.imag ** 2)[:, 1:hi + 1]  # sum_t conj(w[t]) w[t + L]
+    mirror = torch.fft.ifft(torch.fft.fft(w.conj(), m).conj() * g)[:, 1:hi + 1]  # sum_t w[t] w[t + L]
+    return torch.stack([72 * linear ** 2 / terms, same.abs() ** 2 / terms, mirror.abs() ** 2 / terms], 1)
+
+
+def any_lag_limit(n: int) -> float:
+    """-ln of 1e-6 shared over the 3 x lags values of any_lag_t."""
+    return math.log(3 * max(n // 2, n - 256) / 1e-6)
+
+
 def independence(u: torch.Tensor) -> str | None:
     """The first independence statistic beyond its threshold, named, or None (u: 1-D, n >= MIN_N)."""
     x, n = u.double()[None], u.numel()
@@ -122,6 +150,13 @@ def independence(u: torch.Tensor) -> str | None:
         (uniformity_z(x)[0], Z_FAMILY, [f"histogram at {b} bins" for b in scales] + ["neighbour pairs"],
          "too even"),
     )
+    t = any_lag_t(x)[0]
+    worst = int(t.flatten().argmax())
+    if float(t.flatten()[worst]) > any_lag_limit(n):
+        kind = ["linearly", "as a shifted copy", "as a mirrored copy"][worst // t.shape[1]]
+        z = (2 * float(t.flatten()[worst])) ** 0.5
+        return (f"x[i + {worst % t.shape[1] + 1}] depends on x[i] {kind}: z = {z:.1f} (limit "
+                f"{(2 * any_lag_limit(n)) ** 0.5:.1f}): samples are not independent uniforms")
     for z, limit, names, low in families:
         worst = int(z.abs().argmax())
         value = float(z[worst])
