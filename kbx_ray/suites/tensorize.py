@@ -14,7 +14,7 @@ reference's return (in the judge) and to the candidate's (in the worker, through
 - a list or tuple is flattened in order; a dict becomes its sorted keys (as bytes) then its values;
 - an object with a `defaults` dict and `param_groups` (an optimizer) becomes its defaults, then
   every tensor of its state: what the peer compares, and the moments a real step leaves behind.
-Standard library and torch only: it runs in the worker.
+Standard library, torch and shim.py only: it runs in the worker.
 """
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ import inspect
 from typing import Any, Callable
 
 import torch
+
+from kbx_ray.suites import shim
 
 
 def plain(out: Any) -> bool:
@@ -36,10 +38,10 @@ def to_tensors(obj: Any, inputs: tuple = (), mutated: tuple = ()) -> tuple[torch
     """Numbers land on the inputs' device (the GPU when there are none and one exists); the
     `mutated` inputs, when returned, are returned as copies."""
     out: list[torch.Tensor] = []
-    given = _tensors(inputs)
+    given = shim.tensors(inputs)
     device = given[0].device if given else torch.device(
         "cuda" if torch.cuda.is_available() else "cpu")
-    _walk(obj, out, {id(t) for t in _tensors(mutated)}, device)
+    _walk(obj, out, {id(t) for t in shim.tensors(mutated)}, device)
     return tuple(out)
 
 
@@ -77,16 +79,6 @@ def _walk(obj: Any, out: list[torch.Tensor], inputs: set[int], device: torch.dev
     else:
         raise TypeError(f"returned a {type(obj).__name__}, which has no tensor form "
                         "(expected tensors, numbers, tuples, dicts or an optimizer)")
-
-
-def _tensors(obj: Any) -> list[torch.Tensor]:
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, (list, tuple)):
-        return [t for x in obj for t in _tensors(x)]
-    if isinstance(obj, dict):
-        return [t for x in obj.values() for t in _tensors(x)]
-    return []
 
 
 def wrap(fn: Callable[..., Any], sig: inspect.Signature, mutates: tuple[str, ...] = ()
