@@ -5,7 +5,9 @@ A kernel is judged only on the cases it is run on: a branch of the reference tha
 reference (the function named like the task, and the helpers it calls in its own file) is run
 under coverage.py on every small case (seed 0, on the CPU, as the interpreter mode judges), and:
 
-- branch coverage: every branch arc that coverage.py finds in those functions is taken by some case;
+- branch coverage: every branch arc that coverage.py finds in those functions, and in `make_inputs`
+  and its helpers (an input variant such as NaNs or a strided view that only a large case draws is
+  never judged on the CPU), is taken by some case;
 - path coverage: every combination of the reference's own `if` decisions (outside loops, nested
   ones only under the outcome that reaches them) is taken by some case, so a kernel that skips
   weight decay only where neither nesterov nor first_step is set fails too.
@@ -98,9 +100,10 @@ def _decisions(fn: ast.FunctionDef, skip: set[int]) -> dict[int, int]:
 def measure(task: Task, tmp: Path) -> Measured:
     mod = load_module(task.path)
     src = Path(task.path).read_text()
-    funcs = _functions(ast.parse(src), task.name)
+    tree = ast.parse(src)
+    funcs = _functions(tree, task.name)
     lines = src.splitlines()
-    spans = [(f.lineno, f.end_lineno or f.lineno) for f in funcs]
+    spans = [(f.lineno, f.end_lineno or f.lineno) for f in funcs + _functions(tree, "make_inputs")]
     inside = lambda ln: any(a <= ln <= b for a, b in spans)  # noqa: E731
     pragmas = {i + 1: m for i, ln in enumerate(lines) if (m := PRAGMA.search(ln)) and inside(i + 1)}
     bad = [ln for ln, m in pragmas.items() if len(m.group(2).strip(" -:()")) < 10]
@@ -157,7 +160,10 @@ def test_path_enumeration_follows_nesting(tmp_path: Path) -> None:
     no first step, no nesterov)."""
     task = next(t for t in TASKS if t.task_id == "optimizer/sgd")
     m = measure(task, tmp_path)
-    assert len(m.paths_needed) == 10 and len(m.executed_branches) == 8
+    (ref,) = _functions(ast.parse(Path(task.path).read_text()), "sgd")
+    in_ref = [b for b in m.executed_branches if ref.lineno <= b[0] <= ref.end_lineno]
+    assert len(m.paths_needed) == 10 and len(in_ref) == 8  # 4 ifs x 2 arcs
+    assert len(m.executed_branches) == 10  # and make_inputs' `if case.get("outliers")`
     (plain,) = [p for p, cases in m.paths_taken.items() if "momentum_small" in cases]
     assert sorted(t for _, t in sorted(plain)) == [False, False, False, True] and len(plain) == 4
 

@@ -45,6 +45,8 @@ CASES = [
     {"name": "outliers_small", "small": True, "lens": [12, 9], "h": 1, "d": 64, "dtype": "float16",
      "outliers": True},
     {"name": "blocks_small", "small": True, "lens": [150, 7], "h": 1, "d": 16, "dtype": "float16"},
+    {"name": "random_lens_small", "small": True, "lens": "random", "b": 4, "max": 40, "h": 1, "d": 16,
+     "dtype": "float16"},
     {"name": "fp16_16seq_upto4096_32h_128", "small": False, "lens": "random", "b": 16, "max": 4096, "h": 32,
      "d": 128, "dtype": "float16"},
     {"name": "bf16_64seq_upto1024_16h_64_packed", "small": False, "lens": "random", "b": 64, "max": 1024,

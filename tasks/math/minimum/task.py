@@ -39,6 +39,7 @@ CASES = [
     {"name": "strided_small", "small": True, "shapes": [[5, 300], [5, 300]], "views": [None, "s"],
      "dtype": "float16"},
     {"name": "outliers_small", "small": True, "shapes": [[4001], [4001]], "dtype": "float32", "outliers": True},
+    {"name": "fp32_nans_small", "small": True, "shapes": [[30, 70], [70]], "dtype": "float32", "nans": True},
     {"name": "fp32_16M", "small": False, "shapes": [[4096, 4096], [4096, 4096]], "dtype": "float32"},
     {"name": "fp16_bias_16M_outliers", "small": False, "shapes": [[4096, 4096], [4096]], "dtype": "float16",
      "outliers": True},

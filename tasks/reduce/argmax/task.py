@@ -42,6 +42,7 @@ CASES = [
     {"name": "fp16_ties_3d_small", "small": True, "shape": [3, 100, 7], "dim": -2, "dtype": "float16",
      "ties": True},
     {"name": "negative_small", "small": True, "shape": [19, 200], "dim": -1, "dtype": "float32", "negative": True},
+    {"name": "fp32_nans_small", "small": True, "shape": [40, 90], "dim": -1, "dtype": "float32", "nans": True},
     {"name": "fp32_8192x8192_lastdim", "small": False, "shape": [8192, 8192], "dim": -1, "dtype": "float32"},
     {"name": "fp16_4096x16384_dim0_outliers", "small": False, "shape": [4096, 16384], "dim": 0,
      "dtype": "float16", "outliers": True},
