@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator
 
-from kbx_ray import hardware, provenance
+from kbx_ray import hardware, provenance, scaling
 from kbx_ray.config import Config, ConfigError, sweep_id
 from kbx_ray.grid import Cell, count_cells, iter_cells
 from kbx_ray.genlog import FILE as WAL_FILE
@@ -88,7 +88,23 @@ def plan(cfg: Config) -> SweepPlan:
 def describe(p: SweepPlan) -> str:
     from kbx_ray.dry_run import estimate
 
-    return estimate(p) + _aot_line(p)
+    return estimate(p) + _aot_line(p) + _balance_line(p)
+
+
+def _balance_line(p: SweepPlan) -> str:
+    """Every round of a cell is evaluated on its primary pool; the others see its final candidate
+    only. Said up front, since a repair sweep then loads the primary pool many times over."""
+    if len(p.pools) < 2:
+        return ""
+    from kbx_ray.config import methods
+
+    per_cell = max((max(1, m.branches) * (m.rounds + 1) for m in methods(p.cfg)), default=1)
+    if per_cell <= 1:
+        return ""
+    primary = next(iter(p.pools))
+    return (f"; imbalance: pool {primary} evaluates up to {per_cell} candidates per cell (every "
+            f"round), each other pool 1 (the final): give {primary} about {per_cell}x the "
+            "evaluators, or put the pool with the most GPUs first in hardware=")
 
 
 def _aot_line(p: SweepPlan) -> str:
@@ -192,8 +208,14 @@ async def _drive(p: SweepPlan, sinks: Any) -> None:
     from kbx_ray.pools import EvaluatorPool
 
     cfg = p.cfg
-    pools = {name: EvaluatorPool(pool, cfg) for name, pool in p.pools.items()}
+    pools = {name: EvaluatorPool(pool, cfg, p.n_todo) for name, pool in p.pools.items()}
     compiler, attach = None, None
+    elastic = any(pool.elastic for pool in pools.values())
+    if elastic:  # a role cluster (cluster.yaml): say what the sweep needs, so its nodes start
+        from kbx_ray.config import models
+
+        scaling.request(sum((pool.demand for pool in pools.values() if pool.elastic),
+                            scaling.generation_demand(models(cfg))))
     try:
         await asyncio.gather(*(pool.start() for pool in pools.values()))
         if cfg.engine.aot_compile != "off" and cfg.engine.mode != "noop" and any(
@@ -215,6 +237,8 @@ async def _drive(p: SweepPlan, sinks: Any) -> None:
             pool.close()
         if compiler is not None:
             compiler.close()
+        if elastic:
+            scaling.release()
 
 
 async def _attach(compiler: Any, pools: dict, ready_s: float) -> None:
@@ -269,7 +293,7 @@ async def _run_cells(p: SweepPlan, sinks: Any, pools: dict) -> None:
     reporter = asyncio.create_task(report())
     ticker = asyncio.create_task(_flush_when_due(writer, max(0.5, cfg.engine.flush_s / 2), errors))
     try:
-        await asyncio.gather(*(worker() for _ in range(max(1, cfg.engine.max_concurrency))))
+        await asyncio.gather(*(worker() for _ in range(_concurrency(cfg, pools))))
     finally:
         reporter.cancel()
         ticker.cancel()
@@ -280,10 +304,26 @@ async def _run_cells(p: SweepPlan, sinks: Any, pools: dict) -> None:
         raise errors[0]
 
 
+def _concurrency(cfg: Config, pools: dict) -> int:
+    from kbx_ray.config import models
+
+    n = scaling.concurrency(cfg, sum(len(pool.actors) for pool in pools.values()),
+                            scaling.replica_slots(models(cfg)))
+    if cfg.engine.max_concurrency <= 0:
+        log.info("%d cells in flight (engine.max_concurrency=0: from %d evaluators)", n,
+                 sum(len(pool.actors) for pool in pools.values()))
+    return max(1, n)
+
+
 def _wait_for_pools(p: SweepPlan) -> None:
-    """Fail at start, naming the pool, unless the autoscaler brings it up within pool_wait_s."""
+    """Fail at start, naming the pool, unless the autoscaler brings it up within pool_wait_s.
+    On a role cluster (cluster.yaml) a GPU pool is not waited for here: its pending evaluators
+    and the sweep's resource request make the autoscaler start its nodes (EvaluatorPool.start)."""
     deadline = time.monotonic() + p.cfg.engine.pool_wait_s
+    roles = scaling.role_cluster()
     for pool in p.pools.values():
+        if roles and pool.is_gpu:
+            continue
         while not hardware.pool_available(pool):
             if time.monotonic() > deadline:
                 raise ConfigError(hardware.unavailable_message(pool))

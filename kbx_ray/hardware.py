@@ -199,6 +199,26 @@ def check_gpu_name(pool: HardwarePool, seen: str) -> str | None:
             "fix the pool's placement (accelerator_type/resources/labels)")
 
 
+ROLE_LABEL = "kbx-role"      # cluster.yaml's node roles: head, generation, evaluation, compile
+POOL_LABEL = "kbx-pool"      # the hardware pool an evaluation node type serves
+
+
+def on_role_cluster(pool: HardwarePool) -> HardwarePool:
+    """The pool as placed on a cluster laid out like cluster.yaml (nodes labelled kbx-role).
+
+    Accelerator type alone would let an h100 evaluator take a GPU of the H100 generation node, so
+    evaluators also select `kbx-role: evaluation` and `kbx-pool: <pool>`, and ask for one unit of
+    `eval_<pool>` per GPU: the label keeps them off generation nodes, and the resource is what an
+    autoscaler that does not read label selectors (Ray's v1) needs to pick the right node type.
+    A CPU pool keeps its own placement: it has no node type of its own.
+    """
+    if not pool.is_gpu:
+        return pool
+    labels = {ROLE_LABEL: "evaluation", POOL_LABEL: pool.name, **pool.labels}
+    resources = dict(pool.resources) or {f"eval_{pool.name}": float(pool.num_gpus_per_actor)}
+    return dataclasses.replace(pool, labels=labels, resources=resources)
+
+
 def ray_options(pool: HardwarePool) -> dict[str, Any]:
     """Keyword arguments for `actor_cls.options(**opts)` that pin an evaluator to this pool."""
     opts: dict[str, Any] = {"num_gpus": pool.num_gpus_per_actor if pool.is_gpu else 0}
@@ -233,7 +253,7 @@ def peak_for(pool: HardwarePool, dtype_name: str) -> float:
     return float(peaks.get("float32", 0.0))
 
 
-def _selector_matches(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
+def selector_matches(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
     """Ray's selector forms "v", "!v", "in(a,b)", "!in(a,b)"; a negation matches a missing key."""
     for key, want in selector.items():
         negate = want.startswith("!")
@@ -260,7 +280,7 @@ def pool_available(pool: HardwarePool) -> bool:
     for node in ray.nodes():
         have = node.get("Resources", {})
         if (node.get("Alive") and all(k in have and have[k] >= v for k, v in need.items())
-                and _selector_matches(pool.labels, node.get("Labels") or {})):
+                and selector_matches(pool.labels, node.get("Labels") or {})):
             return True
     return False
 

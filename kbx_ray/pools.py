@@ -7,6 +7,13 @@ is recorded as `infra_error`. `mode=task` instead runs one GPU-pinned Ray task p
 fresh process, and `mode=noop` answers instantly, to measure the engine's own overhead: there the
 Ray round trip is the whole cost, so a call carries up to `engine.eval_batch` candidates and two
 calls overlap per actor.
+
+Elastic on a cluster laid out like cluster.yaml (kbx-role labels): the pool creates its target
+number of evaluators at once, and those whose node is not up yet stay pending, which is the demand
+the autoscaler answers; each evaluator's dispatcher starts taking candidates when it comes up, so
+the pool grows as nodes join. An evaluator whose node leaves is restarted by Ray wherever there is
+room (pending again until a node joins); what it held is queued again without counting against
+the candidate's retries, since losing a node is not the candidate's doing.
 """
 from __future__ import annotations
 
@@ -17,9 +24,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kbx_ray import hardware
+from kbx_ray import hardware, scaling
 from kbx_ray.compile_pool import ready_result
 from kbx_ray.config import Config, ConfigError
+from kbx_ray.scaling import actors_for, generation_reserve, pool_gpus  # noqa: F401 - re-exported
 from kbx_ray.types import Candidate, ErrorKind, EvalResult, Task
 
 log = logging.getLogger(__name__)
@@ -34,9 +42,13 @@ class PoolStats:
     waiting: int = 0
     started: float = field(default_factory=time.monotonic)
 
+    lost: int = 0               # candidates queued again after their evaluator's node left
+    up: int = 0                 # evaluators up now (elastic pools: changes as nodes come and go)
+
     def line(self, name: str, n_actors: int) -> str:
         rate = self.done / max(1e-9, time.monotonic() - self.started)
-        return (f"pool {name}: {n_actors} evaluators, {self.in_flight} running, {self.waiting} queued, "
+        return (f"pool {name}: {self.up}/{n_actors} evaluators up, {self.in_flight} running, "
+                f"{self.waiting} queued, "
                 f"{self.done} done ({self.failed} failed, {self.retried} retried), {rate:.2f}/s")
 
 
@@ -49,53 +61,11 @@ def eval_config_for(pool: hardware.HardwarePool, cfg: Config) -> Any:
     return ecfg
 
 
-def generation_reserve(pool: hardware.HardwarePool, cfg: Config) -> int:
-    """GPUs of the pool's type that the sweep's vLLM replicas will hold beside its evaluators.
-
-    On a cluster laid out like cluster.yaml (kbx-role labels) generation has nodes of its own and
-    nothing is reserved. On one machine started by `ray.init()` the replicas and the evaluators
-    share its GPUs, and evaluators that took them all would leave the replicas pending forever.
-    """
-    if not pool.is_gpu:
-        return 0
-    from kbx_ray.config import models
-    from kbx_ray.llm.vllm_spec import generation_gpus, has_roles
-
-    if has_roles():
-        return 0
-    return sum(generation_gpus(m, pool.accelerator_type) for m in models(cfg))
-
-
-def pool_gpus(pool: hardware.HardwarePool) -> float:
-    """GPUs of the pool's type on the live nodes of the cluster."""
-    import ray
-
-    key = f"accelerator_type:{pool.accelerator_type}" if pool.accelerator_type else None
-    return sum(n.get("Resources", {}).get("GPU", 0) for n in ray.nodes()
-               if n.get("Alive") and (key is None or key in n.get("Resources", {})))
-
-
-def actors_for(pool: hardware.HardwarePool, requested: int, reserved: int = 0,
-               per_gpu: int = 1) -> int:
-    """One evaluator per GPU of the pool's type in the cluster (`per_gpu` of them with
-    `engine.evaluators_per_gpu`), less the `reserved` GPUs that generation holds there (or
-    `engine.evaluators` if set)."""
-    import ray
-
-    if not pool.is_gpu:
-        return requested or max(1, min(4, int(ray.cluster_resources().get("CPU", 1)) // 2))
-    gpus, per = pool_gpus(pool), max(pool.num_gpus_per_actor, 1)
-    if reserved and gpus and gpus - reserved < per:  # gpus == 0: the autoscaler may add some
-        raise ConfigError(
-            f"pool {pool.name!r} has no GPU left for evaluators: the cluster has {gpus:g} and "
-            f"the sweep's vLLM replicas need {reserved} of them: add a GPU, or serve the model "
-            "elsewhere (model=openai, or a cluster with generation nodes: cluster.yaml)")
-    if requested > 0:
-        if reserved and requested * per > gpus - reserved:
-            log.warning("pool %s: engine.evaluators=%d leaves fewer than the %d GPU(s) the vLLM "
-                        "replicas need; they will wait for them", pool.name, requested, reserved)
-        return requested
-    return max(1, int((gpus - reserved) // per)) * max(1, per_gpu)
+def _node_lost(e: BaseException | str) -> bool:
+    """The evaluator died with its node (terminated, preempted, unreachable), not by the candidate."""
+    if getattr(e, "preempted", False) or type(e).__name__ == "NodeDiedError":
+        return True
+    return any(s in str(e) for s in ("its node has died", "node was terminated"))
 
 
 @dataclass
@@ -104,6 +74,7 @@ class _Request:
     cand: Candidate
     future: asyncio.Future
     tries: int = 0              # calls that ended with the evaluator dead
+    moves: int = 0              # calls that ended with the evaluator's node gone (not counted)
     last: str = ""              # how the last one died
     aot: Any = None             # evaluate/aot.AotResult, or a future of one (compile_pool), or None
 
@@ -124,11 +95,14 @@ def batching(cfg: Config) -> tuple[int, int]:
 class EvaluatorPool:
     probe_s = 10.0  # how long an evaluator whose worker was SIGKILLed has to say it still runs
 
-    def __init__(self, pool: hardware.HardwarePool, cfg: Config) -> None:
+    def __init__(self, pool: hardware.HardwarePool, cfg: Config, n_todo: int = 0) -> None:
         import ray
 
         from kbx_ray.evaluate.actor import EvaluatorActor, evaluate_in_fresh_process
 
+        self.elastic = pool.is_gpu and scaling.role_cluster()
+        if self.elastic:
+            pool = hardware.on_role_cluster(pool)
         self.ray, self.pool, self.mode = ray, pool, cfg.engine.mode
         self.compiler: Any = None  # compile_pool.CompilePool, set by the engine once it is up
         self.aot_always = cfg.engine.aot_compile == "always"
@@ -138,8 +112,15 @@ class EvaluatorPool:
         per_gpu = max(1, cfg.engine.evaluators_per_gpu) if pool.is_gpu else 1
         if per_gpu > 1:  # k evaluators per GPU: Ray packs them by the fractional request
             self.opts["num_gpus"] = self.opts["num_gpus"] / per_gpu
-        self.reserved = generation_reserve(pool, cfg)
-        n = actors_for(pool, cfg.engine.evaluators, self.reserved, per_gpu)
+            self.opts["resources"] = {k: v / per_gpu for k, v in self.opts.get("resources", {}).items()}
+        self.reserved = 0 if self.elastic else generation_reserve(pool, cfg)
+        if self.elastic:  # generation has nodes of its own; pending evaluators are the demand
+            live = actors_for(pool, 0, 0, per_gpu) if pool_gpus(pool) else 0
+            n = scaling.evaluator_target(pool, cfg, live, n_todo)
+        else:
+            n = actors_for(pool, cfg.engine.evaluators, self.reserved, per_gpu)
+        self.demand = scaling.evaluator_demand(self.opts, n)
+        self._up: set[Any] = set()
         if self.mode == "task":
             self.task_fn = evaluate_in_fresh_process.options(max_retries=0, **self.opts)
             n = max(n, 1)
@@ -148,7 +129,8 @@ class EvaluatorPool:
             self.actors = [EvaluatorActor.options(max_restarts=-1, **self.opts).remote(
                 self.ecfg, self.mode == "noop") for _ in range(n)]
         self.batch, self.depth = batching(cfg)
-        self.ready_s = cfg.engine.actor_ready_s
+        self.ready_s = max(cfg.engine.actor_ready_s, cfg.engine.pool_wait_s) if self.elastic \
+            else cfg.engine.actor_ready_s
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: asyncio.Queue = asyncio.Queue()
         self._dispatchers: list[asyncio.Task] = []
@@ -158,20 +140,32 @@ class EvaluatorPool:
         """Hand out only actors that came up: one that cannot be placed (too few CPUs or GPUs of
         the type) would otherwise take candidates and never answer."""
         if self.mode == "task":
+            self.stats.up = len(self.actors)
             return
         pending = {a.info.remote(): a for a in self.actors}
-        ready, _ = await asyncio.to_thread(self.ray.wait, list(pending), num_returns=len(pending),
+        # elastic: the first one up is enough; the rest join as their nodes do
+        ready, _ = await asyncio.to_thread(self.ray.wait, list(pending),
+                                           num_returns=1 if self.elastic else len(pending),
                                            timeout=self.ready_s)
         up = [pending[r] for r in ready]
         infos = await asyncio.gather(*ready, return_exceptions=True)
         self._pids = {pending[r]: i.get("pid") for r, i in zip(ready, infos) if isinstance(i, dict)}
+        if not up:
+            self.close()
+            raise ConfigError(f"no evaluator for pool {self.pool.name!r} started within "
+                              f"{self.ready_s:g} s: the cluster lacks free {self.opts} "
+                              "(add nodes, raise engine.actor_ready_s for a slow autoscaler, or "
+                              "lower engine.evaluators)")
+        self._up = set(up)
+        self.stats.up = len(up)
+        if self.elastic:
+            log.info("pool %s: %d of %d evaluators up; the rest start as their nodes join",
+                     self.pool.name, len(up), len(self.actors))
+            self._stop_dispatchers()
+            return
         for a in self.actors:
             if a not in up:
                 self.ray.kill(a, no_restart=True)
-        if not up:
-            raise ConfigError(f"no evaluator for pool {self.pool.name!r} started within "
-                              f"{self.ready_s:g} s: the cluster lacks free {self.opts} "
-                              "(add nodes, or lower engine.evaluators)")
         if len(up) < len(self.actors):
             log.warning("pool %s: %d of %d evaluators started (not enough free resources for the "
                         "rest); going on with %d", self.pool.name, len(up), len(self.actors), len(up))
@@ -221,6 +215,8 @@ class EvaluatorPool:
                              for a in self.actors for _ in range(self.depth)]
 
     async def _dispatch(self, actor: Any) -> None:
+        if actor is not None and self.elastic and actor not in self._up:
+            await self._await_restart(actor)  # pending: its node has not joined yet
         while True:
             batch = [await self._queue.get()]
             while len(batch) < self.batch and not self._queue.empty():
@@ -231,7 +227,7 @@ class EvaluatorPool:
                 died = await self._call(actor, batch)
             finally:
                 self.stats.in_flight -= len(batch)
-            if died and actor is not None and any(not r.future.done() for r in batch):
+            if died and actor is not None:
                 await self._await_restart(actor)
 
     async def _call(self, actor: Any, batch: list[_Request]) -> bool:
@@ -291,8 +287,17 @@ class EvaluatorPool:
 
     def _requeue(self, batch: list[_Request], e: BaseException | str) -> None:
         last = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        moved = _node_lost(e)
         for r in batch:
             if r.future.done():
+                continue
+            if moved and r.moves < 20:  # its node left: not the candidate's doing
+                r.moves += 1
+                self.stats.lost += 1
+                log.warning("pool %s lost an evaluator with its node; %s queued again",
+                            self.pool.name, r.task.task_id)
+                self.stats.waiting += 1
+                self._queue.put_nowait(r)
                 continue
             r.tries, r.last = r.tries + 1, last
             self.stats.retried += 1
@@ -311,13 +316,18 @@ class EvaluatorPool:
 
     async def _await_restart(self, actor: Any, timeout_s: float = 300.0) -> None:
         """Wait until Ray has restarted the actor (it answers `info`, with its new pid), so a retry
-        is not wasted on an actor that is still coming back."""
-        deadline = time.monotonic() + timeout_s
+        is not wasted on an actor that is still coming back. An elastic pool waits as long as it
+        takes (a new node may take minutes to boot); meanwhile the evaluator counts as down."""
+        self._up.discard(actor)
+        self.stats.up = len(self._up)
+        deadline = time.monotonic() + (float("inf") if self.elastic else timeout_s)
         delay = 0.2
         while time.monotonic() < deadline:
             try:
                 self._pids[actor] = (await actor.info.remote()).get("pid")
+                self._up.add(actor)
+                self.stats.up = len(self._up)
                 return
             except self.ray.exceptions.RayActorError:
                 await asyncio.sleep(delay)
-                delay = min(2.0, delay * 1.5)
+                delay = min(5.0, delay * 1.5)
