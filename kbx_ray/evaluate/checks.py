@@ -53,6 +53,8 @@ class _Checker:
         self.aliases: dict[str, tuple[str, ...]] = {}   # name -> module-rooted chain
         self.alias_nodes: set[int] = set()              # the import / alias statements
         self.parent: dict[int, ast.AST] = {}
+        self.bound: set[str] = set()                    # every name the module binds, anywhere
+        self.ctx_names: set[int] = set()                # Name nodes that are an autograd ctx
 
     def bad(self, msg: str) -> None:
         self.rep.violations.append(msg)
@@ -62,6 +64,8 @@ class _Checker:
             for child in ast.iter_child_nodes(node):
                 self.parent[id(child)] = node
         self._collect_aliases()
+        self.bound = _all_bindings(self.tree)
+        self._collect_ctx_names()
         for node in ast.walk(self.tree):
             self._visit(node)
         self._check_structure()
@@ -146,7 +150,13 @@ class _Checker:
     def _name(self, node: ast.Name) -> None:
         name = node.id
         if name in P.BANNED_NAMES and isinstance(node.ctx, ast.Load) and not self._shadowed(node):
-            self.bad(f"uses the builtin {name!r}")
+            if not (name == "type" and self._type_for_display(node)):
+                self.bad(f"uses the builtin {name!r}")
+        elif (isinstance(node.ctx, ast.Load) and name not in self.bound
+              and name not in _BUILTINS and not name.startswith("__")):
+            # never bound here and no builtin: on a GPU a NameError; under the interpreter a name
+            # it copies into the module (`np`, `inspect`, `triton`, ...) after the first launch
+            self.bad(f"uses the name {name!r}, which the module never defines")
         elif name.startswith("__") and name.endswith("__") and name not in ("__name__", "__doc__"):
             self.bad(f"uses the dunder name {name!r}")
         if name not in self.aliases or not isinstance(node.ctx, ast.Load):
@@ -154,7 +164,8 @@ class _Checker:
         parent = self.parent.get(id(node))
         if isinstance(parent, ast.Attribute) and parent.value is node:
             return
-        if id(parent) not in self.alias_nodes and self._module_chain(node):
+        if (id(parent) not in self.alias_nodes and self._module_chain(node)
+                and not self._module_value_ok(node)):
             self.bad(f"passes the module {name!r} around as a value")
 
     def _attribute(self, node: ast.Attribute) -> None:
@@ -177,7 +188,8 @@ class _Checker:
             if why:
                 self.bad(why)
             elif id(parent) not in self.alias_nodes and self._module_chain(node) and not (
-                    isinstance(parent, ast.Call) and parent.func is node):
+                    isinstance(parent, ast.Call) and parent.func is node) and not (
+                    self._module_value_ok(node)):
                 self.bad(f"passes the module {'.'.join(chain)} around as a value")
 
     def _target(self, t: ast.AST, stmt: ast.AST) -> None:
@@ -191,6 +203,8 @@ class _Checker:
                 self.bad(f"rebinds the module name {t.id!r}")
         elif isinstance(t, ast.Attribute):
             root = _parts(t)[:1]
+            if isinstance(t.value, ast.Name) and id(t.value) in self.ctx_names:
+                return  # `ctx.beta = beta` in an autograd Function: the ctx object is its own
             if root not in (["self"], ["cls"]) or root[0] in self.aliases:
                 what = ".".join(self._expand(t) or _parts(t)) or f"attribute {t.attr!r}"
                 self.bad(f"monkeypatches {what} (assigns to an object it does not own)")
@@ -235,6 +249,63 @@ class _Checker:
                 self.bad("calls .format on a computed string")
             elif _FORMAT_FIELD.search(recv.value):
                 self.bad("a format string that reads attributes or items of its arguments")
+
+    def _type_for_display(self, node: ast.Name) -> bool:
+        """`type(x)` with one argument whose result is only shown or compared (an error message,
+        `type(x).__name__`, `type(x) is torch.Tensor`): it names a class, it calls nothing."""
+        call = self.parent.get(id(node))
+        if not (isinstance(call, ast.Call) and call.func is node and len(call.args) == 1
+                and not call.keywords):
+            return False
+        use = self.parent.get(id(call))
+        if isinstance(use, ast.Attribute):
+            return use.attr in ("__name__", "__qualname__")
+        if isinstance(use, (ast.FormattedValue, ast.Compare)):
+            return True
+        while use is not None and not isinstance(use, ast.stmt):
+            if isinstance(use, ast.JoinedStr):
+                return True
+            use = self.parent.get(id(use))
+        return isinstance(use, ast.Raise)
+
+    def _module_value_ok(self, node: ast.AST) -> bool:
+        """A module as a value that cannot reach more than its chains: `hasattr(tl.math, "x")`
+        (the probed chain is judged), or a closed triton.language module (`policy.closed_module`)."""
+        chain = self._expand(node)
+        call = self.parent.get(id(node))
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id ==
+                "hasattr" and len(call.args) == 2 and call.args[0] is node
+                and isinstance(call.args[1], ast.Constant) and isinstance(call.args[1].value, str)):
+            name = call.args[1].value
+            why = resolve_chain((*chain, name)) or P.banned_attr_name(name) or (
+                "a private name" if name.startswith("_") else None)
+            if why:
+                self.bad(f"probes {'.'.join(chain)}.{name}: {why}")
+            return True
+        return P.closed_module(chain)
+
+    def _collect_ctx_names(self) -> None:
+        """The first parameter of forward/backward/setup_context in a torch.autograd.Function
+        subclass is the ctx object; stores on it are not monkeypatching, provided the class's
+        methods are reached only through `.apply` (so ctx can never be a library object)."""
+        import torch
+
+        for cls in ast.walk(self.tree):
+            if not isinstance(cls, ast.ClassDef) or not any(
+                    walk(list(self._expand(b))) is torch.autograd.Function for b in cls.bases
+                    if self._expand(b) and self._expand(b)[0] in P.ROOTS):
+                continue
+            direct = any(isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                         and n.value.id == cls.name and n.attr != "apply"
+                         for n in ast.walk(self.tree))
+            if direct:
+                continue
+            for f in cls.body:
+                if (isinstance(f, ast.FunctionDef) and f.args.args
+                        and f.name in ("forward", "backward", "setup_context")):
+                    ctx = f.args.args[0].arg
+                    self.ctx_names |= {id(n) for n in ast.walk(f)
+                                       if isinstance(n, ast.Name) and n.id == ctx}
 
     def _shadowed(self, node: ast.Name) -> bool:
         """True when the name is bound by the candidate in a scope it is read from (a parameter
@@ -312,6 +383,32 @@ def _bindings(scope: ast.AST) -> set[str]:
             continue
         stack += list(ast.iter_child_nodes(n))
     return names - declared if not isinstance(scope, ast.Module) else names
+
+
+_BUILTINS = frozenset(dir(__import__("builtins"))) - P.BANNED_NAMES
+
+
+def _all_bindings(tree: ast.Module) -> set[str]:
+    """Every name bound anywhere in the module: stores, parameters, defs, imports, handlers."""
+    names: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            names.add(n.id)
+        elif isinstance(n, ast.arg):
+            names.add(n.arg)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            names.add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            names |= {a.asname or a.name.split(".")[0] for a in n.names}
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            names |= set(n.names)
+        elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+            names.add(n.name)
+        elif isinstance(n, ast.MatchMapping) and n.rest:
+            names.add(n.rest)
+    return names
 
 
 def _targets(node: ast.AST) -> list[ast.AST]:

@@ -10,26 +10,81 @@ store is also bounds-checked against the tensors the kernel was given. Standard 
 from __future__ import annotations
 
 import operator
+import os
+import sys
 from typing import Any
 
-# Aten ops that allocate, view, copy or query: the candidate contract lets torch do these.
-_ALLOWED_PREFIXES = (
-    "empty", "zeros", "ones", "full", "new_", "fill", "zero_", "view", "_unsafe_view", "reshape",
-    "_reshape", "as_strided", "t.", "t_", "transpose", "permute", "expand", "squeeze", "unsqueeze",
-    "select", "slice", "split", "chunk", "unbind", "narrow", "detach", "alias", "clone", "contiguous",
-    "copy", "_copy", "_to_copy", "to.", "lift", "flatten", "unflatten", "resize", "set_", "arange",
-    "diagonal", "movedim", "_local_scalar_dense", "is_", "sym_", "stride", "size", "scalar_tensor",
-    "_has_compatible_shallow_copy_type", "numel", "dim", "item", "result_type", "_to_dense",
-)
+# Aten op packets by what they do to values (exact names: a prefix such as 'copy' would admit
+# copysign). ALLOC makes a fresh storage of constants; VIEWS and META never touch values; MOVES copy
+# values unchanged (allowed on input data, e.g. `x.contiguous()` before a launch, but they may not
+# write an output); READS bring values to the host. Every other op computes.
+ALLOC = frozenset({
+    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
+    "full_like", "new_empty", "new_empty_strided", "new_zeros", "new_ones", "new_full",
+    "scalar_tensor",
+})
+CONST_FILLS = frozenset({"fill_.Scalar", "zero_.default", "fill_.int", "fill_.float"})
+VIEWS = frozenset({
+    "view", "_unsafe_view", "_reshape_alias", "as_strided", "t", "transpose", "permute", "expand",
+    "squeeze", "unsqueeze", "select", "slice", "split", "split_with_sizes", "chunk", "unbind",
+    "narrow", "detach", "alias", "diagonal", "movedim", "unflatten", "view_as_real",
+    "view_as_complex", "real", "imag", "expand_as", "view_as", "unfold",
+})
+META = frozenset({
+    "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "is_contiguous", "is_same_size",
+    "size", "stride", "numel", "dim", "_has_compatible_shallow_copy_type", "result_type",
+    "is_non_overlapping_and_dense", "is_strides_like_format", "_nested_tensor_size",
+})
+MOVES = frozenset({
+    "copy_", "clone", "_to_copy", "contiguous", "_copy_from", "_copy_from_and_resize",
+    "lift_fresh", "lift_fresh_copy", "lift", "constant_pad_nd", "_to_dense",
+})
+READS = frozenset({"_local_scalar_dense", "item", "is_nonzero", "equal"})
+_TORCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__import__("torch").__file__)))
+# Triton's own data movement, by code object (file suffix, function): the interpreter's copies to
+# and from the host, autotune's reset_to_zero/restore_value and its benchmark buffers. Candidate
+# callables that Triton calls (grids, hooks, heuristics, prune/perf models) run in frames of their
+# own and stay monitored; so does the kernel body under the interpreter.
+INTERNAL = frozenset({
+    ("triton/runtime/interpreter.py", "_to_cpu"), ("triton/runtime/interpreter.py", "_from_cpu"),
+    ("triton/runtime/interpreter.py", "_init_args_hst"),
+    ("triton/runtime/interpreter.py", "_restore_args_dev"),
+    ("triton/runtime/autotuner.py", "_pre_hook"), ("triton/runtime/autotuner.py", "_post_hook"),
+    ("triton/testing.py", "do_bench"),
+})
+_HARNESS_FILES = ("kbx_ray/evaluate/guards.py", "kbx_ray/evaluate/interp_compat.py")
 
 
-def _is_allowed(name: str) -> bool:
-    short = name.split("::", 1)[-1] if "::" in name else name.replace("aten.", "", 1)
-    return short.startswith(_ALLOWED_PREFIXES)
+def _internal(frame: Any) -> bool:
+    """True when the innermost frame outside torch's own Python is Triton's or the harness's data
+    movement: such ops are not the candidate's."""
+    while frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR + "/torch/"):
+        frame = frame.f_back
+    if frame is None:
+        return False
+    code = frame.f_code
+    path = code.co_filename.replace(os.sep, "/")
+    if path.endswith(_HARNESS_FILES):
+        return True
+    return any(path.endswith(f) and code.co_name == n for f, n in INTERNAL)
+
+
+def _ptr(t: Any) -> int:
+    try:
+        return t.untyped_storage().data_ptr() if t.numel() else 0
+    except Exception:  # noqa: BLE001 - a tensor without storage (meta, sparse)
+        return 0
 
 
 class Monitor:
-    """Counts Triton launches and records aten compute ops while `active`."""
+    """What the candidate's host code did while `active`: Triton launches, and a ledger of storages.
+
+    `tainted` storages hold values derived from the inputs (inputs, and anything an op or a launch
+    made from them); `written` maps a storage to the torch op that last wrote values into it;
+    `fresh` storages came from an allocation of constants. `torch_ops` collects the findings: a
+    computing op on input data, a host read of input data, and (at `finish`) an output or a
+    declared-mutated input whose values a torch op wrote instead of a Triton kernel.
+    """
 
     def __init__(self) -> None:
         self.active = False
@@ -37,17 +92,91 @@ class Monitor:
         self.launches = 0
         self.torch_ops: set[str] = set()
         self.spans: list[tuple[int, int]] = []   # byte ranges of the current launch's tensors
+        self.tainted: set[int] = set()
+        self.written: dict[int, str] = {}
+        self.fresh: set[int] = set()
 
-    def reset(self) -> None:
+    def reset(self, inputs: tuple = ()) -> None:
         self.launches = 0
         self.torch_ops = set()
+        self.written, self.fresh = {}, set()
+        self.tainted = {p for p in map(_ptr, _tensors_of(inputs)) if p}
+
+    def watching(self) -> bool:
+        return self.active and not self.paused
+
+    def op(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
+        """Account one aten op the candidate's code dispatched."""
+        full = str(getattr(func, "__name__", func))
+        name = full.split(".")[0]
+        if name in VIEWS or name in META or full in CONST_FILLS:
+            return
+        operands = _tensors_of((args, kwargs))
+        results = _tensors_of(out if isinstance(out, (list, tuple)) else [out])
+        if name in ALLOC:
+            for p in map(_ptr, results):
+                self.written.pop(p, None)
+                self.tainted.discard(p)
+                self.fresh.add(p)
+            return
+        hot = any(p in self.tainted for p in map(_ptr, operands))
+        if name in READS:
+            if hot and not all(_one_value(t) for t in operands):
+                self.torch_ops.add(f"host_read:{name}")
+            return
+        if hot and name not in MOVES:
+            self.torch_ops.add(full)
+        dests = [_ptr(t) for t in results]
+        if name.endswith("_") and operands:
+            dests.append(_ptr(operands[0]))
+        dests += [_ptr(t) for t in _tensors_of((kwargs or {}).get("out"))]
+        for p in filter(None, dests):
+            self.written[p] = full
+            self.fresh.discard(p)
+            if hot:
+                self.tainted.add(p)
+            elif p not in map(_ptr, operands):
+                self.tainted.discard(p)
+
+    def read(self, t: Any, how: str) -> None:
+        """Values of `t` leave torch for the host (`tolist`, `numpy`) without a dispatched op."""
+        if self.watching() and _ptr(t) in self.tainted and not _one_value(t):
+            self.torch_ops.add(f"host_read:{how}")
+
+    def launched(self, args: Any, kwargs: Any) -> None:
+        """A kernel may write anything it was handed: input taint spreads to all its tensors."""
+        ptrs = [p for p in map(_ptr, _tensors_of((args, kwargs))) if p]
+        if any(p in self.tainted for p in ptrs):
+            self.tainted.update(ptrs)
+
+    def finish(self, returned: list[Any], mutated: list[Any], inputs: list[Any]) -> None:
+        """Only Triton kernels write the values of an output or of a declared-mutated input."""
+        own = {_ptr(t) for t in inputs}
+        for kind, ts in (("output", returned), ("mutated input", mutated)):
+            for t in ts:
+                p = _ptr(t)
+                if not p:
+                    continue
+                if p in self.written:
+                    self.torch_ops.add(f"{self.written[p]}->{kind}")
+                elif kind == "output" and p not in own and p not in self.fresh:
+                    self.torch_ops.add("output_not_allocated")
+
+
+def _one_value(t: Any) -> bool:
+    """A read of a one-element storage (a scalar parameter passed as a tensor) is not a result."""
+    try:
+        return t.untyped_storage().nbytes() <= t.element_size()
+    except Exception:  # noqa: BLE001
+        return False
 
 
 MONITOR = Monitor()
 
 
 def install_launch_counter() -> None:
-    """Wrap the JIT launchers (compiled and interpreted) so every launch is counted."""
+    """Wrap the JIT launchers (compiled and interpreted) so every launch is counted. The monitor
+    stays on during the launch: only Triton's own data movement is exempt (`INTERNAL`)."""
     import triton.runtime.jit as jit
 
     classes: list[Any] = [jit.JITFunction]
@@ -62,13 +191,49 @@ def install_launch_counter() -> None:
 
         def run(self: Any, *args: Any, __orig: Any = original, **kwargs: Any) -> Any:
             MONITOR.launches += 1
-            MONITOR.paused += 1
             try:
                 return __orig(self, *args, **kwargs)
             finally:
-                MONITOR.paused -= 1
+                if MONITOR.watching():
+                    MONITOR.launched(args, kwargs)
 
         cls.run = run
+
+
+def install_value_readers() -> None:
+    """`Tensor.tolist/numpy/__array__` read values without dispatching an op: report them."""
+    import torch
+
+    for name in ("tolist", "numpy", "__array__"):
+        original = getattr(torch.Tensor, name)
+
+        def reader(self: Any, *a: Any, __orig: Any = original, __name: str = name,
+                   **k: Any) -> Any:
+            MONITOR.read(self, __name.strip("_"))
+            return __orig(self, *a, **k)
+
+        setattr(torch.Tensor, name, reader)
+
+
+def install_interpreter_namespace() -> None:
+    """The interpreter execs each rewritten kernel in the candidate module's own globals after
+    copying its module globals (`inspect`, `np`, `triton`, ...) into them. Exec it in a private
+    copy instead, holding only the two helpers the rewritten code names."""
+    try:
+        from triton.runtime import interpreter as it
+    except ImportError:  # pragma: no cover
+        return
+    helpers = {k: vars(it)[k] for k in ("interpreter_semantic", "_InterpreterComparison")
+               if k in vars(it)}
+
+    def _compile_and_exec(self: Any, transformed_ast: Any) -> Any:
+        code = compile(transformed_ast, filename=self.filename, mode="exec")
+        namespace = {**self.fn.__globals__, **helpers}
+        local = {**self.kwargs}
+        exec(code, namespace, local)  # noqa: S102 - the interpreter's own step, in a copy
+        return local[self.fn.__name__]
+
+    it.FunctionRewriter._compile_and_exec = _compile_and_exec
 
 
 def install_bounds_checker() -> None:
@@ -142,17 +307,16 @@ def _tensors_of(obj: Any) -> list[Any]:
 
 
 def make_dispatch_mode() -> Any:
-    """A TorchDispatchMode that records every non-allowed aten op the candidate runs."""
+    """A TorchDispatchMode that accounts every aten op the candidate's code runs (`Monitor.op`)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class _Watch(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                                kwargs: Any = None) -> Any:
-            if MONITOR.active and not MONITOR.paused:
-                name = str(getattr(func, "__name__", func))
-                if not _is_allowed(name):
-                    MONITOR.torch_ops.add(name)
-            return func(*args, **(kwargs or {}))
+            out = func(*args, **(kwargs or {}))
+            if MONITOR.watching() and not _internal(sys._getframe(1)):
+                MONITOR.op(func, args, kwargs, out)
+            return out
 
     mode = _Watch()
     import torch
@@ -192,7 +356,8 @@ class Sentinels:
         try:
             from triton.runtime import interpreter as it
 
-            for name in ("InterpreterBuilder", "GridExecutor", "InterpretedFunction"):
+            for name in ("InterpreterBuilder", "GridExecutor", "InterpretedFunction",
+                         "FunctionRewriter"):
                 spaces[name] = vars(getattr(it, name))
         except ImportError:  # pragma: no cover
             pass

@@ -86,7 +86,9 @@ BANNED_ATTRS = frozenset({
     "make_graphed_callables", "cudart", "jiterator", "caching_allocator_alloc",
     "caching_allocator_delete", "change_current_allocator", "MemPool", "use_mem_pool",
     "CUDAPluggableAllocator", "inline_asm_elementwise", "singledispatch", "mro", "library", "ops",
-    "classes", "load_inline", "cpp_extension",
+    "classes", "load_inline", "cpp_extension", "add_pre_run_hook", "pre_run_hooks",
+    "launch_enter_hook", "launch_exit_hook", "untyped_storage", "storage", "typed_storage",
+    "knobs", "set_", "__array__", "from_dlpack", "to_dlpack",
 })
 
 # torch/triton submodules that reach native code, other streams, the compiler stack, files,
@@ -109,7 +111,8 @@ BANNED_OBJECTS = (
     "torch.cuda.caching_allocator_delete",
     "torch.cuda.MemPool", "torch.cuda.use_mem_pool", "torch.cuda.graph", "torch.cuda.CUDAGraph",
     "torch.cuda.make_graphed_callables", "torch.UntypedStorage", "torch.TypedStorage",
-    "triton.compile", "triton.language.inline_asm_elementwise",
+    "triton.compile", "triton.language.inline_asm_elementwise", "torch.frombuffer",
+    "torch.from_numpy", "torch.from_dlpack", "torch.asarray",
 )
 
 # Torch functions a candidate may call freely: allocation, views and queries. Other torch calls
@@ -119,6 +122,37 @@ TORCH_ALLOC = frozenset({
     "empty_strided", "arange", "device", "Size", "is_tensor", "is_floating_point", "finfo", "iinfo",
     "dtype", "get_default_dtype", "broadcast_shapes", "cdiv", "next_power_of_2", "jit", "autotune",
     "Config", "heuristics", "constexpr", "is_available", "current_device", "get_device_properties",
+})
+
+# The host API a candidate may touch on torch and triton (an ALLOWLIST: anything else, however
+# public, is refused, since a new torch API may turn off Python dispatch, compile, or run on
+# another thread). Allowed are allocation, views, metadata, dtypes and devices, the plain aten
+# functions (`torch.<op>`, `torch.nn.functional`, `torch.linalg/fft/special`: each dispatches an
+# aten op, which the runtime monitor sees), module and parameter classes, `autograd.Function`,
+# device queries, and Triton's launch-side API. triton.language is the kernel DSL itself.
+TORCH_TOP = frozenset({
+    "Tensor", "Size", "device", "dtype", "finfo", "iinfo", "layout", "memory_format", "Generator",
+    "no_grad", "enable_grad", "inference_mode", "set_grad_enabled", "is_grad_enabled",
+    "get_default_dtype", "is_tensor", "broadcast_shapes", "contiguous_format", "channels_last",
+    "channels_last_3d", "preserve_format", "strided", "inf", "nan", "pi", "e", "newaxis",
+    "nn", "autograd", "cuda", "linalg", "fft", "special", "version", "__version__", "typename",
+    "sym_int", "sym_float", "sym_max", "sym_min", "OutOfMemoryError", "return_types",
+})
+TORCH_SUB: dict[str, frozenset[str] | None] = {  # None: every public name (a plain aten op)
+    "nn": frozenset({"Module", "Parameter", "ModuleList", "ModuleDict", "Sequential", "Identity",
+                     "ParameterList", "ParameterDict", "functional", "init", "Buffer"}),
+    "autograd": frozenset({"Function", "function"}),
+    "cuda": frozenset({"is_available", "current_device", "device_count", "get_device_properties",
+                       "get_device_name", "get_device_capability", "synchronize", "device",
+                       "is_bf16_supported", "OutOfMemoryError"}),
+    "version": frozenset({"cuda", "hip", "__version__", "git_version"}),
+    "linalg": None, "fft": None, "special": None, "Tensor": None, "return_types": None,
+}
+TORCH_SUB3 = {("nn", "functional"): None, ("nn", "init"): None,
+              ("autograd", "function"): frozenset({"once_differentiable", "FunctionCtx"})}
+TRITON_TOP = frozenset({
+    "jit", "autotune", "Config", "heuristics", "cdiv", "next_power_of_2", "language", "constexpr",
+    "__version__", "must_use_result", "OutOfResources", "CompilationError", "TritonError",
 })
 
 
@@ -188,6 +222,9 @@ def resolve_chain(chain: tuple[str, ...]) -> str | None:
     obj = walk([root])
     if obj is MISSING:
         return f"uses the module {root!r}"
+    why = outside_host_api(chain)
+    if why:
+        return why
     for i, attr in enumerate(chain[1:], 2):
         full = ".".join(chain[:i])
         if attr.startswith("_") and not (attr.startswith("__") and attr.endswith("__")):
@@ -221,3 +258,62 @@ def _judge(obj: Any, full: str) -> str | None:
         if mod == "builtins" and getattr(obj, "__name__", "") in BANNED_NAMES:
             return f"uses {full} (the builtin {obj.__name__})"
     return None
+
+
+@lru_cache(maxsize=None)
+def _aten_functions() -> frozenset[str]:
+    import torch
+
+    return frozenset(n for n in dir(torch._C._VariableFunctions) if not n.startswith("_"))
+
+
+def outside_host_api(chain: tuple[str, ...]) -> str | None:
+    """Why a torch/triton chain is outside the allowlisted host API (see TORCH_TOP), or None."""
+    root, rest = chain[0], chain[1:]
+    if not rest:
+        return None
+    head = rest[0]
+    if root == "triton":
+        return None if head in TRITON_TOP else (
+            f"uses triton.{head} (the host API allows triton.{', triton.'.join(sorted(TRITON_TOP))})")
+    if root != "torch":
+        return None
+    import torch
+
+    if head in _aten_functions() or isinstance(getattr(torch, head, None), torch.dtype):
+        return None
+    if head not in TORCH_TOP:
+        return (f"uses torch.{head}, outside the host API a candidate may use (allocation, views, "
+                "metadata, dtypes, devices, aten ops, torch.nn modules, autograd.Function)")
+    if len(rest) < 2 or head not in TORCH_SUB:
+        return None
+    allow = TORCH_SUB[head]
+    layer = getattr(torch.nn, rest[1], None) if head == "nn" else None
+    if isinstance(layer, type) and issubclass(layer, torch.nn.Module):
+        return None  # a layer class (KernelBench's ModelNew holds its weights in them)
+    if allow is not None and rest[1] not in allow:
+        return f"uses torch.{head}.{rest[1]} (allowed: {', '.join(sorted(allow))})"
+    deeper = TORCH_SUB3.get((head, rest[1]), MISSING) if len(rest) > 2 else None
+    if deeper is MISSING and head == "nn" and len(rest) > 2:
+        return None  # an attribute of an allowed class (nn.Module.__init__ is a dunder, refused)
+    if isinstance(deeper, frozenset) and rest[2] not in deeper:
+        return f"uses torch.{'.'.join(rest[:3])} (allowed: {', '.join(sorted(deeper))})"
+    return None
+
+
+@lru_cache(maxsize=256)
+def closed_module(chain: tuple[str, ...]) -> bool:
+    """True when the module `chain` names may be passed around as a value: a triton.language
+    module none of whose public names leads out of reach (`tl.math`, `libdevice`), so whatever a
+    function does with it by attribute is what the chain itself could do."""
+    obj = walk(list(chain))
+    if not inspect.ismodule(obj) or not obj.__name__.startswith("triton.language"):
+        return False
+    for name, value in vars(obj).items():
+        if name.startswith("_") or not (resolve_chain((*chain, name)) or banned_attr_name(name)):
+            continue
+        mod, short = getattr(value, "__module__", ""), getattr(value, "__name__", "")
+        allow = STDLIB_ALLOW.get(mod or "", frozenset())
+        if allow is None or short not in (allow or ()):  # functools.wraps: importable anyway
+            return False
+    return True

@@ -43,8 +43,10 @@ class Worker:
         self.mutates: tuple[str, ...] = ()
         self.sig: inspect.Signature | None = None
         guards.install_launch_counter()
+        guards.install_value_readers()
         if DEVICE == "cpu":
             guards.install_bounds_checker()
+            guards.install_interpreter_namespace()
         self.mode = guards.make_dispatch_mode()
         self.sentinels = guards.Sentinels(_HARNESS)
         self.inputs = InputCache(int(os.environ.get("KBX_INPUT_CACHE_MB", "4096")) << 20)
@@ -183,7 +185,7 @@ class Worker:
         with self._step("poison"):
             pristine = [t.clone() for t in _tensors((args, kwargs))]
             _poison(sum(t.numel() * t.element_size() for t in pristine))
-        guards.MONITOR.reset()
+        guards.MONITOR.reset((args, kwargs))
         guards.MONITOR.active = True
         try:
             with self._step("call"):
@@ -201,6 +203,7 @@ class Worker:
         bound = self.sig.bind(*args, **kwargs).arguments if self.sig else {}
         mutated_args = [bound[m] for m in self.mutates if m in bound]
         inputs = _tensors((args, kwargs))
+        guards.MONITOR.finish(returned, mutated_args, inputs)  # only kernels write results
         info = {
             "launches": guards.MONITOR.launches,
             "torch_ops": sorted(guards.MONITOR.torch_ops),

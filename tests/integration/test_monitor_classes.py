@@ -1,0 +1,86 @@
+"""The runtime monitor's classes (issue 17: 1, 3, 4, 10) against the real evaluator, on the CPU.
+
+The attacks themselves are fixtures in tests/fixtures/exploits/ (`c1_`, `c3_`, `c4_`, `c10_`),
+run by test_exploits.py. Here: honest LLM host-code idioms (tests/fixtures/honest_llm/) must pass
+the whole evaluator, and the monitor's ledger must tell a kernel-written output from a torch-written
+one, whatever launches around it.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import replace
+
+import pytest
+
+from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
+from kbx_ray.suite import get_task
+from tests.conftest import FIXTURES, make_candidate
+
+HONEST = sorted((FIXTURES / "honest_llm").glob("*.py"))
+
+
+def _task_of(code: str) -> str:
+    return re.search(r"^task: *(\S+)", ast.get_docstring(ast.parse(code)) or "", re.M).group(1)
+
+
+@pytest.fixture(scope="module")
+def ev():
+    e = Evaluator(EvalConfig(device="cpu", case_timeout_s=60, load_timeout_s=30))
+    yield e
+    e.close()
+
+
+def _fp32_small(task_id: str):
+    task = get_task(task_id)
+    cases = tuple(c for c in task.cases if c["small"] and c.get("dtype", "float32") == "float32")
+    assert cases, f"{task_id} has no float32 small case"
+    return replace(task, cases=cases)
+
+
+@pytest.mark.parametrize("path", HONEST, ids=[p.stem for p in HONEST])
+def test_honest_llm_idiom_passes(ev, path):
+    code = path.read_text()
+    task = _fp32_small(_task_of(code))
+    res = ev.evaluate(task, make_candidate(task.task_id, task.name, code))
+    assert res.exec_ok, f"{res.stage}/{res.error_kind}: {res.error_msg}"
+    assert not [f for f in res.flags if f.startswith("torch_compute")], res.flags
+
+
+RELU = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=m), 0.0), mask=m)
+
+
+def relu(x):
+    x = x.contiguous()
+    {body}
+'''
+KERNEL_WRITES = "y = torch.empty_like(x)\n    k[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), BLOCK=64)\n    return y"
+
+
+@pytest.mark.parametrize("body,ok,finding", [
+    (KERNEL_WRITES, True, ""),
+    # the kernel writes the answer, then a torch copy overwrites the output with the same values
+    (KERNEL_WRITES.replace("return y", "t = y.clone()\n    y.copy_(t)\n    return y"), False,
+     "copy_.default->output"),
+    # an output built by torch from kernel results is torch-written, even though a kernel ran
+    (KERNEL_WRITES.replace("return y", "return y.clone()"), False, "clone.default->output"),
+    # a constant fill of the output before the kernel writes it is allocation, not a result
+    (KERNEL_WRITES.replace("y = torch.empty_like(x)", "y = torch.empty_like(x).fill_(0.0)"),
+     True, ""),
+], ids=["kernel_writes", "copy_over_output", "clone_of_result", "constant_fill"])
+def test_only_kernels_write_outputs(ev, body, ok, finding):
+    task = _fp32_small("activation/relu")
+    res = ev.evaluate(task, make_candidate(task.task_id, "relu", RELU.format(body=body)))
+    assert res.exec_ok is ok, f"{res.error_kind}: {res.error_msg}"
+    if finding:
+        assert res.error_kind == "disqualified" and finding in res.error_msg, res.error_msg
