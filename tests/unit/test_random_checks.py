@@ -12,6 +12,7 @@ the harness's cross-seed check does (`tests/fixtures/exploits/c9_position_only.p
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from statistics import NormalDist
 
@@ -92,7 +93,7 @@ def test_any_lag_in_float32_agrees_with_float64() -> None:
         assert (float(t32.max()) > RAND.any_lag_limit(n)) == (name != "torch.rand"), name
 
 
-def _rows(n: int, width: int, row: "callable") -> torch.Tensor:
+def _rows(n: int, width: int, row: Callable[[int], torch.Tensor]) -> torch.Tensor:
     return torch.cat([row(i) for i in range(n // width + 1)])[:n]
 
 
@@ -111,7 +112,8 @@ def attacks(n: int) -> dict[str, torch.Tensor]:
         "per-row shuffled small ramp, jittered": _rows(n, 64, lambda r: (torch.randperm(64, generator=g)
                                                                          + torch.rand(64, generator=g)) / 64),
         "sorted blocks of good numbers": _rows(n, 1024, lambda r: torch.rand(1024, generator=g).sort().values),
-        "each value twice, shifted": torch.rand(n // 2 + 1, generator=g).repeat_interleave(2)[:n].add(1e-3).remainder(1),
+        "each value twice, shifted": torch.rand(n // 2 + 1, generator=g).repeat_interleave(2)[:n].add(1e-3)
+        .remainder(1),
         "second half mirrors the first (1 - x)": torch.cat([h := torch.rand(n - n // 2, generator=g),
                                                             1 - h[:n // 2]]).clamp(max=0.99999994),
         "second half shifted by 0.2113 (zero linear correlation)": torch.cat([h, (h[:n // 2] + 0.2113) % 1]),

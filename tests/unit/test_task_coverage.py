@@ -35,7 +35,7 @@ from kbx_ray.types import Task
 
 TASKS = load_suite()
 PRAGMA = re.compile(r"#\s*pragma:\s*no\s*(branch|cover)\b(.*)$")
-Path_ = frozenset  # a path: the set of (decision line, taken) pairs of one call
+Outcomes = frozenset  # a path: the set of (decision line, taken) pairs of one call
 
 
 @dataclass
@@ -43,8 +43,8 @@ class Measured:
     """One task's reference under its small cases."""
     missing_branches: list[tuple[int, int]]
     executed_branches: list[tuple[int, int]]
-    paths_needed: set[Path_]
-    paths_taken: dict[Path_, list[str]]
+    paths_needed: set[Outcomes]
+    paths_taken: dict[Outcomes, list[str]]
     bad_pragmas: list[int]
 
 
@@ -62,10 +62,10 @@ def _functions(tree: ast.Module, name: str) -> list[ast.FunctionDef]:
     return want
 
 
-def _paths(stmts: list[ast.stmt], skip: set[int]) -> set[Path_]:
+def _paths(stmts: list[ast.stmt], skip: set[int]) -> set[Outcomes]:
     """Every combination of `if` outcomes through a statement list (loop bodies are left to branch
     coverage: their iterations take both outcomes)."""
-    out: set[Path_] = {frozenset()}
+    out: set[Outcomes] = {frozenset()}
     for s in stmts:
         if isinstance(s, ast.If) and s.lineno not in skip:
             alts = {p | {(s.lineno, True)} for p in _paths(s.body, skip)}
@@ -123,7 +123,7 @@ def measure(task: Task, tmp: Path) -> Measured:
     (info,) = json.loads((tmp / "cov.json").read_text())["files"].values()
     by_line = cov.get_data().contexts_by_lineno(task.path)
     decisions = _decisions(funcs[0], skip)
-    taken: dict[Path_, list[str]] = {}
+    taken: dict[Outcomes, list[str]] = {}
     for case in (c["name"] for c in task.cases if c["small"]):
         reached = [d for d in decisions if case in by_line.get(d, [])]
         path = frozenset((d, case in by_line.get(decisions[d], [])) for d in reached)
@@ -134,7 +134,7 @@ def measure(task: Task, tmp: Path) -> Measured:
         paths_needed=_paths(funcs[0].body, skip), paths_taken=taken, bad_pragmas=bad)
 
 
-def _show(path: Path_, src: list[str]) -> str:
+def _show(path: Outcomes, src: list[str]) -> str:
     return ", ".join(f"line {ln} `{src[ln - 1].strip()}` {'taken' if t else 'not taken'}" for ln, t in sorted(path))
 
 
@@ -179,3 +179,48 @@ def test_uncovered_branch_and_path_are_reported(tmp_path: Path) -> None:
     assert m.missing_branches == [(mom.lineno, mom.end_lineno + 1)]  # to the statement after the if
     missing = [p for p in m.paths_needed if p not in m.paths_taken]
     assert sorted(sorted(p) for p in missing) == [[(wd.lineno, t), (mom.lineno, False)] for t in (False, True)]
+
+
+TOY = '''"""A toy task for the pragma mechanism."""
+import torch
+
+CATEGORY = "Math"
+LEVEL = 1
+
+
+def toy(x: torch.Tensor, flip: bool = False) -> torch.Tensor:
+    """Reference."""
+    if x.numel() == 0:  # pragma: no branch{reason}
+        return x.clone()
+    if flip:
+        return -x
+    return x.clone()
+
+
+CASES = [{{"name": "a_small", "small": True, "flip": False}}, {{"name": "b_small", "small": True, "flip": True}},
+         {{"name": "big", "small": False, "flip": False}}]
+
+
+def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
+    return (torch.ones(3),), {{"flip": case["flip"]}}
+
+
+def cost(case: dict) -> dict:
+    return {{"flops": 3, "bytes": 24}}
+'''
+
+
+@pytest.mark.parametrize("reason", [" - inputs are never empty (make_inputs draws 3 values)", ""])
+def test_pragma_exempts_a_branch_only_with_a_reason(tmp_path: Path, reason: str) -> None:
+    """A marked decision leaves both measures (its `True` arc is never taken, yet nothing is
+    missing), and a marker without a reason is reported."""
+    from kbx_ray.suite import task_from_file
+    path = tmp_path / "math" / "toy" / "task.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(TOY.format(reason=reason))
+    m = measure(task_from_file(path, tmp_path), tmp_path)
+    assert m.missing_branches == [] and len(m.paths_needed) == 2 and set(m.paths_needed) <= set(m.paths_taken)
+    assert m.bad_pragmas == ([] if reason else [10])
+    small_only = task_from_file(path, tmp_path)
+    m = measure(replace(small_only, cases=small_only.cases[:1]), tmp_path)  # flip never set: reported
+    assert m.missing_branches and [p for p in m.paths_needed if p not in m.paths_taken]
