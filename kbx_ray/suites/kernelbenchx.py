@@ -30,6 +30,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import os
 import warnings
 from collections import OrderedDict
 from typing import Any, Callable
@@ -49,8 +50,13 @@ _RESERVED = {"ENTRY", "CATEGORY", "LEVEL", "SIGNATURE", "REFERENCE_SOURCE", "TES
 
 
 def survey_device() -> str:
-    """Where cases are probed: the evaluation device (a GPU where there is one)."""
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    """Where cases are probed: the evaluation device, a GPU where there is one
+    (KBX_SURVEY_DEVICE=cpu probes on the CPU, for a CPU pool on a GPU host). A driver without a
+    GPU probes on the CPU and skips the CUDA-only problems as `needs cuda`."""
+    asked = os.environ.get("KBX_SURVEY_DEVICE", "").strip()
+    if asked == "cpu" or not torch.cuda.is_available():
+        return "cpu"
+    return "cuda"
 
 
 class KernelBenchXProblem:
@@ -93,7 +99,7 @@ class KernelBenchXProblem:
 
     def bind_candidate(self, entry: Callable[..., Any], device: str) -> Callable[..., Any]:
         """In the worker: the candidate's return turned into tensors as the reference's is."""
-        return tensorize.wrap(entry, self.sig, self.mutates) if self.tensorized else entry
+        return tensorize.wrap(entry, self.sig) if self.tensorized else entry
 
     def cost(self, case: dict) -> dict[str, int]:
         return {"flops": 0, "bytes": int(case.get("bytes", 0))}
@@ -113,9 +119,7 @@ class KernelBenchXProblem:
             if not tensorize.plain(c.out):
                 tensorize.to_tensors(c.out)  # raises, naming the type, when it has no tensor form
         mutates = tuple(dict.fromkeys(m for c in calls for m in (*c.mutated, *c.returned)))
-        # returning a mutated argument is the contract here: both sides hand back a copy
-        tensorized = any(c.returned for c in calls) or not all(tensorize.plain(c.out)
-                                                                for c in calls)
+        tensorized = not all(tensorize.plain(c.out) for c in calls)
         cases = recorder.cases_of(calls, results)
         for case, c in zip(cases, calls):  # the mutated arguments each call passes, in order
             passed = self.sig.bind(*c.args, **c.kwargs).arguments

@@ -30,7 +30,7 @@ from torch.overrides import TorchFunctionMode
 from kbx_ray.suite import SuiteError, load_module
 from kbx_ray.types import Task, stable_hash
 
-ADAPTER_VERSION = 5  # bump when the generated text changes: every shim is regenerated
+ADAPTER_VERSION = 6  # bump when the generated text changes: every shim is regenerated
 
 
 def cache_dir() -> Path:
