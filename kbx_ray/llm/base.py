@@ -1,14 +1,14 @@
 """The backend protocol and its registry: `async generate(messages, params) -> Generation`.
 
-Backends register by name and import their heavy dependency (vllm, an HTTP client) inside their own
-module, which is imported only when the backend is built.
+Backends register by name (kbx_ray/registry.py) and import their heavy dependency (vllm, the
+openai SDK) inside their factory, so listing or checking backends imports neither.
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kbx_ray.registry import MissingDependencyError, RegistryError, registry
 from kbx_ray.types import Generation
 
 Messages = list[dict[str, str]]
@@ -29,25 +29,25 @@ class Backend(Protocol):
     async def generate(self, messages: Messages, params: GenParams) -> Generation: ...
 
 
-# name -> "module:factory"; the module is imported only when the backend is built.
-REGISTRY: dict[str, str] = {
-    "reference": "kbx_ray.llm.reference:build",
-    "vllm": "kbx_ray.llm.vllm_actor:build",
-    "openai": "kbx_ray.llm.openai_http:build",
-    "replay": "kbx_ray.llm.replay:build",
-    "mutants": "kbx_ray.llm.mutants:build",
-}
+# name -> Entry: each backend module registers itself with `@register("backend", name)`; the
+# modules are imported only when a backend is looked up. replay.py has no decorator yet.
+REGISTRY = registry("backend")
+REGISTRY["replay"] = "kbx_ray.llm.replay:build"
 
 
-class UnknownBackendError(ValueError):
+class UnknownBackendError(RegistryError):
     pass
 
 
 def build_backend(cfg: Any) -> Backend:
     """Build the backend named by `cfg.backend` from its model config."""
-    target = REGISTRY.get(cfg.backend)
-    if target is None:
+    if cfg.backend not in REGISTRY:
         raise UnknownBackendError(f"unknown model backend {cfg.backend!r}: choose one of "
-                                  f"{', '.join(sorted(REGISTRY))}")
-    module, _, factory = target.partition(":")
-    return getattr(importlib.import_module(module), factory)(cfg)
+                                  f"{', '.join(REGISTRY)}")
+    try:
+        factory = REGISTRY.entry(cfg.backend).factory()
+    except MissingDependencyError as e:
+        from kbx_ray.llm.errors import BackendError
+
+        raise BackendError(f"model {getattr(cfg, 'name', cfg.backend)}: {e}") from None
+    return factory(cfg)

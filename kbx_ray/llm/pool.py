@@ -12,6 +12,8 @@ import asyncio
 import logging
 from typing import Any
 
+from kbx_ray.retry import Backoff, poll, retry
+
 log = logging.getLogger(__name__)
 
 
@@ -59,41 +61,36 @@ class ReplicaPool:
         """`replica.method.remote(*args, **kwargs)` on the least busy replica, awaited."""
         import ray
 
-        avoid = None
-        for attempt in (1, 2):
-            i = await self._acquire(avoid)
+        avoid: list[int] = []  # the replica that died on the first attempt
+
+        async def once() -> Any:
+            i = await self._acquire(avoid[0] if avoid else None)
             try:
-                if i == avoid:  # the only replica with room is the one that died
+                if avoid and i == avoid[0]:  # the only replica with room is the one that died
                     await self._wait_alive(i)
                 out = await getattr(self.replicas[i], method).remote(*args, **kwargs)
                 self.served[i] += 1
                 return out
-            except ray.exceptions.RayActorError as e:
-                if attempt == 2:
-                    raise
-                log.warning("replica %d died during %s (retrying once): %s", i, method,
-                            str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
-                avoid = i
+            except ray.exceptions.RayActorError:
+                avoid[:] = [i]
+                raise
             finally:
                 await self._release(i)
-        raise AssertionError("unreachable")
+
+        def warn(e: BaseException, attempt: int, wait: float) -> None:
+            line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            log.warning("replica %d died during %s (retrying once): %s", avoid[0], method, line)
+
+        return await retry(once, attempts=2, transient=(ray.exceptions.RayActorError,),
+                           backoff=Backoff(first_s=0.0), on_retry=warn)
 
     async def _wait_alive(self, i: int) -> None:
         """Wait while replica i restarts (a vLLM engine reloads for minutes); raise if it is gone
         for good (ActorDiedError) or is still restarting after `restart_timeout_s`."""
         import ray
 
-        delay, waited = 0.1, 0.0
-        while True:
-            try:
-                await self.replicas[i].__ray_ready__.remote()
-                return
-            except ray.exceptions.ActorUnavailableError:
-                if waited >= self.restart_timeout_s:
-                    raise
-            await asyncio.sleep(delay)
-            waited += delay
-            delay = min(delay * 2, 10.0)
+        await poll(self.replicas[i].__ray_ready__.remote, timeout_s=self.restart_timeout_s,
+                   transient=(ray.exceptions.ActorUnavailableError,))
 
     async def broadcast(self, method: str, *args: Any) -> list[Any]:
         """Call `method` on every replica at once (readiness checks, stats)."""

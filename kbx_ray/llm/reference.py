@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kbx_ray.llm.base import GenParams, Messages
+from kbx_ray.registry import register
 from kbx_ray.types import Generation
 
 
@@ -34,6 +35,7 @@ class ReferenceBackend:
                           completion_tokens=0, finish_reason="stop")
 
 
+@register("backend", "reference")
 def build(cfg: Any) -> ReferenceBackend:
     """Finds the solutions without importing every task (the sweep has loaded the ones it runs)."""
     from kbx_ray.suite import DEFAULT_ROOT

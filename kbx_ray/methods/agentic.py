@@ -20,9 +20,11 @@ from kbx_ray.methods.base import (
     stop_reason,
 )
 from kbx_ray.prompts import Templates, agent_prompt
+from kbx_ray.registry import register
 from kbx_ray.types import Task
 
 
+@register("method", "agentic")
 def agentic(cfg: Any) -> Method:
     templates = Templates(cfg.templates_dir)
 

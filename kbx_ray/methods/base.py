@@ -10,7 +10,6 @@ from the records alone (kbx_ray/ablation.py).
 """
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass, replace
 from typing import Any, Awaitable, Callable, Protocol
@@ -19,6 +18,7 @@ from kbx_ray.extract import extract
 from kbx_ray.prompts import (
     FEEDBACK_KINDS, Prompt, TemplateError, Templates, build_prompt, pick_exemplars,
 )
+from kbx_ray.registry import RegistryError, registry
 from kbx_ray.types import STAGES, Candidate, EvalResult, Generation, Task
 
 
@@ -48,19 +48,12 @@ class Method(Protocol):
     async def __call__(self, task: Task, generate: Generate, evaluate: Evaluate) -> list[Attempt]: ...
 
 
-REGISTRY: dict[str, str] = {
-    "one_shot": "kbx_ray.methods.one_shot:one_shot",
-    "few_shot": "kbx_ray.methods.few_shot:few_shot",
-    "cot": "kbx_ray.methods.cot:cot",
-    "repair": "kbx_ray.methods.repair:repair",
-    "parallel": "kbx_ray.methods.parallel:parallel",
-    "agentic": "kbx_ray.methods.agentic:agentic",
-    "best_of_n": "kbx_ray.methods.best_of_n:best_of_n",
-}
+# name -> Entry: each method module registers its factory with `@register("method", name)`.
+REGISTRY = registry("method")
 STOP_WHEN = ("correct", "fast", "never")
 
 
-class UnknownMethodError(ValueError):
+class UnknownMethodError(RegistryError):
     pass
 
 
@@ -72,7 +65,7 @@ def check_method(cfg: Any) -> str | None:
     """One line naming a bad method setting and its fix, or None; run before anything starts."""
     kind = kind_of(cfg)
     if kind not in REGISTRY:
-        return f"unknown method {kind!r}: choose one of {', '.join(sorted(REGISTRY))}"
+        return f"unknown method {kind!r}: choose one of {', '.join(REGISTRY)}"
     bad = [f for f in getattr(cfg, "feedback", []) if f not in FEEDBACK_KINDS]
     if bad:
         return f"method {cfg.name}: unknown feedback {bad}: choose from {', '.join(FEEDBACK_KINDS)}"
@@ -91,8 +84,7 @@ def build_method(cfg: Any) -> Method:
     problem = check_method(cfg)
     if problem:
         raise UnknownMethodError(problem)
-    module, _, factory = REGISTRY[kind_of(cfg)].partition(":")
-    return getattr(importlib.import_module(module), factory)(cfg)
+    return REGISTRY.build(kind_of(cfg), cfg)
 
 
 # ---- shared steps ---------------------------------------------------------------------------

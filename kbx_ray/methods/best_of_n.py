@@ -13,9 +13,11 @@ from kbx_ray.methods.base import (
     Attempt, Evaluate, Generate, Method, cached, finish, first_prompt, step,
 )
 from kbx_ray.prompts import Templates
+from kbx_ray.registry import register
 from kbx_ray.types import Task
 
 
+@register("method", "best_of_n")
 def best_of_n(cfg: Any) -> Method:
     templates = Templates(cfg.templates_dir)
 

@@ -9,7 +9,9 @@ from typing import Any
 
 from kbx_ray.methods.base import Method
 from kbx_ray.methods.one_shot import single_round
+from kbx_ray.registry import register
 
 
+@register("method", "cot")
 def cot(cfg: Any = None) -> Method:
     return single_round(cfg, cot=True)

@@ -5,9 +5,11 @@ from typing import Any
 
 from kbx_ray.methods.base import Method
 from kbx_ray.methods.one_shot import single_round
+from kbx_ray.registry import register
 
 DEFAULT_K = 2
 
 
+@register("method", "few_shot")
 def few_shot(cfg: Any = None) -> Method:
     return single_round(cfg, exemplars=getattr(cfg, "exemplars", 0) or DEFAULT_K)

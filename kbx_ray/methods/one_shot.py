@@ -6,6 +6,7 @@ from typing import Any
 
 from kbx_ray.methods.base import Attempt, Evaluate, Generate, Method, finish, first_prompt, step
 from kbx_ray.prompts import Templates
+from kbx_ray.registry import register
 from kbx_ray.types import Task
 
 
@@ -21,5 +22,6 @@ def single_round(cfg: Any, exemplars: int | None = None, cot: bool | None = None
     return solve
 
 
+@register("method", "one_shot")
 def one_shot(cfg: Any = None) -> Method:
     return single_round(cfg)

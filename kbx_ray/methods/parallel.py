@@ -13,9 +13,11 @@ from typing import Any
 from kbx_ray.methods.base import Attempt, Evaluate, Generate, Method, cached, finish
 from kbx_ray.methods.repair import run_chain
 from kbx_ray.prompts import Templates
+from kbx_ray.registry import register
 from kbx_ray.types import Task
 
 
+@register("method", "parallel")
 def parallel(cfg: Any) -> Method:
     templates = Templates(cfg.templates_dir)
 

@@ -15,6 +15,7 @@ from kbx_ray.methods.base import (
     Attempt, Evaluate, Generate, Method, cached, finish, first_prompt, step, stop_reason,
 )
 from kbx_ray.prompts import Templates, repair_prompt
+from kbx_ray.registry import register
 from kbx_ray.types import Task
 
 
@@ -37,6 +38,7 @@ async def run_chain(task: Task, generate: Generate, evaluate: Evaluate, cfg: Any
     return chain
 
 
+@register("method", "repair")
 def repair(cfg: Any) -> Method:
     templates = Templates(cfg.templates_dir)
 

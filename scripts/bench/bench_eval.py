@@ -3,7 +3,7 @@
     python scripts/bench/bench_eval.py [--include ids...] [--mutants 2] [--naive 8] [--jobs 4]
                                        [--repeats 5] [--out scripts/bench/results/bench_eval_h200.json]
 
-Candidates: each included task's solution plus `--mutants` of its mutants (kbx_ray/llm/mutants.py:
+Candidates: each included task's solution plus `--mutants` of its mutants (kbx_ray/mutation/:
 realistic failing kernels, several candidates per task as in a sweep) plus five failing fixtures.
 - ours: warm evaluators (kbx_ray/evaluate/parallel.py), `--jobs` of them sharing the GPU, timing
   alone under the GPU lock; started before the clock, as warm actors are in a sweep;
@@ -82,7 +82,7 @@ def naive_worker(task_path: str, cand_path: str) -> None:
 def candidates(include: list[str], n_mutants: int) -> list[tuple[Any, Any, str]]:
     """(task, Candidate, label) for each task's solution and mutants, then the failing fixtures."""
     from kbx_ray.extract import candidate_id
-    from kbx_ray.llm.mutants import mutants_for
+    from kbx_ray.mutation import mutants_for
     from kbx_ray.suite import get_task
     from kbx_ray.types import Candidate
 

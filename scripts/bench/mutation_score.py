@@ -7,7 +7,7 @@
 (the committed results use --per-operator 1: pass it to reproduce or --merge into them)
 
 First each unmutated solution is judged (a rejection is a false positive: the harness or the task
-is wrong); then every mutant of it (kbx_ray/llm/mutants.py). A mutant is killed when it ends
+is wrong); then every mutant of it (kbx_ray/mutation/). A mutant is killed when it ends
 exec_ok=False. A mutant whose statement the solution's own small cases never execute (a branch for
 shapes no case has) cannot be killed by any harness: it is counted as not covered and left out of
 the kill rate, which is killed / (covered - equivalent). Prints the kill rate per category and per mutation
@@ -43,7 +43,7 @@ from typing import Any  # noqa: E402
 
 from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator  # noqa: E402
 from kbx_ray.extract import candidate_id  # noqa: E402
-from kbx_ray.llm.mutants import OPERATORS, Mutant, mutants_for  # noqa: E402
+from kbx_ray.mutation import OPERATORS, Mutant, mutants_for  # noqa: E402
 from kbx_ray.suite import load_module, load_suite  # noqa: E402
 from kbx_ray.types import Candidate, Task  # noqa: E402
 

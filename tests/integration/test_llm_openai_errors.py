@@ -67,7 +67,7 @@ class Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         with s.lock:
             s.bodies.append(body)
-            s.headers_seen.append(dict(self.headers))
+            s.headers_seen.append({k.lower(): v for k, v in self.headers.items()})  # names: any case
             step = s.script.pop(0) if s.script else {}
             s.inflight += 1
             s.max_inflight = max(s.max_inflight, s.inflight)
@@ -191,7 +191,7 @@ def test_concurrency_limit_holds(server):
 def test_api_key_comes_from_the_named_variable(server, monkeypatch):
     monkeypatch.setenv("KBX_TEST_KEY", "sk-test-123")
     gen(backend(server.url, api_key_env="KBX_TEST_KEY"))
-    assert server.headers_seen[0]["Authorization"] == "Bearer sk-test-123"
+    assert server.headers_seen[0]["authorization"] == "Bearer sk-test-123"
     monkeypatch.delenv("KBX_TEST_KEY")
     with pytest.raises(BackendError, match="model.api_key_env names KBX_TEST_KEY but it is not set"):
         backend(server.url, api_key_env="KBX_TEST_KEY")

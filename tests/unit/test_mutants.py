@@ -11,7 +11,7 @@ from kbx_ray.config import ModelConfig
 from kbx_ray.evaluate.checks import static_check
 from kbx_ray.extract import extract
 from kbx_ray.llm.base import GenParams, build_backend
-from kbx_ray.llm.mutants import OPERATORS, mutants_for
+from kbx_ray.mutation import OPERATORS, mutants_for
 from kbx_ray.suite import get_task
 from tests.conftest import make_candidate
 
