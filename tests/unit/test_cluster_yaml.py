@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 import socket
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,10 @@ import pytest
 import yaml
 from ray.autoscaler._private.util import prepare_config, validate_config
 
-from kbx_ray.hardware import CONF_DIR, get_pool, ray_options
+from kbx_ray.hardware import CONF_DIR, get_pool, on_role_cluster, ray_options, selector_matches
 
 CLUSTER_YAML = Path(__file__).resolve().parents[2] / "cluster.yaml"
+DOCKERFILE = CLUSTER_YAML.parent / "conf" / "docker" / "Dockerfile"
 
 
 @pytest.fixture
@@ -110,18 +112,46 @@ def test_each_pool_fits_its_node_type_both_ways(raw: dict[str, Any]) -> None:
             assert all(labels.get(k) == v for k, v in opts.get("label_selector", {}).items())
 
 
-def test_generation_node_installs_vllm_and_the_project(raw: dict[str, Any],
-                                                       prepared: dict[str, Any]) -> None:
-    for name, node_type in _types(raw, "gen.").items():
-        res = node_type["resources"]
-        assert res["gen"] == res["GPU"] == 8 and res["accelerator_type:H100"] == 1, name
-        commands = prepared["available_node_types"][name]["worker_setup_commands"]
-        # A node type's own list replaces the global one, so it must carry the base install too.
-        assert all(cmd in commands for cmd in raw["setup_commands"])
-        assert any("[vllm]" in cmd for cmd in commands)
-    assert not any("vllm" in cmd for cmd in prepared["worker_setup_commands"])
-    assert prepared["file_mounts"]["~/kbx_ray"] == "."
-    assert "pip install -e ~/kbx_ray" in prepared["setup_commands"]
+def test_role_placement_fits_its_node_type_and_never_the_generation_node(raw: dict[str, Any]
+                                                                        ) -> None:
+    """On this cluster evaluators go by kbx-role/kbx-pool labels and eval_<pool>: each pool's
+    evaluator fits its own type and no other, the H100 generation node above all."""
+    types = raw["available_node_types"]
+    for name, node_type in _types(raw, "eval.").items():
+        pool = on_role_cluster(get_pool(node_type["labels"]["kbx-pool"]))
+        opts = ray_options(pool)
+        for other, t in types.items():
+            fits = all(t["resources"].get(k, 0) >= v for k, v in _demand(opts).items()) and \
+                selector_matches(opts["label_selector"], t.get("labels", {}))
+            assert fits == (other == name), (pool.name, other)
+
+
+def test_nodes_run_the_pinned_image_and_install_nothing_at_boot(raw: dict[str, Any],
+                                                                prepared: dict[str, Any]) -> None:
+    import ray
+
+    assert prepared["docker"]["image"].rsplit(":", 1)[1] not in ("", "latest")
+    for key in ("setup_commands", "head_setup_commands", "worker_setup_commands",
+                "initialization_commands"):
+        assert not any("pip install" in cmd for cmd in prepared[key]), key
+    dockerfile = DOCKERFILE.read_text()
+    assert dockerfile.startswith("#") and "\nFROM nvidia/cuda:" in dockerfile
+    pins = dict(re.findall(r'"(torch|triton|ray\[default\]|vllm)==([0-9.]+)"', dockerfile))
+    assert set(pins) == {"torch", "triton", "ray[default]", "vllm"}, pins
+    assert pins["ray[default]"] == ray.__version__  # `ray up` from this checkout must match
+    for name, node_type in raw["available_node_types"].items():
+        gpu = node_type["resources"].get("GPU", 0) > 0
+        assert ("--gpus all" in node_type.get("docker", {}).get("worker_run_options", [])) == gpu
+        assert node_type["node_config"]["ImageId"], name  # a host AMI with a current driver
+
+
+def test_dashboard_is_on_for_ray_job_submit(prepared: dict[str, Any]) -> None:
+    head = " ".join(prepared["head_start_ray_commands"])
+    assert "--include-dashboard=true" in head and "--dashboard-host=0.0.0.0" in head
+    assert "--autoscaling-config=~/ray_bootstrap_config.yaml" in head
+    for name, node_type in _types(prepared, "gen.").items():
+        assert node_type["resources"]["gen"] == node_type["resources"]["GPU"], name
+        assert node_type["labels"] == {"kbx-role": "generation"}
 
 
 def test_compile_workers_advertise_one_compile_slot_per_cpu(raw: dict[str, Any]) -> None:
