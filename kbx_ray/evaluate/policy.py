@@ -137,6 +137,7 @@ TORCH_TOP = frozenset({
     "channels_last_3d", "preserve_format", "strided", "inf", "nan", "pi", "e", "newaxis",
     "nn", "autograd", "cuda", "linalg", "fft", "special", "version", "__version__", "typename",
     "sym_int", "sym_float", "sym_max", "sym_min", "OutOfMemoryError", "return_types",
+    "manual_seed",
 })
 TORCH_SUB: dict[str, frozenset[str] | None] = {  # None: every public name (a plain aten op)
     "nn": frozenset({"Module", "Parameter", "ModuleList", "ModuleDict", "Sequential", "Identity",
@@ -144,7 +145,7 @@ TORCH_SUB: dict[str, frozenset[str] | None] = {  # None: every public name (a pl
     "autograd": frozenset({"Function", "function"}),
     "cuda": frozenset({"is_available", "current_device", "device_count", "get_device_properties",
                        "get_device_name", "get_device_capability", "synchronize", "device",
-                       "is_bf16_supported", "OutOfMemoryError"}),
+                       "is_bf16_supported", "OutOfMemoryError", "current_stream"}),
     "version": frozenset({"cuda", "hip", "__version__", "git_version"}),
     "linalg": None, "fft": None, "special": None, "Tensor": None, "return_types": None,
 }
@@ -289,8 +290,10 @@ def outside_host_api(chain: tuple[str, ...]) -> str | None:
         return None
     allow = TORCH_SUB[head]
     layer = getattr(torch.nn, rest[1], None) if head == "nn" else None
-    if isinstance(layer, type) and issubclass(layer, torch.nn.Module):
-        return None  # a layer class (KernelBench's ModelNew holds its weights in them)
+    if (isinstance(layer, type) and issubclass(layer, torch.nn.Module)
+            and layer.__module__.startswith("torch.nn.modules.")):
+        return None  # a layer class (KernelBench's ModelNew holds its weights in them); not
+        # nn.parallel's DataParallel, which runs replicas on threads the monitor does not watch
     if allow is not None and rest[1] not in allow:
         return f"uses torch.{head}.{rest[1]} (allowed: {', '.join(sorted(allow))})"
     deeper = TORCH_SUB3.get((head, rest[1]), MISSING) if len(rest) > 2 else None
