@@ -30,7 +30,7 @@ def _judged(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def peer_table(df: pd.DataFrame) -> pd.DataFrame:
-    """PEER_COLUMNS per sweep, category and hardware (the peer's figures over the rows it judged)."""
+    """PEER_COLUMNS per sweep, category and hardware (the peer's figures: the rows it judged)."""
     rows = _judged(df)
     out = []
     for key, g in rows.groupby(["sweep_id", "category", "hardware"], dropna=False):

@@ -31,7 +31,8 @@ FIELD_COUNTS = {"Fusion": 60, "Math": 36, "LinearAlgebra": 17, "Activation": 10,
                 "Random": 2, "Pooling": 2}
 
 pytestmark = pytest.mark.skipif(not (KBX / "kernelbenchx_v1.json").is_file() or not KB.is_dir(),
-                                reason=f"the external trees are not at {EXTERNAL} (set KBX_EXTERNAL)")
+                                reason=f"the external trees are not at {EXTERNAL} "
+                                "(set KBX_EXTERNAL)")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -89,7 +90,8 @@ def test_peer_rules_tolerance_quantization_returns_and_in_place(kbx_suite):
                          ("Activation/relu", "Math/logit", "Optimizer/Adam"))
     assert relu.TOLERANCE["float64"] == (1e-5, 1e-5) and relu.TOLERANCE["bfloat16"] == (5e-3, 5e-3)
     # in-place and out= references declare what they change (compared like outputs)
-    assert tasks["Activation/relu"].mutates == ("input",) and tasks["Math/logit"].mutates == ("out",)
+    assert tasks["Activation/relu"].mutates == ("input",)
+    assert tasks["Math/logit"].mutates == ("out",)
     assert not hasattr(relu, "bind_candidate") and hasattr(relu, "check")  # plain tensor returns
     # an optimizer becomes tensors: its hyperparameters' keys and values, as the peer compares
     out = adam.Adam([torch.zeros(2, requires_grad=True)], lr=0.01)
