@@ -347,6 +347,27 @@ class _Checker:
                              "(a cache or a wrapper)")
         if not self.rep.kernels:
             self.bad("no @triton.jit kernel")
+        self._check_kernel_calls(funcs)
+
+    def _check_kernel_calls(self, funcs: dict[str, ast.AST]) -> None:
+        """A kernel body calls only Triton (tl.*, other @triton.jit functions, methods of its
+        values) and builtins. On a GPU anything else fails to compile; under the interpreter the
+        body is plain Python, so a call to one of the module's own Python functions or classes
+        would compute the answer on the host inside the 'kernel' and pass on the CPU alone."""
+        jit = set(self.rep.kernels)
+        plain = {n for n in funcs if n not in jit} | {
+            n.name for n in self.tree.body if isinstance(n, ast.ClassDef)}
+        for name in self.rep.kernels:
+            local = _bindings(funcs[name])
+            for node in _walk_local(funcs[name]):
+                if isinstance(node, ast.Attribute) and node.attr in _INTERP_ATTRS:
+                    self.bad(f"kernel {name} reads .{node.attr} (the interpreter's host arrays)")
+                if not isinstance(node, ast.Call):
+                    continue
+                root = _parts(node.func)[:1]
+                if root and root[0] in plain and root[0] not in local:
+                    self.bad(f"kernel {name} calls {root[0]}, a Python function or class of the "
+                             "module (a kernel may call only Triton and @triton.jit functions)")
 
     def _is_jit(self, dec: ast.AST) -> bool:
         target = dec.func if isinstance(dec, ast.Call) else dec
@@ -386,6 +407,8 @@ def _bindings(scope: ast.AST) -> set[str]:
 
 
 _BUILTINS = frozenset(dir(__import__("builtins"))) - P.BANNED_NAMES
+# Attributes of a kernel's values that exist only under the interpreter (numpy-backed handles).
+_INTERP_ATTRS = frozenset({"handle", "data", "base"})
 
 
 def _all_bindings(tree: ast.Module) -> set[str]:

@@ -9,6 +9,7 @@ store is also bounds-checked against the tensors the kernel was given. Standard 
 """
 from __future__ import annotations
 
+import math
 import operator
 import os
 import sys
@@ -95,12 +96,18 @@ class Monitor:
         self.tainted: set[int] = set()
         self.written: dict[int, str] = {}
         self.fresh: set[int] = set()
+        self.passed: set[tuple] = set()   # the input tensors exactly as the call received them
+        self.scalars: set[int] = set()    # inputs whose whole storage is one value
+        self.movement = False             # the task only moves data (its cost has no flops)
 
     def reset(self, inputs: tuple = ()) -> None:
         self.launches = 0
         self.torch_ops = set()
         self.written, self.fresh = {}, set()
-        self.tainted = {p for p in map(_ptr, _tensors_of(inputs)) if p}
+        ts = _tensors_of(inputs)
+        self.tainted = {p for p in map(_ptr, ts) if p}
+        self.passed = {_layout(t) for t in ts}
+        self.scalars = {_ptr(t) for t in ts if _one_value(t)}  # scalar parameters as tensors
 
     def watching(self) -> bool:
         return self.active and not self.paused
@@ -121,10 +128,10 @@ class Monitor:
             return
         hot = any(p in self.tainted for p in map(_ptr, operands))
         if name in READS:
-            if hot and not all(_one_value(t) for t in operands):
+            if hot and not all(_ptr(t) in self.scalars for t in operands):
                 self.torch_ops.add(f"host_read:{name}")
             return
-        if hot and name not in MOVES:
+        if hot and (name not in MOVES or not self._pure_move(name, operands, results)):
             self.torch_ops.add(full)
         dests = [_ptr(t) for t in results]
         if name.endswith("_") and operands:
@@ -138,9 +145,27 @@ class Monitor:
             elif p not in map(_ptr, operands):
                 self.tainted.discard(p)
 
+    def _pure_move(self, name: str, operands: list[Any], results: list[Any]) -> bool:
+        """A move of input data that computes nothing: the dtype cast is exact (`x.float()` of
+        fp16, never `x.to(torch.int32)`), and on a data-movement task the very tensor the call
+        received is copied whole into a plain contiguous buffer (`x.contiguous()`), since there a
+        permuted, diagonal, padded or indexed copy is the answer itself."""
+        if name == "copy_" and len(operands) > 1:
+            dst, src = operands[0], operands[1]
+        elif operands and results:
+            dst, src = results[0], operands[0]
+        else:
+            return True
+        if not _lossless(src.dtype, dst.dtype):
+            return False
+        if not self.movement:
+            return True
+        return (name in ("copy_", "clone", "_to_copy", "contiguous") and _layout(src) in self.passed
+                and dst.shape == src.shape and dst.is_contiguous() and dst.storage_offset() == 0)
+
     def read(self, t: Any, how: str) -> None:
         """Values of `t` leave torch for the host (`tolist`, `numpy`) without a dispatched op."""
-        if self.watching() and _ptr(t) in self.tainted and not _one_value(t):
+        if self.watching() and _ptr(t) in self.tainted and _ptr(t) not in self.scalars:
             self.torch_ops.add(f"host_read:{how}")
 
     def launched(self, args: Any, kwargs: Any) -> None:
@@ -163,8 +188,43 @@ class Monitor:
                     self.torch_ops.add("output_not_allocated")
 
 
+def _layout(t: Any) -> tuple:
+    return (_ptr(t), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+
+
+def _lossless(a: Any, b: Any) -> bool:
+    """Every value of dtype `a` is exactly representable in dtype `b`."""
+    import torch
+
+    if a == b or a == torch.bool:
+        return True
+    if a.is_complex or b.is_complex or b == torch.bool:
+        return False
+    fa, fb = a.is_floating_point, b.is_floating_point
+    if fa and fb:
+        ia, ib = torch.finfo(a), torch.finfo(b)
+        return ib.eps <= ia.eps and ib.max >= ia.max and ib.tiny <= ia.tiny
+    if fa:
+        return False
+    ia = torch.iinfo(a)
+    if fb:
+        return ia.bits <= -math.log2(torch.finfo(b).eps) + 1
+    ib = torch.iinfo(b)
+    return ib.min <= ia.min and ib.max >= ia.max
+
+
+def movement_task(task: Any) -> bool:
+    """A task whose every case costs no flops (permute_copy, diag_embed, index_*, kv_cache_append,
+    triu): its answer is data movement, so torch moves of its data must not produce it."""
+    try:
+        return all(task.cost(c)["flops"] == 0 for c in task.CASES)
+    except Exception:  # noqa: BLE001 - a suite without costs: not known to be one
+        return False
+
+
 def _one_value(t: Any) -> bool:
-    """A read of a one-element storage (a scalar parameter passed as a tensor) is not a result."""
+    """A one-element storage: reading an input that is one (a scalar parameter passed as a tensor)
+    is not reading a result. Only inputs qualify: a one-element clone of input data does not."""
     try:
         return t.untyped_storage().nbytes() <= t.element_size()
     except Exception:  # noqa: BLE001

@@ -93,6 +93,7 @@ class Worker:
             self.tasks[self.task_key] = mod
             self.task_ids[self.task_key] = {k: id(v) for k, v in vars(mod).items()}
         self.task = self.tasks[self.task_key]
+        guards.MONITOR.movement = guards.movement_task(self.task)  # copies there are the answer
         self.last = None
         # A new candidate never sees inputs an earlier one could have written to (cached pristine
         # tensors live in this process); drawing them again on the device costs milliseconds.

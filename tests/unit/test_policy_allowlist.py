@@ -126,3 +126,46 @@ def test_honest_idioms_pass(body):
 def test_reopening_routes_are_refused(body, why):
     got = _violations(body)
     assert any(why in v for v in got), got
+
+
+KERNELS = '''
+import torch
+import triton
+import triton.language as tl
+
+
+def host(v):
+    return v
+
+
+@triton.jit
+def helper(v):
+    return v * 2
+
+
+@triton.jit
+def k(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    {line}
+
+
+def f(x):
+    k[(1,)](x, BLOCK=16)
+    return host(x)
+'''
+
+
+@pytest.mark.parametrize("line,ok", [
+    ("tl.store(x_ptr + offs, helper(x))", True),
+    ("host = x + 1\n    tl.store(x_ptr + offs, host.to(tl.float32))", True),  # a local shadows it
+    ("tl.store(x_ptr + offs, tl.maximum(x, 0.0))", True),
+    ("tl.store(x_ptr + offs, host(x))", False),
+])
+def test_kernels_call_only_triton(line, ok):
+    """Under the interpreter a kernel body is Python: a call into the module's own Python
+    helpers would run host code inside the 'kernel' (on a GPU it does not compile)."""
+    got = static_check(ast.parse(KERNELS.format(line=line)), "f").violations
+    assert (got == []) is ok, got
+    if not ok:
+        assert "kernel k calls host" in got[0]
