@@ -95,12 +95,15 @@ def batching(cfg: Config) -> tuple[int, int]:
 class EvaluatorPool:
     probe_s = 10.0  # how long an evaluator whose worker was SIGKILLed has to say it still runs
 
-    def __init__(self, pool: hardware.HardwarePool, cfg: Config, n_todo: int = 0) -> None:
+    def __init__(self, pool: hardware.HardwarePool, cfg: Config, n_todo: int = 0,
+                 handles: list[Any] | None = None) -> None:
+        """`handles`: evaluators to use instead of starting actors (scripts/bench/bench_scale.py
+        drives the real dispatch with simulated evaluators)."""
         import ray
 
         from kbx_ray.evaluate.actor import EvaluatorActor, evaluate_in_fresh_process
 
-        self.elastic = pool.is_gpu and scaling.role_cluster()
+        self.elastic = handles is None and pool.is_gpu and scaling.role_cluster()
         if self.elastic:
             pool = hardware.on_role_cluster(pool)
         self.ray, self.pool, self.mode = ray, pool, cfg.engine.mode
@@ -113,18 +116,16 @@ class EvaluatorPool:
         if per_gpu > 1:  # k evaluators per GPU: Ray packs them by the fractional request
             self.opts["num_gpus"] = self.opts["num_gpus"] / per_gpu
             self.opts["resources"] = {k: v / per_gpu for k, v in self.opts.get("resources", {}).items()}
-        self.reserved = 0 if self.elastic else generation_reserve(pool, cfg)
-        if self.elastic:  # generation has nodes of its own; pending evaluators are the demand
-            live = actors_for(pool, 0, 0, per_gpu) if pool_gpus(pool) else 0
-            n = scaling.evaluator_target(pool, cfg, live, n_todo)
-        else:
-            n = actors_for(pool, cfg.engine.evaluators, self.reserved, per_gpu)
+        self.reserved = 0 if self.elastic or handles is not None else generation_reserve(pool, cfg)
+        n = len(handles) if handles is not None else self._size(cfg, per_gpu, n_todo)
         self.demand = scaling.evaluator_demand(self.opts, n)
         self._up: set[Any] = set()
-        if self.mode == "task":
+        self.injected = handles is not None
+        if handles is not None:
+            self.actors = list(handles)
+        elif self.mode == "task":
             self.task_fn = evaluate_in_fresh_process.options(max_retries=0, **self.opts)
-            n = max(n, 1)
-            self.actors = [None] * n  # slots: at most one task per GPU at a time
+            self.actors = [None] * max(n, 1)  # slots: at most one task per GPU at a time
         else:
             self.actors = [EvaluatorActor.options(max_restarts=-1, **self.opts).remote(
                 self.ecfg, self.mode == "noop") for _ in range(n)]
@@ -136,10 +137,16 @@ class EvaluatorPool:
         self._dispatchers: list[asyncio.Task] = []
         self._pids: dict[Any, int] = {}  # each evaluator's process, to tell a restarted one
 
+    def _size(self, cfg: Config, per_gpu: int, n_todo: int) -> int:
+        if self.elastic:  # generation has nodes of its own; pending evaluators are the demand
+            live = actors_for(self.pool, 0, 0, per_gpu) if pool_gpus(self.pool) else 0
+            return scaling.evaluator_target(self.pool, cfg, live, n_todo)
+        return actors_for(self.pool, cfg.engine.evaluators, self.reserved, per_gpu)
+
     async def start(self) -> None:
         """Hand out only actors that came up: one that cannot be placed (too few CPUs or GPUs of
         the type) would otherwise take candidates and never answer."""
-        if self.mode == "task":
+        if self.mode == "task" or self.injected:
             self.stats.up = len(self.actors)
             return
         pending = {a.info.remote(): a for a in self.actors}
@@ -177,7 +184,7 @@ class EvaluatorPool:
         the sweep's exception (a notebook, a test) would otherwise keep their CPUs and GPUs."""
         self._stop_dispatchers()
         for a in self.actors:
-            if a is not None:
+            if a is not None and not self.injected:
                 self.ray.kill(a)
 
     async def evaluate(self, task: Task, cand: Candidate) -> EvalResult:
