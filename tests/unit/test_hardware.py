@@ -217,3 +217,43 @@ def test_pool_available(l4_cluster) -> None:  # type: ignore[no-untyped-def]
     assert not pool_available(dataclasses.replace(get_pool("l4"), num_gpus_per_actor=2))
     assert pool_available(dataclasses.replace(get_pool("l4"), labels={"kbx-role": "!generation"}))
     assert "a100" in hardware.unavailable_message(get_pool("a100"))
+
+
+def test_role_cluster_placement_selects_the_pools_evaluation_nodes() -> None:
+    """On a kbx-role cluster an evaluator needs its pool's label and resource, not just a GPU
+    type (the H100 generation node advertises accelerator_type:H100 too)."""
+    h100 = hardware.on_role_cluster(get_pool("h100"))
+    opts = ray_options(h100)
+    assert opts["label_selector"] == {"kbx-role": "evaluation", "kbx-pool": "h100"}
+    assert opts["resources"] == {"eval_h100": 1.0} and opts["accelerator_type"] == "H100"
+    gen_labels = {"kbx-role": "generation"}
+    assert not hardware.selector_matches(opts["label_selector"], gen_labels)
+    assert hardware.on_role_cluster(get_pool("cpu")) == get_pool("cpu")  # no node type of its own
+    own = dataclasses.replace(get_pool("a100"), resources={"eval_a100_40g": 1.0},
+                              labels={"kbx-pool": "a100_40g"})
+    placed = hardware.on_role_cluster(own)  # a pool's own pins win over the defaults
+    assert placed.resources == {"eval_a100_40g": 1.0}
+    assert placed.labels == {"kbx-role": "evaluation", "kbx-pool": "a100_40g"}
+
+
+def test_scaling_demand_target_and_concurrency() -> None:
+    from kbx_ray import scaling
+    from kbx_ray.config import load_config
+
+    cfg = load_config(["engine.max_evaluators=16"])
+    opts = dict(ray_options(hardware.on_role_cluster(get_pool("l4"))), num_cpus=1)
+    demand = scaling.evaluator_demand(opts, 3)
+    assert demand.bundles == [{"CPU": 1.0, "GPU": 1.0, "eval_l4": 1.0,
+                               "accelerator_type:L4": 0.001}] * 3
+    assert demand.selectors == [{"kbx-role": "evaluation", "kbx-pool": "l4"}] * 3
+    # while nodes are not up: up to max_evaluators, never more than cells to run
+    assert scaling.evaluator_target(get_pool("l4"), cfg, 0, 1000) == 16
+    assert scaling.evaluator_target(get_pool("l4"), cfg, 0, 5) == 5
+    assert scaling.evaluator_target(get_pool("l4"), cfg, 24, 1000) == 24  # the live nodes hold more
+    assert scaling.concurrency(cfg, 256, 0) == 384 and scaling.concurrency(cfg, 4, 0) == 64
+    assert scaling.concurrency(cfg, 16, 564) == 588  # replicas batch their max_num_seqs too
+    assert scaling.concurrency(load_config(["engine.max_concurrency=7"]), 256, 0) == 7
+    gen = load_config(["model=qwen2.5-coder-7b"]).model
+    g = scaling.generation_demand([gen])
+    assert g.bundles and all(b.get("gen") == 1.0 and b.get("GPU") == 1.0 for b in g.bundles)
+    assert scaling.replica_slots([gen]) > 0 and not scaling.generation_demand([cfg.model]).bundles
