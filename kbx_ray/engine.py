@@ -187,7 +187,7 @@ async def _run_cell(cell: Cell, p: SweepPlan, backends: dict, pools: dict, genlo
         return await pools[primary].evaluate(task, cand)
 
     started = time.time()
-    attempts: list[Attempt] = await method(task, generate, evaluate)
+    attempts: list[Attempt] = await method(task, generate, evaluate, pool=p.pools.get(primary))
     rows = [evaluation_row(p.sweep_id, cell, task, a, started, primary) for a in attempts]
     finals = [a for a in attempts if a.final] or attempts[-1:]
     extra = await asyncio.gather(*(pools[hw].evaluate(task, a.candidate)

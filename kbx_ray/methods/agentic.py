@@ -15,6 +15,7 @@ import asyncio
 from dataclasses import replace
 from typing import Any
 
+from kbx_ray.hardware import HardwarePool
 from kbx_ray.methods.base import (
     Attempt, Evaluate, Generate, Method, cached, finish, first_prompt, select_best, step,
     stop_reason,
@@ -28,8 +29,9 @@ from kbx_ray.types import Task
 def agentic(cfg: Any) -> Method:
     templates = Templates(cfg.templates_dir)
 
-    async def solve(task: Task, generate: Generate, evaluate: Evaluate) -> list[Attempt]:
-        ev, first = cached(evaluate), first_prompt(task, cfg, templates)
+    async def solve(task: Task, generate: Generate, evaluate: Evaluate,
+                    pool: HardwarePool | None = None) -> list[Attempt]:
+        ev, first = cached(evaluate), first_prompt(task, cfg, templates, pool=pool)
         attempts: list[Attempt] = []
         prompt, parent, reason = first, "", ""
         for rnd in range(cfg.rounds + 1):

@@ -15,8 +15,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Awaitable, Callable, Protocol
 
 from kbx_ray.extract import extract
+from kbx_ray.hardware import HardwarePool
 from kbx_ray.prompts import (
-    FEEDBACK_KINDS, Prompt, TemplateError, Templates, build_prompt, pick_exemplars,
+    FEEDBACK_KINDS, Prompt, TemplateError, Templates, build_prompt, hardware_facts, pick_exemplars,
 )
 from kbx_ray.registry import RegistryError, registry
 from kbx_ray.types import STAGES, Candidate, EvalResult, Generation, Task
@@ -45,7 +46,10 @@ Evaluate = Callable[[Candidate], Awaitable[EvalResult]]
 
 
 class Method(Protocol):
-    async def __call__(self, task: Task, generate: Generate, evaluate: Evaluate) -> list[Attempt]: ...
+    """`pool` is the cell's primary hardware pool: the GPU its prompts name (None: no GPU named)."""
+
+    async def __call__(self, task: Task, generate: Generate, evaluate: Evaluate,
+                       pool: HardwarePool | None = None) -> list[Attempt]: ...
 
 
 # name -> Entry: each method module registers its factory with `@register("method", name)`.
@@ -144,16 +148,18 @@ async def step(task: Task, generate: Generate, evaluate: Evaluate, prompt: Promp
 
 
 def first_prompt(task: Task, cfg: Any, templates: Templates, exemplars: int | None = None,
-                 cot: bool | None = None) -> Prompt:
-    """Round 0's prompt: the task, plus the exemplars and chain-of-thought the config asks for."""
+                 cot: bool | None = None, pool: HardwarePool | None = None) -> Prompt:
+    """Round 0's prompt: the task, the target GPU's facts (`pool`), plus the exemplars and
+    chain-of-thought the config asks for."""
     k = getattr(cfg, "exemplars", 0) if exemplars is None else exemplars
     think = getattr(cfg, "cot", False) if cot is None else cot
-    key = (task.task_id, task.task_hash, k, think, id(templates))
+    key = (task.task_id, task.task_hash, k, think, id(templates), hardware_facts(pool))
     if key not in _FIRST_PROMPTS:  # the same for every sample of a task: build it once
         if len(_FIRST_PROMPTS) > 4096:
             _FIRST_PROMPTS.clear()
         _FIRST_PROMPTS[key] = (templates, build_prompt(
-            task, exemplars=pick_exemplars(task, k) if k else (), cot=think, templates=templates))
+            task, pool, exemplars=pick_exemplars(task, k) if k else (), cot=think,
+            templates=templates))
     return _FIRST_PROMPTS[key][1]
 
 

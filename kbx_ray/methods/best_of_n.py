@@ -9,6 +9,7 @@ import asyncio
 from dataclasses import replace
 from typing import Any
 
+from kbx_ray.hardware import HardwarePool
 from kbx_ray.methods.base import (
     Attempt, Evaluate, Generate, Method, cached, finish, first_prompt, step,
 )
@@ -21,8 +22,9 @@ from kbx_ray.types import Task
 def best_of_n(cfg: Any) -> Method:
     templates = Templates(cfg.templates_dir)
 
-    async def solve(task: Task, generate: Generate, evaluate: Evaluate) -> list[Attempt]:
-        prompt, ev = first_prompt(task, cfg, templates), cached(evaluate)
+    async def solve(task: Task, generate: Generate, evaluate: Evaluate,
+                    pool: HardwarePool | None = None) -> list[Attempt]:
+        prompt, ev = first_prompt(task, cfg, templates, pool=pool), cached(evaluate)
         samples = await asyncio.gather(*(step(task, generate, ev, prompt, 0, branch=i)
                                          for i in range(cfg.branches)))
         return finish([replace(a, stop_reason="max_rounds") for a in samples])

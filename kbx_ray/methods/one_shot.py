@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from kbx_ray.hardware import HardwarePool
 from kbx_ray.methods.base import Attempt, Evaluate, Generate, Method, finish, first_prompt, step
 from kbx_ray.prompts import Templates
 from kbx_ray.registry import register
@@ -14,8 +15,9 @@ def single_round(cfg: Any, exemplars: int | None = None, cot: bool | None = None
     """The shape one_shot, few_shot and cot share; they differ only in their first prompt."""
     templates = Templates(getattr(cfg, "templates_dir", None))
 
-    async def solve(task: Task, generate: Generate, evaluate: Evaluate) -> list[Attempt]:
-        prompt = first_prompt(task, cfg, templates, exemplars=exemplars, cot=cot)
+    async def solve(task: Task, generate: Generate, evaluate: Evaluate,
+                    pool: HardwarePool | None = None) -> list[Attempt]:
+        prompt = first_prompt(task, cfg, templates, exemplars=exemplars, cot=cot, pool=pool)
         a = await step(task, generate, evaluate, prompt, 0)
         return finish([replace(a, stop_reason="max_rounds")])
 

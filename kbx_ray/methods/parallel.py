@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from kbx_ray.hardware import HardwarePool
 from kbx_ray.methods.base import Attempt, Evaluate, Generate, Method, cached, finish
 from kbx_ray.methods.repair import run_chain
 from kbx_ray.prompts import Templates
@@ -21,9 +22,10 @@ from kbx_ray.types import Task
 def parallel(cfg: Any) -> Method:
     templates = Templates(cfg.templates_dir)
 
-    async def solve(task: Task, generate: Generate, evaluate: Evaluate) -> list[Attempt]:
+    async def solve(task: Task, generate: Generate, evaluate: Evaluate,
+                    pool: HardwarePool | None = None) -> list[Attempt]:
         ev = cached(evaluate)
-        chains = await asyncio.gather(*(run_chain(task, generate, ev, cfg, templates, branch=w)
+        chains = await asyncio.gather(*(run_chain(task, generate, ev, cfg, templates, w, pool)
                                         for w in range(cfg.branches)))
         return finish([a for chain in chains for a in chain])
 

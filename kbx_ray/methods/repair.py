@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from kbx_ray.hardware import HardwarePool
 from kbx_ray.methods.base import (
     Attempt, Evaluate, Generate, Method, cached, finish, first_prompt, step, stop_reason,
 )
@@ -20,9 +21,10 @@ from kbx_ray.types import Task
 
 
 async def run_chain(task: Task, generate: Generate, evaluate: Evaluate, cfg: Any,
-                    templates: Templates, branch: int = 0) -> list[Attempt]:
+                    templates: Templates, branch: int = 0,
+                    pool: HardwarePool | None = None) -> list[Attempt]:
     """One refinement chain; its last attempt carries why it stopped."""
-    first = first_prompt(task, cfg, templates)
+    first = first_prompt(task, cfg, templates, pool=pool)
     chain: list[Attempt] = []
     reason = ""
     for rnd in range(cfg.rounds + 1):
@@ -42,7 +44,8 @@ async def run_chain(task: Task, generate: Generate, evaluate: Evaluate, cfg: Any
 def repair(cfg: Any) -> Method:
     templates = Templates(cfg.templates_dir)
 
-    async def solve(task: Task, generate: Generate, evaluate: Evaluate) -> list[Attempt]:
-        return finish(await run_chain(task, generate, cached(evaluate), cfg, templates))
+    async def solve(task: Task, generate: Generate, evaluate: Evaluate,
+                    pool: HardwarePool | None = None) -> list[Attempt]:
+        return finish(await run_chain(task, generate, cached(evaluate), cfg, templates, pool=pool))
 
     return solve
