@@ -304,3 +304,18 @@ def _evaluated_on(out: Path, node_ids: set[str]) -> bool:
         except (OSError, ValueError):
             continue
     return False
+
+
+def test_dry_run_states_the_repair_imbalance_across_pools(tmp_path):
+    """Every repair round runs on the primary pool; the plan says so, with the factor."""
+    from kbx_ray import engine
+    from kbx_ray.config import load_config
+
+    base = [f"output_dir={tmp_path}", "suite.include=[activation/relu]", "wandb.mode=disabled"]
+    repair = engine.describe(engine.plan(load_config(
+        [*base, "method=repair", "method.rounds=4", "hardware=[h100,a100]"])))
+    assert "imbalance: pool h100 evaluates up to 5 candidates per cell" in repair
+    assert "imbalance" not in engine.describe(engine.plan(load_config(
+        [*base, "method=one_shot", "hardware=[h100,a100]"])))
+    assert "imbalance" not in engine.describe(engine.plan(load_config(
+        [*base, "method=repair", "method.rounds=4", "hardware=[h100]"])))
