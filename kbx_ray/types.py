@@ -134,6 +134,8 @@ class EvalResult:
     triton_version: str = ""
     eval_wall_s: float = 0.0
     stage_s: dict[str, float] = field(default_factory=dict)  # wall seconds per stage (profiling)
+    seeds: list[int] = field(default_factory=list)  # every input seed drawn, in order (secret
+    #                                                 per evaluation: kept for reproduction)
     node_id: str = ""               # the Ray node the evaluator ran on ("" outside Ray)
     node_accelerator: str = ""      # that node's advertised accelerator type
 

@@ -65,8 +65,19 @@ class EvaluatorActor:
 
 
 def _evaluate(evaluator: Any, task: Task, cand: Candidate, aot: Any) -> EvalResult:
-    seeded = _seed(evaluator, aot)
-    res = evaluator.evaluate(task, cand)
+    """The evaluation, whatever happens in this process: the actor outlives any one candidate
+    (the evaluator already turns its own failures into `infra_error`; this is the last net)."""
+    try:
+        seeded = _seed(evaluator, aot)
+        res = evaluator.evaluate(task, cand)
+    except Exception as e:  # noqa: BLE001 - an actor that dies loses every queued candidate
+        import logging
+
+        logging.getLogger(__name__).exception("evaluating %s failed", cand.candidate_id)
+        return EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id,
+                          error_kind="infra_error", device=getattr(evaluator, "device", ""),
+                          error_msg=f"the evaluator failed ({type(e).__name__}: {e}); not the "
+                                    "candidate's fault: re-run it")
     res.stage_s.update(seeded)
     return res
 

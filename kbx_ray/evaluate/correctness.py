@@ -60,33 +60,96 @@ def compare(out: list[torch.Tensor], ref: list[torch.Tensor], task: Any, case: d
     return worst
 
 
+CHUNK = 1 << 20  # elements compared at once: float64 temporaries of ~8 MB, whatever the output
+
+
+def layout_problem(shape: list[int], stride: list[int], ref_contiguous: bool) -> str:
+    """Why an output's layout breaks the contract ("" when it does not): it must be dense and
+    non-overlapping, and contiguous wherever the reference's output is (torch keeps an input's
+    strides in many ops, so a reference on a transposed input may return a non-contiguous tensor,
+    and an honest contiguous result must pass there)."""
+    dims = sorted((st, sz) for sz, st in zip(shape, stride) if sz != 1)
+    if any(sz == 0 for sz in shape):
+        return ""
+    expect = 1
+    for st, sz in dims:
+        if st != expect:
+            return f"strides {list(stride)} for shape {list(shape)} overlap or leave gaps"
+        expect *= sz
+    row = 1
+    for sz, st in reversed(list(zip(shape, stride))):
+        if sz != 1 and st != row:
+            return ("" if not ref_contiguous else f"strides {list(stride)} make a non-contiguous "
+                    f"tensor of shape {list(shape)}; the reference's output is contiguous")
+        row *= sz
+    return ""
+
+
+def _flat_real(t: torch.Tensor) -> torch.Tensor:
+    """A flat view of `t`'s values, complex ones as (real, imaginary) pairs: `double()` of a complex
+    tensor drops the imaginary part, so a conjugated result would pass."""
+    if t.is_complex():
+        return torch.view_as_real(t.resolve_conj().reshape(-1)).reshape(-1)
+    return t.reshape(-1)
+
+
+def _where(flat: int, shape: torch.Size, complex_: bool) -> list[int]:
+    flat = flat // 2 if complex_ else flat
+    idx = []
+    for size in reversed(shape):
+        idx.append(flat % size if size else 0)
+        flat //= max(size, 1)
+    return idx[::-1]
+
+
 def _close(o: torch.Tensor, r: torch.Tensor, table: dict[str, tuple[float, float]]) -> Verdict:
-    name = str(r.dtype).replace("torch.", "")
-    if not (r.is_floating_point() or r.is_complex()):
-        bad = o != r
-        if bool(bad.any()):
-            idx = [int(i) for i in bad.nonzero()[0]]
-            return Verdict(False, "mismatch", f"{int(bad.sum())} of {r.numel()} integer values differ "
+    """`o` against `r`, `CHUNK` elements at a time (no float64 copy of a whole output: 16M
+    elements would need 2 GB on the GPU per copy)."""
+    cplx = r.is_complex()
+    name = str(r.real.dtype if cplx else r.dtype).replace("torch.", "")
+    of, rf = _flat_real(o), _flat_real(r)
+    n = rf.numel()
+    if not (r.is_floating_point() or cplx):
+        count, first = 0, -1
+        for s in range(0, n, CHUNK):
+            bad = of[s:s + CHUNK] != rf[s:s + CHUNK]
+            k = int(bad.sum())
+            if k and first < 0:
+                first = s + int(bad.nonzero()[0, 0])
+            count += k
+        if count:
+            idx = _where(first, r.shape, False)
+            return Verdict(False, "mismatch", f"{count} of {r.numel()} integer values differ "
                                               f"(first at {idx}: {o[tuple(idx)]} vs {r[tuple(idx)]})")
         return Verdict(True)
     rtol, atol = table.get(name, (1e-5, 1e-5))
-    o64, r64 = o.double(), r.double()
-    nan_o, nan_r = o64.isnan(), r64.isnan()
-    if not torch.equal(nan_o, nan_r):
-        return Verdict(False, "mismatch", "NaNs in different places")
-    inf_r = r64.isinf()
-    if not torch.equal(o64.isinf() & (o64 == r64), inf_r):
-        return Verdict(False, "mismatch", "Infs differ")
-    finite = ~(nan_r | inf_r)
-    diff = (o64 - r64).abs().where(finite, torch.zeros_like(o64))
-    rel = diff / r64.abs().clamp_min(1e-12)
-    max_abs = float(diff.max()) if diff.numel() else 0.0
-    max_rel = float(rel.where(finite, torch.zeros_like(rel)).max()) if rel.numel() else 0.0
-    bad = diff > atol + rtol * r64.abs().where(finite, torch.zeros_like(r64))
-    if bool(bad.any()):
-        idx = [int(i) for i in bad.nonzero()[0]]
+    max_abs = max_rel = 0.0
+    count, first, first_vals = 0, -1, (0.0, 0.0)
+    for s in range(0, n, CHUNK):
+        o64, r64 = of[s:s + CHUNK].double(), rf[s:s + CHUNK].double()
+        nan_r = r64.isnan()
+        if not torch.equal(o64.isnan(), nan_r):
+            return Verdict(False, "mismatch", "NaNs in different places")
+        inf_r = r64.isinf()
+        if not torch.equal(o64.isinf() & (o64 == r64), inf_r):
+            return Verdict(False, "mismatch", "Infs differ")
+        finite = ~(nan_r | inf_r)
+        mag = r64.abs().where(finite, torch.zeros_like(r64))
+        diff = (o64 - r64).abs().where(finite, torch.zeros_like(o64))
+        if diff.numel():
+            max_abs = max(max_abs, float(diff.max()))
+            max_rel = max(max_rel, float((diff / mag.clamp_min(1e-12)).max()))
+        bad = diff > atol + rtol * mag
+        k = int(bad.sum())
+        if k and first < 0:
+            j = int(bad.nonzero()[0, 0])
+            first, first_vals = s + j, (float(o64[j]), float(r64[j]))
+        count += k
+    if count:
+        idx = _where(first, r.shape, cplx)
+        part = (" (imaginary part)" if first % 2 else " (real part)") if cplx else ""
         return Verdict(False, "mismatch",
-                       f"{int(bad.sum())} of {r.numel()} values outside rtol={rtol} atol={atol}; "
-                       f"max abs err {max_abs:.3g}, max rel err {max_rel:.3g}; first bad index {idx}: "
-                       f"{float(o64[tuple(idx)]):.6g} vs {float(r64[tuple(idx)]):.6g}", max_abs, max_rel)
+                       f"{count} of {n} values outside rtol={rtol} atol={atol}; "
+                       f"max abs err {max_abs:.3g}, max rel err {max_rel:.3g}; first bad index {idx}"
+                       f"{part}: {first_vals[0]:.6g} vs {first_vals[1]:.6g}", max_abs, max_rel)
     return Verdict(True, max_abs_err=max_abs, max_rel_err=max_rel)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import logging
 import math
+import secrets
 import time
 
 from typing import Any
@@ -16,12 +17,12 @@ from typing import Any
 from kbx_ray.evaluate import timing as timing_mod
 from kbx_ray.evaluate.checks import static_check
 from kbx_ray.evaluate.settings import EvalConfig
-from kbx_ray.evaluate.correctness import Verdict, compare, flatten
+from kbx_ray.evaluate.correctness import Verdict, compare, flatten, layout_problem
 from kbx_ray.evaluate.gpulock import GpuLock, NoLock
 from kbx_ray.evaluate.inputs import InputCache
 from kbx_ray.evaluate.protocol import tensor_from_wire
 from kbx_ray.evaluate.roofline import compute_dtype, roofline
-from kbx_ray.evaluate.sandbox import Sandbox, WorkerDied
+from kbx_ray.evaluate.sandbox import Sandbox, WorkerDied, scrub_paths
 from kbx_ray.suite import load_module
 from kbx_ray.types import Candidate, CaseResult, EvalResult, Task, trim
 
@@ -55,9 +56,11 @@ class Evaluator:
         self.sandbox = Sandbox(self.cfg.sandbox)
         self.ref_times: dict[tuple, timing_mod.Timing] = {}
         self.inputs = InputCache()
-        self.ref_outputs: dict[tuple, tuple[list, str]] = {}  # reference outputs per seed
+        self.ref_outputs: dict[tuple, tuple[list, str, list]] = {}  # reference outputs per seed
         self.case_dtypes: dict[tuple, str] = {}  # the dtype whose peak bounds each case
         self.count = 0
+        self.deadline = math.inf  # the running evaluation's end (perf_counter), `eval_budget_s`
+        self.seeds: list[int] = []  # the seeds drawn for the running evaluation
         self.lock: GpuLock | NoLock = NoLock()
         if self.device == "cuda":  # evaluators sharing this GPU: timing runs alone (gpulock.py)
             import torch
@@ -73,16 +76,20 @@ class Evaluator:
         return [c for c in task.cases if c["small"] or not small]
 
     def evaluate(self, task: Task, cand: Candidate) -> EvalResult:
+        """The verdict. A failure of this process (an OOM in the reference or the comparison) is
+        `infra_error`, retried once on a fresh worker; nothing here raises for it."""
         t0 = time.perf_counter()
-        res = EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id, device=self.device)
+        self.deadline = t0 + self.cfg.eval_budget_s
         waited, held = self.lock.wait_s, self.lock.exclusive_s
-        try:
-            self._run(task, cand, res)
-            res.stage, res.exec_ok = "done", True
-        except _Fail as f:
-            res.stage, res.error_kind, res.error_msg = f.stage, f.kind, trim(f.msg)
-        except WorkerDied as d:
-            res.error_kind, res.error_msg = d.kind, trim(d.msg)
+        for attempt in (0, 1):
+            res = EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id,
+                             device=self.device)
+            if self._attempt(task, cand, res) or attempt:
+                break
+            log.warning("evaluator failed on %s (%s); retrying once", cand.candidate_id,
+                        res.error_msg)
+        if attempt:
+            res.flags.append("retried_infra_error")
         info = self.sandbox.info
         res.gpu_name, res.driver = info.get("gpu_name", ""), info.get("driver", "")
         res.torch_version, res.triton_version = info.get("torch", ""), info.get("triton", "")
@@ -94,6 +101,46 @@ class Evaluator:
         if self.count % self.cfg.recycle_after == 0 or "tampered_runtime" in res.flags:
             self.sandbox.kill()
         return res
+
+    def _attempt(self, task: Task, cand: Candidate, res: EvalResult) -> bool:
+        """One try; False when this process failed (worth one more)."""
+        self.seeds = res.seeds
+        try:
+            self._run(task, cand, res)
+            res.stage, res.exec_ok = "done", True
+        except _Fail as f:
+            res.stage, res.error_kind, res.error_msg = f.stage, f.kind, trim(scrub_paths(f.msg))
+        except WorkerDied as d:
+            res.error_kind, res.error_msg = d.kind, trim(scrub_paths(d.msg))
+        except Exception as e:  # noqa: BLE001 - the parent's own failure, never the candidate's
+            log.exception("evaluating %s failed in the parent", cand.candidate_id)
+            self._recover()
+            res.exec_ok, res.error_kind = False, "infra_error"
+            res.error_msg = trim(scrub_paths(f"the evaluator failed at stage {res.stage} "
+                                             f"({type(e).__name__}: {e}); not the candidate's "
+                                             "fault: re-run it"))
+            return False
+        finally:
+            self.ref_outputs.clear()  # keyed by this evaluation's secret seeds: no later hits
+            self.inputs.clear()
+        return True
+
+    def _recover(self) -> None:
+        """After a failure here: drop what this process holds and start the worker afresh."""
+        self.ref_outputs.clear()
+        self.inputs.clear()
+        self.sandbox.kill()
+        if self.device == "cuda":
+            import torch
+
+            torch.cuda.empty_cache()
+
+    def _seed(self, i: int) -> int:
+        """Input seed number `i` of this evaluation: secret, drawn after the candidate's import
+        (which can then precompute nothing), recorded in `EvalResult.seeds`."""
+        s = secrets.randbelow(2**31 - 1) + 1 if self.cfg.secret_seeds else self.cfg.base_seed + i
+        self.seeds.append(s)
+        return s
 
     # ---- stages ----------------------------------------------------------------------------
     def _run(self, task: Task, cand: Candidate, res: EvalResult) -> None:
@@ -118,10 +165,10 @@ class Evaluator:
         mark = self._clock(res, "load", mark)
         ref_mod = load_module(task.path)
         cases = self.cases_for(task)
-        seeds = [self.cfg.base_seed + i for i in range(self.cfg.seeds)]
         for i, case in enumerate(cases):
-            n = len(seeds) if case["small"] or task.random else max(1, self.cfg.large_seeds)
-            cr = self._check_case(ref_mod, task, case, seeds[:n], res, first=i == 0)
+            n = self.cfg.seeds if case["small"] or task.random else max(1, self.cfg.large_seeds)
+            seeds = [self._seed(j) for j in range(n)]  # fresh per case: no case tells another's
+            cr = self._check_case(ref_mod, task, case, seeds, res, first=i == 0)
             res.cases.append(cr)
             if not cr.ok:
                 raise _Fail("correctness", cr.error_kind, f"case {case['name']}: {cr.message}")
@@ -162,9 +209,16 @@ class Evaluator:
 
     def _ask(self, header: dict, timeout: float, stage: str,
              res: EvalResult | None = None) -> tuple[dict, list[bytearray]]:
+        left = self.deadline - time.perf_counter()
+        if left <= 0:
+            raise _Fail(stage, "timeout", f"the evaluation ran past its {self.cfg.eval_budget_s:.0f}"
+                        " s budget (evaluation.eval_budget_s)")
         try:
-            reply, blobs = self.sandbox.request(header, timeout)
+            reply, blobs = self.sandbox.request(header, min(timeout, left))
         except WorkerDied as d:
+            if d.kind == "timeout" and left < timeout:
+                d.msg = (f"{header.get('op')}: the evaluation ran past its "
+                         f"{self.cfg.eval_budget_s:.0f} s budget (evaluation.eval_budget_s)")
             raise _Fail(stage, d.kind, d.msg) from None
         prof = reply.get("prof")
         if res is not None and isinstance(prof, dict):  # the worker's own account: profiling only
@@ -233,11 +287,12 @@ class Evaluator:
             return Verdict(False, "nondeterministic", "two runs on the same inputs disagree")
         return None
 
-    def _reference(self, ref_mod: Any, task: Task, case: dict, seed: int) -> tuple[list, str]:
+    def _reference(self, ref_mod: Any, task: Task, case: dict,
+                   seed: int) -> tuple[list, str, list]:
         """The reference's outputs for (task, case, seed): the same for every candidate, so kept."""
         key = (task.task_hash, case["name"], seed)
         if key not in self.ref_outputs:
-            def size(entry: tuple[list, str]) -> int:
+            def size(entry: tuple[list, str, list]) -> int:
                 return sum(t.numel() * t.element_size() for t in entry[0])
 
             while self.ref_outputs and (len(self.ref_outputs) >= self.cfg.ref_cache_entries or sum(
@@ -246,22 +301,33 @@ class Evaluator:
             self.ref_outputs[key] = self._run_reference(ref_mod, task, case, seed)
         return self.ref_outputs[key]
 
-    def _run_reference(self, ref_mod: Any, task: Task, case: dict, seed: int) -> tuple[list, str]:
+    def _run_reference(self, ref_mod: Any, task: Task, case: dict,
+                       seed: int) -> tuple[list, str, list]:
+        """Outputs (row-major copies: the comparison walks them in flat chunks), the structure, and
+        whether each output was contiguous (the layout the candidate's must match)."""
         args, kwargs = self.inputs.get(ref_mod, task.task_hash, case, seed, self.device)
         out = getattr(ref_mod, task.name)(*args, **kwargs)
         import inspect
+
+        import torch
 
         bound = inspect.signature(getattr(ref_mod, task.name)).bind(*args, **kwargs).arguments
         tensors = flatten(out) + [bound[m] for m in task.mutates if m in bound]
         shape = "none" if out is None else ("tensor" if len(flatten(out)) == 1 and not
                                             isinstance(out, (tuple, list)) else f"tuple{len(out)}")
-        return [t.detach().clone() for t in tensors], shape
+        contiguous = [t.is_contiguous() for t in tensors]
+        return [t.detach().clone(memory_format=torch.contiguous_format) for t in tensors], shape, \
+            contiguous
 
     def _verdict(self, ref_mod: Any, task: Task, case: dict, seed: int, outs: list,
                  info: dict) -> Verdict:
-        ref, shape = self._reference(ref_mod, task, case, seed)
+        ref, shape, contiguous = self._reference(ref_mod, task, case, seed)
         if info.get("structure") != shape:
             return Verdict(False, "shape_mismatch", f"returned {info.get('structure')}, expected {shape}")
+        for i, (meta, c) in enumerate(zip(info.get("outputs", []), contiguous)):
+            why = layout_problem(meta.get("shape", []), meta.get("stride", []), c)
+            if why:
+                return Verdict(False, "shape_mismatch", f"output {i}: {why}")
         return compare(outs, ref, ref_mod, case)
 
     def _timing_groups(self, ref_mod: Any, timed: list[tuple]) -> list[list[tuple]]:
@@ -278,22 +344,57 @@ class Evaluator:
             room -= mb
         return groups
 
-    def _time_case(self, ref_mod: Any, task: Task, case: dict) -> tuple[dict, float, Any]:
-        """The candidate's and the reference's timing loops (the caller holds the GPU alone)."""
+    def _time_case(self, ref_mod: Any, task: Task,
+                   case: dict) -> tuple[dict, float, Any, tuple[dict, list]]:
+        """The candidate's and the reference's timing loops (the caller holds the GPU alone). The
+        timed buffers rotate through `timing_sets` secret input sets (rotation.py)."""
         from dataclasses import asdict
 
+        seeds = [self._seed(i) for i in range(max(1, self.cfg.timing_sets))]
         asked = time.perf_counter()
-        reply, _ = self._ask({"op": "time", "case": case, "seed": self.cfg.base_seed,
-                              "timing": asdict(self.cfg.timing)},
-                             self.cfg.case_timeout_s + 4 * self.cfg.timing.budget_s, "timing")
+        reply, blobs = self._ask({"op": "time", "case": case, "seed": seeds[0], "seeds": seeds,
+                                  "timing": asdict(self.cfg.timing)},
+                                 self.cfg.case_timeout_s + 4 * self.cfg.timing.budget_s, "timing")
         parent_wall_ms = (time.perf_counter() - asked) * 1e3  # our clock, not the worker's word
-        return reply["timing"], parent_wall_ms, self._ref_timing(ref_mod, task, case)
+        return (reply["timing"], parent_wall_ms, self._ref_timing(ref_mod, task, case),
+                (reply.get("timed_check") or {}, blobs))
+
+    def _check_timed_calls(self, ref_mod: Any, task: Task, case: dict, checked: dict,
+                           blobs: list) -> None:
+        """Every timed call launched a kernel and returned a new object, and the last output on
+        each input set is right for that set's values."""
+        where = f"case {case['name']}, its timed calls checked after timing"
+        if checked.get("error"):
+            raise _Fail("timing", "runtime_error", f"{where}: {checked['error']}")
+        if checked.get("launchless"):
+            raise _Fail("timing", "disqualified", f"{where}: {checked['launchless']} of "
+                        f"{checked.get('calls')} timed calls launched no Triton kernel")
+        if checked.get("repeated"):
+            raise _Fail("timing", "disqualified", f"{where}: {checked['repeated']} timed calls "
+                        "returned an output object returned before (a cached result)")
+        if not checked.get("samples"):
+            raise _Fail("timing", "infra_error", f"{where}: the worker sent no timed outputs")
+        k = 0
+        for sample in checked["samples"]:
+            metas = sample["outputs"]
+            outs = [tensor_from_wire(m, b).to(self.device) for m, b in zip(metas, blobs[k:])]
+            k += len(metas)
+            ref, _, contiguous = self._reference(ref_mod, task, case, int(sample["seed"]))
+            v = compare(outs, ref, ref_mod, case)
+            for i, (meta, c) in enumerate(zip(metas, contiguous)):
+                why = layout_problem(meta.get("shape", []), meta.get("stride", []), c)
+                v = Verdict(False, "shape_mismatch", f"output {i}: {why}") if why and v.ok else v
+            if not v.ok:
+                raise _Fail("timing", v.kind, f"{where} (a cached or stale result?): {v.message}")
 
     def _check_timed_case(self, ref_mod: Any, task: Task, case: dict, cr: CaseResult,
-                          res: EvalResult, t: dict, parent_wall_ms: float, ref_t: Any) -> None:
-        """Fresh values in the timed buffers, checked (GPU shared), then the timing's own checks."""
-        fresh = self.cfg.base_seed + 1000 + len(res.cases)
+                          res: EvalResult, t: dict, parent_wall_ms: float, ref_t: Any,
+                          timed: tuple[dict, list]) -> None:
+        """The timed calls' outputs, then fresh values in the timed buffers, checked (GPU shared),
+        then the timing's own checks."""
+        fresh = self._seed(len(self.seeds))
         with self.lock.shared():
+            self._check_timed_calls(ref_mod, task, case, *timed)
             reply, blobs = self._ask({"op": "recheck", "case": case, "fresh_seed": fresh},
                                      self.cfg.case_timeout_s, "timing", res)
             check = reply["check"]

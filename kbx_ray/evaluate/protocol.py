@@ -79,7 +79,10 @@ def tensor_to_wire(t: Any) -> tuple[dict[str, Any], Any]:
 
     c = t.detach().to("cpu").contiguous()
     raw = c.reshape(-1).view(torch.uint8).numpy() if c.numel() else b""
-    return {"dtype": str(c.dtype).replace("torch.", ""), "shape": list(c.shape)}, raw
+    # the bytes are always row-major; the layout the candidate returned travels beside them, so
+    # the parent can hold it to the contract (a permuted view of a plain copy is not a result)
+    return {"dtype": str(c.dtype).replace("torch.", ""), "shape": list(c.shape),
+            "stride": list(t.stride()), "offset": int(t.storage_offset())}, raw
 
 
 def tensor_from_wire(meta: dict[str, Any], raw: bytes | bytearray) -> Any:

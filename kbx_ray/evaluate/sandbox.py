@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,19 @@ def redact(obj: Any, secrets: list[str] | None = None) -> Any:
     if isinstance(obj, list):
         return [redact(v, secrets) for v in obj]
     return obj
+
+
+_LIB_PATH = re.compile(r"(?:/[^\s\"':]+)?/(?:site|dist)-packages/")
+_HARNESS_PATH = re.compile(r"(?:/[^\s\"':]+)?/kbx_ray/[^\s\"':,)]*")
+_SANDBOX_PATH = re.compile(r"/[^\s\"':]*/kbx_sbx_[^/\s\"']+/")
+
+
+def scrub_paths(msg: str) -> str:
+    """A message that may reach a model, without the harness's paths: library files keep their
+    package-relative name, harness files become `<harness>`, the worker's temp dir goes."""
+    msg = _HARNESS_PATH.sub("<harness>", msg)
+    msg = _LIB_PATH.sub("<lib>/", msg)
+    return _SANDBOX_PATH.sub("", msg)
 
 
 class WorkerDied(RuntimeError):
@@ -196,20 +210,47 @@ class Sandbox:
         return dest
 
     def _roundtrip(self, header: dict, timeout: float) -> tuple[dict, list[bytearray]]:
+        """One request and its reply, all of it within `timeout`: a watchdog kills the worker's
+        group at the deadline, so a reply that starts and then stalls (or a request the worker
+        never reads) ends too, not only one that never starts."""
         assert self.proc and self.proc.stdin
+        proc, expired = self.proc, threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+        late = WorkerDied("timeout", f"{header.get('op')} ran past its {timeout:.0f} s limit")
+        watchdog = threading.Timer(max(timeout, 0.0) + 0.5, expire)
+        watchdog.daemon = True
+        watchdog.start()
         try:
-            protocol.send(self.proc.stdin, header)
-        except (BrokenPipeError, OSError):
-            raise self._died("the worker was gone before the request") from None
-        ready, _, _ = select.select([self.reply], [], [], timeout)
-        if not ready:
-            self.kill()
-            raise WorkerDied("timeout", f"{header.get('op')} ran past its {timeout:.0f} s limit")
-        try:
-            reply, blobs = protocol.recv(self.reply, self.cfg.max_output_mb << 20)
-        except protocol.ProtocolError as e:
-            raise self._died(str(e)) from None
+            try:
+                protocol.send(self.proc.stdin, header)
+            except (BrokenPipeError, OSError):
+                if expired.is_set():
+                    self.kill()
+                    raise late from None
+                raise self._died("the worker was gone before the request") from None
+            ready, _, _ = select.select([self.reply], [], [], max(timeout, 0.0))
+            if not ready:
+                self.kill()
+                raise late
+            try:
+                reply, blobs = protocol.recv(self.reply, self.cfg.max_output_mb << 20)
+            except protocol.ProtocolError as e:
+                if expired.is_set():
+                    self.kill()
+                    raise late from None
+                raise self._died(str(e)) from None
+        finally:
+            watchdog.cancel()
         reply = redact(reply)
+        if isinstance(reply.get("error_msg"), str):
+            reply["error_msg"] = scrub_paths(reply["error_msg"])
         if reply.get("error_kind") == "cuda_error" or reply.get("fatal"):
             self.kill()
         return reply, blobs

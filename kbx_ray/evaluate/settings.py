@@ -30,5 +30,10 @@ class EvalConfig:
     #                                  their inputs and outputs (kept until each one's check)
     cpu_timing: bool = False         # tests only: run the timing protocol on the interpreter with
     #                                  the host clock (its figures say nothing about any GPU)
+    eval_budget_s: float = 600.0     # one evaluation, every stage and request together: past it
+    #                                  the worker is killed and the record says `timeout`
+    secret_seeds: bool = True        # input seeds drawn per evaluation from `secrets` after the
+    #                                  candidate's import (false: base_seed + i, for debugging)
+    timing_sets: int = 2             # input sets the timed buffers rotate through (rotation.py)
     peak_gbps: float = 0.0           # filled from the hardware pool
     peak_tflops: dict[str, float] = field(default_factory=dict)

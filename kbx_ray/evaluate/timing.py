@@ -80,9 +80,13 @@ def _quantile(s: list[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, int(round(q * (len(s) - 1)))))]
 
 
-def bench(fn: Callable[[], Any], cfg: TimingConfig, device: str = "cuda") -> Timing:
+def bench(fn: Callable[[], Any], cfg: TimingConfig, device: str = "cuda",
+          between: Callable[[], Any] | None = None) -> Timing:
     """Time `fn` on the current CUDA device. `fn` must be idempotent on its inputs. Without a GPU
     (`evaluation.cpu_timing`, for tests of the protocol) the host clock times each call instead.
+    `between`, if given, runs after every call of `fn` (warmup, timed and synced calls alike),
+    always outside the timed window: after the end event, before the next flush (rotation.py
+    checks the timed calls with it).
 
     `feed="queued"` (the default) keeps the GPU busy without pauses, as a model's forward pass
     does and as `triton.testing.do_bench` does: each batch of flush+call pairs is queued while the
@@ -97,24 +101,26 @@ def bench(fn: Callable[[], Any], cfg: TimingConfig, device: str = "cuda") -> Tim
     nothing checked), kept for comparisons."""
     import torch
 
+    after = between or _nothing
     if device != "cuda":
-        return _bench_host(fn, cfg)
+        return _bench_host(fn, cfg, after)
     flush = _flush_buffer(cfg.flush_mb)
     fn()
+    after()
     torch.cuda.synchronize()
-    host_us_per_call = _warmup(fn, flush, cfg)
+    host_us_per_call = _warmup(fn, flush, cfg, after)
 
     mode, size, recalibrated = cfg.feed, cfg.batch, False
     gate_us = _gate_us(host_us_per_call * size, cfg) if mode == "gated" else 0.0
     times: list[float] = []
     deadline = time.perf_counter() + cfg.budget_s
     t0 = time.perf_counter()
-    pending = _queue(fn, flush, size, gate_us, _event(record=True))
+    pending = _queue(fn, flush, size, gate_us, _event(record=True), after)
     while True:
         pairs, host_us, clean, gated_by = pending
         nxt = None
         if mode == "queued" and len(times) + len(pairs) + size <= cfg.max_reps:
-            nxt = _queue(fn, flush, size, 0.0, pairs[-1][1])  # behind the running batch
+            nxt = _queue(fn, flush, size, 0.0, pairs[-1][1], after)  # behind the running batch
         pairs[-1][1].synchronize()
         if clean or mode in ("plain", "host_bound"):
             times.extend(s.elapsed_time(e) for s, e in pairs)
@@ -137,13 +143,18 @@ def bench(fn: Callable[[], Any], cfg: TimingConfig, device: str = "cuda") -> Tim
                 times.extend(s.elapsed_time(e) for s, e in nxt[0])
             break
         pending = nxt if nxt is not None else _queue(fn, flush, size,
-                                                     gate_us if mode == "gated" else 0.0, None)
+                                                     gate_us if mode == "gated" else 0.0, None,
+                                                     after)
     wall = time.perf_counter() - t0
-    return _summary(times, wall, _sync_wall_ms(fn, n=min(20, len(times))), mode)
+    return _summary(times, wall, _sync_wall_ms(fn, n=min(20, len(times)), after=after), mode)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _queue(fn: Callable[[], Any], flush: Any, n: int, gate_us: float,
-           ahead: Any) -> tuple[list, float, bool, float]:
+           ahead: Any, after: Callable[[], Any] = _nothing) -> tuple[list, float, bool, float]:
     """n flush+call pairs, behind a spin of `gate_us` if given (else behind the event `ahead`);
     whether they were all queued before the GPU reached them; the host's queuing time; the gate."""
     pairs = [(_event(), _event()) for _ in range(n)]
@@ -156,11 +167,13 @@ def _queue(fn: Callable[[], Any], flush: Any, n: int, gate_us: float,
         start.record()
         fn()
         end.record()
+        after()
     host_us = (time.perf_counter() - t) * 1e6
     return pairs, host_us, ahead is not None and not ahead.query(), gate_us
 
 
-def _warmup(fn: Callable[[], Any], flush: Any, cfg: TimingConfig) -> float:
+def _warmup(fn: Callable[[], Any], flush: Any, cfg: TimingConfig,
+            after: Callable[[], Any] = _nothing) -> float:
     """The measuring pattern for `warmup_ms`, never more than two batches ahead of the GPU (a long
     kernel's backlog would run into the timing budget), the GPU kept busy throughout. Returns the
     host's time per call, its waits for the GPU left out."""
@@ -170,6 +183,7 @@ def _warmup(fn: Callable[[], Any], flush: Any, cfg: TimingConfig) -> float:
         if cfg.warmup_flush:
             flush.zero_()
         fn()
+        after()
         n += 1
         if n % cfg.batch == 0:
             marks.append(_event(record=True))
@@ -235,10 +249,12 @@ def _summary(times: list[float], wall_s: float, sync_wall_ms: float, feed: str =
     )
 
 
-def _bench_host(fn: Callable[[], Any], cfg: TimingConfig) -> Timing:
+def _bench_host(fn: Callable[[], Any], cfg: TimingConfig,
+                after: Callable[[], Any] = _nothing) -> Timing:
     """The same loop on the host clock (the Triton interpreter: figures that mean nothing about a
     GPU, only the protocol around them is exercised)."""
     fn()
+    after()
     times: list[float] = []
     deadline = time.perf_counter() + cfg.budget_s
     t0 = time.perf_counter()
@@ -246,6 +262,7 @@ def _bench_host(fn: Callable[[], Any], cfg: TimingConfig) -> Timing:
         t = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t) * 1e3)
+        after()
         if _enough(times, cfg, deadline):
             break
     wall = time.perf_counter() - t0
@@ -293,7 +310,7 @@ def graph_median_ms(fn: Callable[[], Any], replays: int = 50, flush_mb: int = 25
     return times[len(times) // 2]
 
 
-def _sync_wall_ms(fn: Callable[[], Any], n: int) -> float:
+def _sync_wall_ms(fn: Callable[[], Any], n: int, after: Callable[[], Any] = _nothing) -> float:
     """Median host time of one call bracketed by device-wide syncs.
 
     Work hidden on a side stream escapes the default-stream events but not a device-wide sync, so a
@@ -308,6 +325,7 @@ def _sync_wall_ms(fn: Callable[[], Any], n: int) -> float:
         fn()
         torch.cuda.synchronize()
         walls.append((time.perf_counter() - t) * 1e3)
+        after()
     walls.sort()
     return walls[len(walls) // 2]
 
