@@ -61,9 +61,15 @@ def eval_config_for(pool: hardware.HardwarePool, cfg: Config) -> Any:
     return ecfg
 
 
-def _node_lost(e: BaseException | str) -> bool:
-    """The evaluator died with its node (terminated, preempted, unreachable), not by the candidate."""
+def _node_lost(e: BaseException | str, elastic: bool) -> bool:
+    """The evaluator died with its node (terminated, preempted), not by the candidate. On a role
+    cluster an evaluator that stops answering (ActorUnavailableError: the call "may or may not have
+    run", before the GCS has noticed the node is gone) counts so too: the sandbox keeps candidates
+    from taking their evaluator down, and what is left there is lost nodes. On one machine it is
+    the candidate's try, as before."""
     if getattr(e, "preempted", False) or type(e).__name__ == "NodeDiedError":
+        return True
+    if elastic and type(e).__name__ == "ActorUnavailableError":
         return True
     return any(s in str(e) for s in ("its node has died", "node was terminated"))
 
@@ -294,7 +300,7 @@ class EvaluatorPool:
 
     def _requeue(self, batch: list[_Request], e: BaseException | str) -> None:
         last = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        moved = _node_lost(e)
+        moved = _node_lost(e, self.elastic)
         for r in batch:
             if r.future.done():
                 continue

@@ -223,7 +223,7 @@ def _types_of(nodes: dict[str, dict[str, Any]]) -> dict[str, str]:
 
 
 def test_sweep_scales_up_places_by_role_survives_a_node_loss_and_resumes(fake_cluster, tmp_path,
-                                                                         monkeypatch):
+                                                                         monkeypatch, caplog):
     from kbx_ray import engine
     from kbx_ray.config import load_config
     from kbx_ray.llm import base
@@ -273,6 +273,10 @@ def test_sweep_scales_up_places_by_role_survives_a_node_loss_and_resumes(fake_cl
     first = time.time() - t0
     assert killed.get("pids"), "the h100 node to kill was not found"
     assert killed.get("joined"), "no node that joined after the kill evaluated a candidate"
+    lost = [r.getMessage() for r in caplog.records if r.name == "kbx_ray.pools"]
+    # what the lost node held was queued again as a node loss, not as the candidates' failures
+    assert any("lost an evaluator with its node" in m for m in lost), lost
+    assert not any(" died on " in m for m in lost), lost
 
     stop_file.unlink()
     GEN_OPTIONS["delay_s"] = 0.05
