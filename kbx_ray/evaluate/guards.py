@@ -129,7 +129,7 @@ class Monitor:
         hot = any(p in self.tainted for p in map(_ptr, operands))
         if name in READS:
             if hot and not all(_ptr(t) in self.scalars for t in operands):
-                self.torch_ops.add(f"host_read:{name}")
+                self.torch_ops.add(f"{name} read input values on the host")
             return
         if hot and (name not in MOVES or not self._pure_move(name, operands, results)):
             self.torch_ops.add(full)
@@ -166,7 +166,7 @@ class Monitor:
     def read(self, t: Any, how: str) -> None:
         """Values of `t` leave torch for the host (`tolist`, `numpy`) without a dispatched op."""
         if self.watching() and _ptr(t) in self.tainted and _ptr(t) not in self.scalars:
-            self.torch_ops.add(f"host_read:{how}")
+            self.torch_ops.add(f"{how}() read input values on the host")
 
     def launched(self, args: Any, kwargs: Any) -> None:
         """A kernel may write anything it was handed: input taint spreads to all its tensors."""
@@ -183,9 +183,9 @@ class Monitor:
                 if not p:
                     continue
                 if p in self.written:
-                    self.torch_ops.add(f"{self.written[p]}->{kind}")
+                    self.torch_ops.add(f"{self.written[p]} wrote the {kind} (only kernels may)")
                 elif kind == "output" and p not in own and p not in self.fresh:
-                    self.torch_ops.add("output_not_allocated")
+                    self.torch_ops.add("an output not allocated by torch.empty/zeros/full (only kernels may fill one)")
 
 
 def _layout(t: Any) -> tuple:

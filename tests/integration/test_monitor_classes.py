@@ -71,9 +71,9 @@ KERNEL_WRITES = "y = torch.empty_like(x)\n    k[(triton.cdiv(x.numel(), 64),)](x
     (KERNEL_WRITES, True, ""),
     # the kernel writes the answer, then a torch copy overwrites the output with the same values
     (KERNEL_WRITES.replace("return y", "t = y.clone()\n    y.copy_(t)\n    return y"), False,
-     "copy_.default->output"),
+     "copy_.default wrote the output"),
     # an output built by torch from kernel results is torch-written, even though a kernel ran
-    (KERNEL_WRITES.replace("return y", "return y.clone()"), False, "clone.default->output"),
+    (KERNEL_WRITES.replace("return y", "return y.clone()"), False, "clone.default wrote the output"),
     # a constant fill of the output before the kernel writes it is allocation, not a result
     (KERNEL_WRITES.replace("y = torch.empty_like(x)", "y = torch.empty_like(x).fill_(0.0)"),
      True, ""),
