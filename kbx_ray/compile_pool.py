@@ -44,12 +44,17 @@ def _actor_class() -> Any:
 
 def compile_resources(name: str = "") -> dict[str, float]:
     """{name: 1} if named (an autoscaler starts nodes for it); else {"compile": 1} where the
-    cluster has compile nodes now, and nothing (any CPU will do) where it has none."""
+    cluster has compile nodes now or is laid out like cluster.yaml (kbx-role labels: its compile
+    nodes start at zero, and the pending actors make the autoscaler start them; any CPU would put
+    the compiles on the driver's head node), and nothing (any CPU will do) elsewhere."""
     import ray
+
+    from kbx_ray.scaling import role_cluster
 
     if name:
         return {name: 1}
-    return {"compile": 1} if ray.cluster_resources().get("compile", 0) >= 1 else {}
+    has = ray.cluster_resources().get("compile", 0) >= 1
+    return {"compile": 1} if has or role_cluster() else {}
 
 
 class CompilePool:

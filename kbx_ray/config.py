@@ -104,8 +104,9 @@ class EngineConfig:
     compile_workers: int = 2             # CPU compile actors (engine.aot_compile)
     compile_timeout_s: float = 300.0     # per candidate and architecture; then the GPU compiles
     compile_resource: str = ""           # custom resource compile actors ask for; "": `compile` if
-    #                                      the cluster has it now, else any CPU (set `compile` on
-    #                                      an autoscaling cluster so it starts compile nodes)
+    #                                      the cluster has it now or carries kbx-role labels
+    #                                      (cluster.yaml: the autoscaler starts compile nodes), else
+    #                                      any CPU
 
 
 @dataclass
