@@ -16,7 +16,6 @@ exactly that group and the fake nodes' processes.
 """
 from __future__ import annotations
 
-import copy
 import json
 import os
 import signal
@@ -181,7 +180,7 @@ def _gen_backend_factory(cfg: Any) -> Any:
 
 
 @pytest.fixture(scope="module")
-def fake_cluster(tmp_path_factory: pytest.TempPathFactory):
+def fake_cluster():
     import ray
 
     node_types, head_labels = scaled_node_types()
