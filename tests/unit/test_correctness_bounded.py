@@ -1,0 +1,110 @@
+"""The parent's comparison in bounded memory, complex values in full, and the layout contract."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from kbx_ray.evaluate import correctness
+from kbx_ray.evaluate.correctness import DEFAULT_TOLERANCE, _close, layout_problem
+
+
+class _Largest(TorchDispatchMode):
+    """The largest float64 tensor any op makes while active (what a full copy would show)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.largest = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else [out]:
+            if isinstance(t, torch.Tensor) and t.dtype == torch.float64:
+                self.largest = max(self.largest, t.numel())
+        return out
+
+
+def _cases() -> list[tuple[torch.Tensor, torch.Tensor]]:
+    g = torch.Generator().manual_seed(7)
+    r = torch.randn(301, 53, generator=g)
+    near = r + 1e-7 * torch.randn(301, 53, generator=g)
+    off = r.clone()
+    off[200, 9] += 1.0
+    off[250, 1] -= 3.0
+    nan_r = r.clone()
+    nan_r[5, 5] = float("nan")
+    inf_r = r.clone()
+    inf_r[7, 0] = float("inf")
+    wrong_inf = inf_r.clone()
+    wrong_inf[7, 0] = -float("inf")
+    ints = torch.randint(0, 9, (333,), generator=g)
+    ints_off = ints.clone()
+    ints_off[300] += 1
+    return [(near, r), (off, r), (nan_r, nan_r.clone()), (r, nan_r), (inf_r, inf_r.clone()),
+            (wrong_inf, inf_r), (ints_off, ints), (ints, ints.clone()),
+            (near.half(), r.half()), (r[:0], r[:0])]
+
+
+@pytest.mark.parametrize("i", range(10))
+def test_chunked_verdicts_equal_one_pass(monkeypatch, i):
+    """Every verdict field is the same whether the tensors are walked in 7-element chunks or in
+    one pass (the old, unchunked comparison)."""
+    o, r = _cases()[i]
+    whole = _close(o, r, DEFAULT_TOLERANCE)
+    monkeypatch.setattr(correctness, "CHUNK", 7)
+    chunked = _close(o, r, DEFAULT_TOLERANCE)
+    assert (chunked.ok, chunked.kind, chunked.message) == (whole.ok, whole.kind, whole.message)
+    assert chunked.max_abs_err == pytest.approx(whole.max_abs_err, rel=0, abs=0)
+    assert chunked.max_rel_err == pytest.approx(whole.max_rel_err, rel=0, abs=0)
+
+
+def test_verdicts_say_what_is_wrong():
+    cases = _cases()
+    assert _close(*cases[0], DEFAULT_TOLERANCE).ok
+    bad = _close(*cases[1], DEFAULT_TOLERANCE)
+    assert not bad.ok and "2 of 15953 values" in bad.message and "[200, 9]" in bad.message
+    assert bad.max_abs_err == pytest.approx(3.0, rel=1e-6)
+    assert _close(*cases[2], DEFAULT_TOLERANCE).ok
+    assert "NaNs" in _close(*cases[3], DEFAULT_TOLERANCE).message
+    assert _close(*cases[4], DEFAULT_TOLERANCE).ok
+    assert "Infs" in _close(*cases[5], DEFAULT_TOLERANCE).message
+    assert "1 of 333 integer values differ (first at [300]" in _close(*cases[6], DEFAULT_TOLERANCE).message
+
+
+def test_peak_extra_memory_is_one_chunk(monkeypatch):
+    """4M float32 elements: no float64 temporary larger than a chunk (a full copy is 4M)."""
+    monkeypatch.setattr(correctness, "CHUNK", 1 << 16)
+    r = torch.randn(4 << 20)
+    o = r + 1e-8
+    watch = _Largest()
+    with watch:
+        v = _close(o, r, DEFAULT_TOLERANCE)
+    assert v.ok
+    assert 0 < watch.largest <= 1 << 16
+
+
+def test_complex_outputs_are_compared_in_full():
+    """A conjugated result differs only in its imaginary parts, which `double()` drops."""
+    g = torch.Generator().manual_seed(3)
+    r = torch.fft.fftn(torch.randn(8, 16, generator=g))
+    assert _close(r.clone(), r, DEFAULT_TOLERANCE).ok
+    conj = _close(r.conj().resolve_conj(), r, DEFAULT_TOLERANCE)
+    assert not conj.ok and "imaginary part" in conj.message
+    assert not _close(r.conj(), r, DEFAULT_TOLERANCE).ok  # the conjugate bit itself is read too
+    swapped = r.clone()
+    swapped.real[0, 1] += 1.0
+    assert "real part" in _close(swapped, r, DEFAULT_TOLERANCE).message
+
+
+def test_layout_contract():
+    x = torch.empty(4, 6)
+    perm = x.t()
+    assert "non-contiguous" in layout_problem(list(perm.shape), list(perm.stride()), True)
+    assert layout_problem(list(perm.shape), list(perm.stride()), False) == ""  # like torch's ref
+    assert layout_problem([6, 4], [4, 1], False) == ""  # contiguous always passes
+    assert "overlap" in layout_problem([3, 4], [0, 1], False)  # expand: one row read 3 times
+    assert "overlap" in layout_problem([3, 4], [8, 1], False)  # gaps: a strided slice
+    assert layout_problem([5, 1, 3], [3, 99, 1], True) == ""  # size-1 strides say nothing
+    assert layout_problem([0, 3], [7, 7], True) == ""
