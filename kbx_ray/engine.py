@@ -285,6 +285,7 @@ async def _run_cells(p: SweepPlan, sinks: Any, pools: dict) -> None:
             await asyncio.sleep(30)
             sinks.write_metrics(replica_gauges(list(backends.values())))
             for name, pool in pools.items():
+                pool.grow()  # elastic pools: nodes of the pool's type beyond those asked for
                 log.info(pool.stats.line(name, len(pool.actors)))
             compiler = next((pool.compiler for pool in pools.values() if pool.compiler), None)
             if compiler is not None:

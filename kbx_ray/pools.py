@@ -133,8 +133,10 @@ class EvaluatorPool:
             self.task_fn = evaluate_in_fresh_process.options(max_retries=0, **self.opts)
             self.actors = [None] * max(n, 1)  # slots: at most one task per GPU at a time
         else:
-            self.actors = [EvaluatorActor.options(max_restarts=-1, **self.opts).remote(
-                self.ecfg, self.mode == "noop") for _ in range(n)]
+            self._new_actor = lambda: EvaluatorActor.options(max_restarts=-1, **self.opts).remote(
+                self.ecfg, self.mode == "noop")
+            self.actors = [self._new_actor() for _ in range(n)]
+        self.per_gpu, self.fixed = per_gpu, cfg.engine.evaluators > 0
         self.batch, self.depth = batching(cfg)
         self.ready_s = max(cfg.engine.actor_ready_s, cfg.engine.pool_wait_s) if self.elastic \
             else cfg.engine.actor_ready_s
@@ -148,6 +150,22 @@ class EvaluatorPool:
             live = actors_for(self.pool, 0, 0, per_gpu) if pool_gpus(self.pool) else 0
             return scaling.evaluator_target(self.pool, cfg, live, n_todo)
         return actors_for(self.pool, cfg.engine.evaluators, self.reserved, per_gpu)
+
+    def grow(self) -> int:
+        """Elastic pools: one more evaluator per slot of the pool's nodes beyond those it has (nodes
+        started for another reason, or min_workers raised mid-sweep); how many it added. Those
+        asked for at start need nothing here: they were pending, and start when placed."""
+        if not self.elastic or self.fixed or self.mode == "task" or self.injected:
+            return 0
+        live = actors_for(self.pool, 0, 0, self.per_gpu) if pool_gpus(self.pool) else 0
+        new = [self._new_actor() for _ in range(live - len(self.actors))]
+        self.actors += new
+        if new and self._loop is not None and not self._loop.is_closed():
+            self._dispatchers += [self._loop.create_task(self._dispatch(a))
+                                  for a in new for _ in range(self.depth)]
+        if new:
+            log.info("pool %s: %d more evaluator(s) for nodes that joined", self.pool.name, len(new))
+        return len(new)
 
     async def start(self) -> None:
         """Hand out only actors that came up: one that cannot be placed (too few CPUs or GPUs of

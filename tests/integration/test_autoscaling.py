@@ -133,7 +133,7 @@ class PrivateAutoscalingCluster:
                 pass
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
-                self.proc.wait(20)
+                self.proc.wait(5)  # it drains for up to 30 s otherwise; nothing here needs that
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
         for proc in children:  # the monitor's fake nodes, which may have left the group
@@ -141,6 +141,64 @@ class PrivateAutoscalingCluster:
                 proc.kill()
             except psutil.Error:
                 pass
+
+
+def test_elastic_pool_grows_onto_joining_evaluation_nodes_only(tmp_path):
+    """A node of the pool's type that joins beyond what the pool asked for is taken up by `grow`
+    (the engine calls it every 30 s); the H100-style trap, a generation node with the same GPU
+    type, is never counted nor used. Runs first: it starts and ends its own (non-autoscaling) Ray."""
+    import asyncio
+
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from kbx_ray.config import load_config
+    from kbx_ray.hardware import get_pool
+    from kbx_ray.pools import EvaluatorPool
+    from kbx_ray.suite import get_task
+    from tests.conftest import make_candidate
+
+    node_types, head_labels = scaled_node_types()
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "labels": head_labels,
+                                                      "include_dashboard": False})
+
+    def add(type_name: str) -> Any:
+        res = dict(node_types[type_name]["resources"])
+        return c.add_node(num_cpus=res.pop("CPU"), num_gpus=res.pop("GPU"), resources=res,
+                          labels=node_types[type_name]["labels"])
+
+    first, gen = add(POOLS["h100"]), add(GEN_TYPE)
+    c.wait_for_nodes()
+    ray.init(address=c.address, configure_logging=False, log_to_driver=False)
+    cfg = load_config([f"output_dir={tmp_path}", "engine.mode=noop", "evaluation.device=cpu",
+                       "engine.max_evaluators=1", "engine.eval_batch=1"])
+    task = get_task("activation/relu")
+    cand = make_candidate(task.task_id, task.name, open(task.solution_path).read())
+    pool = EvaluatorPool(get_pool("h100"), cfg, n_todo=100)
+
+    async def scenario() -> tuple[int, int, set[str]]:
+        await pool.start()
+        before = pool.grow()  # one H100 evaluation node, one evaluator: nothing to add
+        second = add(POOLS["h100"])
+        c.wait_for_nodes()
+        added = pool.grow()
+        deadline = time.monotonic() + 60
+        while pool.stats.up < 2 and time.monotonic() < deadline:
+            await pool.evaluate(task, cand)  # the dispatchers run while the new one comes up
+            await asyncio.sleep(0.2)
+        results = await asyncio.gather(*(pool.evaluate(task, cand) for _ in range(16)))
+        assert second.node_id in {r.node_id for r in results}
+        return before, added, {r.node_id for r in results}
+
+    try:
+        assert pool.elastic and len(pool.actors) == 1
+        before, added, used = asyncio.run(scenario())
+        assert (before, added, len(pool.actors), pool.stats.up) == (0, 1, 2, 2)
+        assert gen.node_id not in used and first.node_id in used
+    finally:
+        pool.close()
+        ray.shutdown()
+        c.shutdown()
 
 
 def _gen_backend_factory(cfg: Any) -> Any:
