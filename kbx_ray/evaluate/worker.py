@@ -23,7 +23,7 @@ if DEVICE == "cpu":
 
 import torch  # noqa: E402
 
-from kbx_ray.evaluate import guards, protocol, timing  # noqa: E402
+from kbx_ray.evaluate import guards, protocol, rotation, timing  # noqa: E402
 from kbx_ray.evaluate.inputs import InputCache  # noqa: E402
 
 POISON_MB = 256
@@ -46,6 +46,9 @@ class Worker:
         guards.install_value_readers()
         if DEVICE == "cpu":
             guards.install_bounds_checker()
+            from kbx_ray.evaluate import interp_compat  # bf16, autotune, libdevice as on a GPU
+
+            interp_compat.install()
             guards.install_interpreter_namespace()
         self.mode = guards.make_dispatch_mode()
         self.sentinels = guards.Sentinels(_HARNESS)
@@ -154,14 +157,35 @@ class Worker:
 
     def time(self, req: dict) -> tuple[dict, list[Any]]:
         """Time the candidate on one case; its buffers are kept for `recheck`, which the parent asks
-        for next, outside the exclusive GPU lock (the check needs no quiet GPU)."""
-        args, kwargs = self._inputs(req["case"], req["seed"])
-        t = timing.bench(lambda: self.entry(*args, **kwargs), timing.TimingConfig(**req["timing"]),
-                         DEVICE)
+        for next, outside the exclusive GPU lock (the check needs no quiet GPU). Between timed
+        calls the buffers get the next input set's values (`rotation.py`); the last output of each
+        set goes back, for the parent to compare."""
+        seeds = [int(s) for s in req.get("seeds") or [req["seed"]]]
+        args, kwargs = self._inputs(req["case"], seeds[0])
+        sets = [(seeds[0], self._inputs(req["case"], seeds[0]))]
+        sets += [(s, p) for s in seeds[1:] for p in [self._inputs(req["case"], s)]
+                 if rotation.same_layout(p, (args, kwargs), _scalars)]
+        rot = rotation.Rotation(self.entry, args, kwargs, sets, self._mutated_args,
+                                lambda: guards.MONITOR.launches)
+        try:
+            t = timing.bench(rot.call, timing.TimingConfig(**req["timing"]), DEVICE, rot.between)
+        except CandidateError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a timed call raised: the candidate's error
+            self._check_tampering()
+            raise CandidateError(_error_kind(e), _candidate_tb(e, "kbx_cand_")) from None
         # the timed calls ran unguarded: a patch made only when called often enough shows up here
         self._check_tampering()
         self.timed[req["case"]["name"]] = (args, kwargs)
-        return {"timing": t.to_dict()}, []
+        blobs: list[Any] = []
+        samples = [{"seed": seed, "outputs": _encode(outs, blobs)} for seed, outs in rot.samples()]
+        checked = {"calls": rot.calls, "launchless": rot.launchless, "repeated": rot.repeated,
+                   "error": rot.error, "samples": samples}
+        return {"timing": t.to_dict(), "timed_check": checked}, blobs
+
+    def _mutated_args(self, args: tuple, kwargs: dict) -> list[Any]:
+        bound = self.sig.bind(*args, **kwargs).arguments if self.sig and self.mutates else {}
+        return [bound[m] for m in self.mutates if m in bound]
 
     def recheck(self, req: dict) -> tuple[dict, list[Any]]:
         """Fresh values written into the very buffers that were just timed, then one checked call:
@@ -208,7 +232,9 @@ class Worker:
         info = {
             "launches": guards.MONITOR.launches,
             "torch_ops": sorted(guards.MONITOR.torch_ops),
-            "aliased": any(_overlaps(o, t) for o in returned for t in inputs),
+            # an output that IS a declared-mutated argument (in-place and `out=` contracts)
+            "aliased": any(_overlaps(o, t) for o in returned if not _is_one_of(o, mutated_args)
+                           for t in inputs),
             "mutated": [i for i, (t, p) in enumerate(zip(inputs, pristine))
                         if not any(t is m for m in mutated_args) and not _same(t, p)],
             "structure": _structure(out),
@@ -301,6 +327,12 @@ def _same(a: Any, b: Any) -> bool:
     return bool(torch.equal(a, b))
 
 
+def _is_one_of(t: Any, args: list[Any]) -> bool:
+    """`t` is one of `args` itself, or a view with the very same elements."""
+    return any(t is a or (t.data_ptr() == a.data_ptr() and t.dtype == a.dtype
+                          and t.shape == a.shape and t.stride() == a.stride()) for a in args)
+
+
 def _overlaps(a: Any, b: Any) -> bool:
     if a.numel() == 0 or b.numel() == 0:
         return False
@@ -363,16 +395,23 @@ def _fill_free_blocks(input_bytes: int) -> None:
 
 
 def _encode(outs: list[Any], blobs: list[Any]) -> list[dict]:
+    """Outputs to the wire; one that cannot be read as plain bytes (a conjugate or negative view,
+    a storage the candidate freed) is the candidate's error, not the harness's."""
     metas = []
-    for t in outs:
-        meta, raw = protocol.tensor_to_wire(t)
+    for i, t in enumerate(outs):
+        try:
+            meta, raw = protocol.tensor_to_wire(t)
+        except Exception as e:  # noqa: BLE001
+            raise CandidateError("runtime_error", f"output {i} cannot be read back as plain "
+                                 f"{t.dtype} values ({type(e).__name__}: {e}); return a "
+                                 "materialised tensor (e.g. .resolve_conj())") from None
         metas.append(meta)
         blobs.append(raw)
     return metas
 
 
 _HARNESS = (globals(), vars(protocol), vars(timing), vars(sys.modules[InputCache.__module__]),
-            vars(InputCache), vars(Worker))
+            vars(InputCache), vars(Worker), vars(rotation), vars(rotation.Rotation))
 
 
 def main() -> None:

@@ -1,0 +1,349 @@
+"""Make the Triton interpreter (CPU mode) judge honest kernels as a GPU would, or say it cannot.
+
+Under TRITON_INTERPRET=1 three constructs that are right on a GPU went wrong, and were filed as the
+candidate's fault:
+- bfloat16: the interpreter keeps bf16 as raw uint16 bit patterns and runs numpy on them, so
+  arithmetic, comparisons, min/max, reductions, scans, dot and fma computed on integers, and
+  fp32 -> bf16 truncated. Here every compute op decodes bf16 to fp32 (exact), computes, and rounds
+  back to nearest-even (fp32 has more than 2x8+2 bits, so one rounding gives the correctly rounded
+  bf16 result); wider sources (fp64, integers) are rounded to odd at fp32 first.
+- `@triton.autotune` with several configs benchmarks through the GPU driver: here the first config
+  left after pruning is run once as its "benchmark" (its hooks run, in the open) and chosen.
+- `triton.language.extra.libdevice` is a module of stubs that return None outside the compiler:
+  they and the CUDA libdevice functions dispatch here to numpy implementations by symbol.
+What cannot be made right raises `InterpreterUnsupported` (a NotImplementedError), which leaves the
+launch as such and is filed `unsupported_interpreter`. Only class attributes of the interpreter and
+the existing names of the libdevice modules change: no new module-level name reaches a candidate.
+"""
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from typing import Any, Callable
+
+import numpy as np
+
+
+class InterpreterUnsupported(NotImplementedError):
+    """A construct that runs on a GPU but that the Triton interpreter cannot run faithfully."""
+
+
+def bf16_to_f32(bits: Any) -> np.ndarray:
+    return (np.asarray(bits).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def to_bf16(x: Any, rtz: bool = False) -> np.ndarray:
+    """bf16 bit patterns of `x` (any numpy dtype), rounded to nearest-even (or toward zero)."""
+    x = np.asarray(x)
+    with np.errstate(all="ignore"):
+        if x.dtype in (np.float32, np.float16):
+            f = x.astype(np.float32)
+        else:  # round to odd at fp32 (24 bits >= 8 + 2), so that the final rounding is exact
+            d = x.astype(np.float64)
+            f = np.atleast_1d(d.astype(np.float32))
+            d1 = np.atleast_1d(d)
+            inexact = (f.astype(np.float64) != d1) & np.isfinite(d1)
+            over = inexact & (np.abs(f.astype(np.float64)) > np.abs(d1))
+            f[over] = np.nextafter(f[over], np.float32(0))
+            f = (f.view(np.uint32) | inexact.astype(np.uint32)).view(np.float32).reshape(d.shape)
+        b = np.asarray(f).view(np.uint32)
+        out = b >> np.uint32(16) if rtz else (
+            (b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))
+        return np.where(np.isnan(f), np.uint32(0x7FC0), out).astype(np.uint16)
+
+
+def install() -> None:
+    """Patch the interpreter in this (CPU worker) process; call once, before any candidate."""
+    from triton.runtime import interpreter as it
+
+    _install_bf16(it)
+    _install_unsupported(it)
+    _install_autotune()
+    _install_libdevice(it)
+
+
+# ---- bfloat16 ----------------------------------------------------------------------------------
+def _install_bf16(it: Any) -> None:
+    import triton.language as tl
+    from triton._C.libtriton import ir
+
+    bf16, B = tl.bfloat16, it.InterpreterBuilder
+    fp8 = {tl.float8e5, tl.float8e5b16, tl.float8e4nv, tl.float8e4b8, tl.float8e4b15}
+
+    def isbf(h: Any) -> bool:
+        return getattr(h.dtype, "scalar", h.dtype) == bf16
+
+    def val(h: Any) -> np.ndarray:
+        return bf16_to_f32(h.data) if isbf(h) else h.data
+
+    def pack(out: Any, like: Any) -> Any:
+        out = np.asarray(out)
+        if out.dtype == np.bool_ or not np.issubdtype(out.dtype, np.floating):
+            return it.TensorHandle(out, like.dtype.scalar)
+        return it.TensorHandle(to_bf16(out), bf16)
+
+    orig = {k: getattr(B, k) for k in ("binary_op", "unary_op", "cast_impl", "create_fp_to_fp",
+                                       "create_fma", "create_dot", "create_clampf",
+                                       "create_atomic_rmw")}
+
+    def binary_op(self: Any, lhs: Any, rhs: Any, op: Callable) -> Any:
+        if not (isbf(lhs) or isbf(rhs)):
+            return orig["binary_op"](self, lhs, rhs, op)
+        with np.errstate(all="ignore"):
+            return pack(op(val(lhs), val(rhs)), lhs)
+
+    def unary_op(self: Any, arg: Any, op: Callable) -> Any:
+        if not isbf(arg):
+            return orig["unary_op"](self, arg, op)
+        with np.errstate(all="ignore"):
+            return pack(op(val(arg)), arg)
+
+    def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
+        s, d = src.dtype.scalar, dst_type.scalar
+        if (s == bf16) == (d == bf16):
+            return orig["cast_impl"](self, src, dst_type)
+        if d == bf16:
+            return it.TensorHandle(to_bf16(src.data), bf16)
+        with np.errstate(all="ignore"):
+            return it.TensorHandle(val(src).astype(it._get_np_dtype(d)), d)
+
+    def create_fp_to_fp(self: Any, src: Any, dst_type: Any, rounding_mode: Any) -> Any:
+        s, d = src.dtype.scalar, dst_type.scalar
+        if d == bf16 and s not in fp8 and s != bf16:
+            return it.TensorHandle(to_bf16(src.data, rtz=rounding_mode == ir.ROUNDING_MODE.RTZ), d)
+        if s == bf16 and d not in fp8:
+            return cast_impl(self, src, dst_type)
+        if d == tl.float16 and s in (tl.float32, tl.float64) and rounding_mode != ir.ROUNDING_MODE.RTZ:
+            return it.TensorHandle(src.data.astype(np.float16), d)  # numpy rounds to nearest-even
+        return orig["create_fp_to_fp"](self, src, dst_type, rounding_mode)
+
+    def create_fma(self: Any, x: Any, y: Any, z: Any) -> Any:
+        if not isbf(z):
+            return orig["create_fma"](self, x, y, z)
+        prod = np.multiply(val(x), val(y), dtype=np.float64)  # exact: 8 x 8 bits
+        return pack(np.add(prod, val(z), dtype=np.float64), z)
+
+    def create_dot(self: Any, a: Any, b: Any, d: Any, prec: Any, imprecise: Any) -> Any:
+        if not (isbf(a) or isbf(b) or isbf(d)):
+            return orig["create_dot"](self, a, b, d, prec, imprecise)
+        acc = val(d)
+        out = np.matmul(val(a), val(b), dtype=acc.dtype) + acc
+        return pack(out, d) if isbf(d) else it.TensorHandle(out, d.dtype.scalar)
+
+    def create_clampf(self: Any, arg: Any, lo: Any, hi: Any, propagate_nans: Any) -> Any:
+        if not isbf(arg):
+            return orig["create_clampf"](self, arg, lo, hi, propagate_nans)
+        x, a, b = val(arg), val(lo), val(hi)
+        out = (np.fmin(np.fmax(x, a), b) if propagate_nans == ir.PROPAGATE_NAN.NONE
+               else np.clip(x, a, b))
+        return pack(out, arg)
+
+    def create_atomic_rmw(self: Any, op: Any, ptr: Any, value: Any, mask: Any, *a: Any) -> Any:
+        if isbf(value):
+            raise InterpreterUnsupported("atomics on bfloat16 are not supported by the Triton "
+                                         "interpreter (CPU mode); they run on a GPU")
+        return orig["create_atomic_rmw"](self, op, ptr, value, mask, *a)
+
+    for name, fn in (("binary_op", binary_op), ("unary_op", unary_op), ("cast_impl", cast_impl),
+                     ("create_fp_to_fp", create_fp_to_fp), ("create_fma", create_fma),
+                     ("create_dot", create_dot), ("create_clampf", create_clampf),
+                     ("create_atomic_rmw", create_atomic_rmw)):
+        setattr(B, name, fn)
+    _install_bf16_reductions(it, isbf)
+
+
+def _install_bf16_reductions(it: Any, isbf: Callable) -> None:
+    """Sums, scans and min/max reduce the decoded values in fp32 and round once."""
+    R, S = it.ReduceOps, it.ScanOps
+    r_sum, r_minmax, s_sum, s_prod = R.sum, R.min_max, S.cumsum, S.cumprod
+
+    def sum_(self: Any, input: Any) -> Any:
+        if not isbf(input.handle):
+            return r_sum(self, input)
+        out = np.sum(bf16_to_f32(input.handle.data), axis=self.axis, keepdims=self.keep_dims)
+        return self.to_tensor(to_bf16(out), input.dtype)
+
+    def min_max(self: Any, input: Any, val_reduce_op: Any, idx_reduce_op: Any = None) -> Any:
+        x = input[0] if isinstance(input, tuple) else input
+        if not isbf(x.handle):
+            return r_minmax(self, input, val_reduce_op, idx_reduce_op)
+        import triton.language as tl
+
+        data = bf16_to_f32(x.handle.data)
+        kw = {"axis": self.axis, "keepdims": self.keep_dims}
+        v = val_reduce_op and self.to_tensor(to_bf16(val_reduce_op(data, **kw)), x.dtype)
+        i = idx_reduce_op and self.to_tensor(idx_reduce_op(data, **kw), tl.int32)
+        return (v, i) if v is not None and i is not None else (v if v is not None else i)
+
+    def scan(orig: Callable, fn: Callable) -> Callable:
+        def run(self: Any, input: Any) -> Any:
+            if not isbf(input.handle):
+                return orig(self, input)
+            out = fn(bf16_to_f32(input.handle.data), axis=self.axis)
+            return [self.to_tensor(to_bf16(out), dtype=input.dtype)]
+        return run
+
+    R.sum, R.min_max = sum_, min_max
+    S.cumsum, S.cumprod = scan(s_sum, np.cumsum), scan(s_prod, np.cumprod)
+
+
+# ---- unsupported constructs leave the launch as NotImplementedError -----------------------------
+def _install_unsupported(it: Any) -> None:
+    """The interpreter wraps every error of a launch in InterpreterError; one whose cause is a
+    NotImplementedError (ours, or the interpreter's own inline_asm/extern) is re-raised as such."""
+    G = it.GridExecutor
+    call = G.__call__
+
+    def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(self, *args, **kwargs)
+        except it.InterpreterError as e:
+            cause: BaseException | None = e
+            while cause is not None and not isinstance(cause, NotImplementedError):
+                cause = cause.__cause__
+            if cause is None:
+                raise
+            raise InterpreterUnsupported(str(cause)) from None
+
+    G.__call__ = __call__
+
+
+# ---- autotune ----------------------------------------------------------------------------------
+def _install_autotune() -> None:
+    import weakref
+
+    from triton.runtime.autotuner import Autotuner
+
+    first: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+    prune, bench = Autotuner.prune_configs, Autotuner._bench
+
+    def prune_configs(self: Any, kwargs: dict) -> list:
+        configs = prune(self, kwargs)  # prune_configs_by and perf_model run as on a GPU
+        first[self] = configs[0]
+        return configs
+
+    def _bench(self: Any, *args: Any, config: Any, **meta: Any) -> list[float]:
+        if first.get(self) is not config:
+            return [math.inf] * 3
+        return bench(self, *args, config=config, **meta)  # runs kernel_call once, with its hooks
+
+    def run_once(kernel_call: Callable, quantiles: Any = None) -> list[float]:
+        kernel_call()
+        return [0.0, 0.0, 0.0]
+
+    Autotuner.prune_configs, Autotuner._bench = prune_configs, _bench
+    Autotuner.do_bench = property(lambda self: run_once)
+
+
+# ---- libdevice ---------------------------------------------------------------------------------
+def _vec(f: Callable) -> Callable:
+    def g(*xs: Any) -> np.ndarray:
+        def safe(*a: float) -> float:
+            try:
+                return f(*a)
+            except OverflowError:
+                return math.inf
+            except (ValueError, ZeroDivisionError):  # a pole of gamma/lgamma, or outside the domain
+                return math.inf if f is math.lgamma else math.nan
+        return np.frompyfunc(safe, len(xs), 1)(*xs).astype(np.float64)
+    return g
+
+
+def _erfinv(x: float) -> float:
+    if not -1.0 <= x <= 1.0:
+        return math.nan
+    if abs(x) == 1.0:
+        return math.copysign(math.inf, x)
+    y = statistics.NormalDist().inv_cdf((x + 1.0) / 2.0) / math.sqrt(2.0)
+    for _ in range(2):  # Newton on erf: relative accuracy for tiny x too
+        y -= (math.erf(y) - x) / (2.0 / math.sqrt(math.pi) * math.exp(-y * y))
+    return y
+
+
+def _ndtri(p: float) -> float:
+    if p <= 0.0 or p >= 1.0:
+        return -math.inf if p == 0.0 else math.inf if p == 1.0 else math.nan
+    return statistics.NormalDist().inv_cdf(p)
+
+
+_SQ2 = math.sqrt(2.0)
+_MATH: dict[str, Callable] = {
+    "erf": _vec(math.erf), "erfc": _vec(math.erfc), "lgamma": _vec(math.lgamma),
+    "tgamma": _vec(math.gamma), "erfinv": _vec(_erfinv),
+    "erfcinv": _vec(lambda x: -_ndtri(x / 2.0) / _SQ2), "normcdf": _vec(lambda x: 0.5 * math.erfc(-x / _SQ2)),
+    "normcdfinv": _vec(_ndtri), "remainder": _vec(math.remainder),
+    "exp": np.exp, "exp2": np.exp2, "exp10": lambda x: np.power(10.0, x), "expm1": np.expm1,
+    "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "sin": np.sin,
+    "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
+    "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
+    "atanh": np.arctanh, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x), "cbrt": np.cbrt,
+    "rcbrt": lambda x: 1.0 / np.cbrt(x), "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
+    "round": lambda x: np.copysign(np.floor(np.abs(x) + 0.5), x), "rint": np.rint,
+    "nearbyint": np.rint, "fabs": np.abs, "abs": np.abs, "sinpi": lambda x: np.sin(np.pi * x),
+    "cospi": lambda x: np.cos(np.pi * x), "saturate": lambda x: np.nan_to_num(np.clip(x, 0, 1)),
+    "logb": lambda x: np.floor(np.log2(np.abs(x))), "cyl_bessel_i0": np.i0,
+    "isnan": np.isnan, "isinf": np.isinf, "finite": np.isfinite, "isfinite": np.isfinite,
+    "signbit": np.signbit, "pow": np.power, "powi": np.power, "atan2": np.arctan2,
+    "hypot": np.hypot, "rhypot": lambda x, y: 1.0 / np.hypot(x, y), "fmod": np.fmod,
+    "copysign": np.copysign, "fdim": lambda x, y: np.where(x > y, x - y, np.where(np.isnan(x - y), x - y, 0.0)),
+    "div_rn": np.divide, "fast_fdivide": np.divide, "add_rn": np.add, "sub_rn": np.subtract,
+    "mul_rn": np.multiply, "rcp_rn": lambda x: 1.0 / x, "sqrt_rn": np.sqrt, "ldexp": np.ldexp,
+    "scalbn": np.ldexp, "fma": lambda x, y, z: x * y + z
+}
+_ALIASES = {"llabs": "abs", "fmaf_rn": "fma", "fma_rn": "fma", "isnand": "isnan", "isinfd": "isinf",
+            "signbitd": "signbit", "isfinited": "isfinite", "finitef": "finite", "powif": "powi",
+            "fast_fdividef": "fast_fdivide", "cyl_bessel_i0f": "cyl_bessel_i0"}
+_CONVERT = re.compile(r"(float|double)2(int|uint|ll|ull)_(rn|rz|rd|ru)$")
+
+
+def _lookup(symbol: str) -> Callable | None:
+    s = symbol.removeprefix("__nv_")
+    s = _ALIASES.get(s, s)
+    for cand in (s, s[:-1] if s.endswith("f") else "", s[1:] if s[:1] in "fd" else "",
+                 s.removeprefix("fast_")[:-1] if s.startswith("fast_") else ""):
+        if cand and _MATH.get(cand) is not None:
+            return _MATH[cand]
+    m = _CONVERT.match(s)
+    if m:
+        return {"rn": np.rint, "rz": np.trunc, "rd": np.floor, "ru": np.ceil}[m.group(3)]
+    return None
+
+
+def _install_libdevice(it: Any) -> None:
+    import triton.language.extra.libdevice as generic
+
+    try:
+        from triton.language.extra.cuda import libdevice as cuda
+    except ImportError:  # pragma: no cover - a build without the CUDA backend
+        return
+    sem = it.interpreter_semantic
+
+    def extern(self: Any, lib: str, path: str, symbol: str, args: list, ret: Any, pure: bool) -> Any:
+        fn = _lookup(symbol)
+        if fn is None:
+            raise InterpreterUnsupported(f"libdevice {symbol} has no implementation under the "
+                                         "Triton interpreter (CPU mode); it runs on a GPU")
+        rty = getattr(ret, "scalar", ret)
+        with np.errstate(all="ignore"):
+            if fn is _MATH["fma"]:  # rounds once: a product and a sum in float64 would round twice
+                fma = it._interpreter.fma_fp32 if rty == it.tl.float32 else it._interpreter.fma_fp64
+                out = fma(*np.broadcast_arrays(*(a.data for a in args)))
+            else:
+                out = fn(*(a.data.astype(np.float64) if a.data.dtype.kind == "f" else a.data
+                           for a in args))
+            return it.TensorHandle(np.asarray(out).astype(it._get_np_dtype(rty)), rty)
+
+    it.InterpreterBuilder.create_extern_elementwise = extern
+
+    def bind(f: Callable) -> Callable:
+        def call(*args: Any, _semantic: Any = None, **kwargs: Any) -> Any:
+            return f(*args, _semantic=_semantic or sem, **kwargs)
+        call.__name__ = call.__qualname__ = f.__name__
+        return call
+
+    for name, f in list(vars(cuda).items()):
+        if callable(f) and getattr(f, "__triton_builtin__", False):
+            setattr(cuda, name, bind(f))
+            if callable(getattr(generic, name, None)):
+                setattr(generic, name, getattr(cuda, name))
