@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -262,6 +263,7 @@ def fake_cluster():
         ray.shutdown()
         c.shutdown()
         os.environ.pop("RAY_AUTH_MODE", None)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _nodes() -> dict[str, dict[str, Any]]:
