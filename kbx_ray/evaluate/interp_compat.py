@@ -71,15 +71,17 @@ def _install_bf16(it: Any) -> None:
     bf16, B = tl.bfloat16, it.InterpreterBuilder
     fp8 = {tl.float8e5, tl.float8e5b16, tl.float8e4nv, tl.float8e4b8, tl.float8e4b15}
 
-    def isbf(h: Any) -> bool:
-        return getattr(h.dtype, "scalar", h.dtype) == bf16
+    def isbf(h: Any) -> bool:  # a comparison's handle keeps its operands' dtype: look at the data
+        return getattr(h.dtype, "scalar", h.dtype) == bf16 and np.asarray(h.data).dtype == np.uint16
 
     def val(h: Any) -> np.ndarray:
         return bf16_to_f32(h.data) if isbf(h) else h.data
 
     def pack(out: Any, like: Any) -> Any:
         out = np.asarray(out)
-        if out.dtype == np.bool_ or not np.issubdtype(out.dtype, np.floating):
+        if out.dtype == np.bool_:
+            return it.TensorHandle(out, tl.int1)
+        if not np.issubdtype(out.dtype, np.floating):
             return it.TensorHandle(out, like.dtype.scalar)
         return it.TensorHandle(to_bf16(out), bf16)
 
@@ -204,7 +206,12 @@ def _install_unsupported(it: Any) -> None:
                 cause = cause.__cause__
             if cause is None:
                 raise
-            raise InterpreterUnsupported(str(cause)) from None
+            if isinstance(cause, InterpreterUnsupported):
+                raise InterpreterUnsupported(str(cause)) from None
+            import triton
+
+            raise InterpreterUnsupported(f"not supported by the Triton interpreter (CPU mode, triton "
+                                         f"{triton.__version__}): {cause}") from None
 
     G.__call__ = __call__
 
