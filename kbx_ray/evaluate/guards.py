@@ -98,6 +98,8 @@ class Monitor:
         self.fresh: set[int] = set()
         self.passed: set[tuple] = set()   # the input tensors exactly as the call received them
         self.scalars: set[int] = set()    # inputs whose whole storage is one value
+        self.by_kernel: set[int] = set()  # fresh allocations a launch was handed (its results)
+        self.sizes_read = 0               # one-value kernel results read (output sizes)
         self.movement = False             # the task only moves data (its cost has no flops)
 
     def reset(self, inputs: tuple = ()) -> None:
@@ -108,6 +110,7 @@ class Monitor:
         self.tainted = {p for p in map(_ptr, ts) if p}
         self.passed = {_layout(t) for t in ts}
         self.scalars = {_ptr(t) for t in ts if _one_value(t)}  # scalar parameters as tensors
+        self.by_kernel, self.sizes_read = set(), 0
 
     def watching(self) -> bool:
         return self.active and not self.paused
@@ -124,11 +127,12 @@ class Monitor:
             for p in map(_ptr, results):
                 self.written.pop(p, None)
                 self.tainted.discard(p)
+                self.by_kernel.discard(p)
                 self.fresh.add(p)
             return
         hot = any(p in self.tainted for p in map(_ptr, operands))
         if name in READS:
-            if hot and not all(_ptr(t) in self.scalars for t in operands):
+            if hot and not all(self._may_read(t) for t in operands):
                 self.torch_ops.add(f"{name} read input values on the host")
             return
         if hot and (name not in MOVES or not self._pure_move(name, operands, results)):
@@ -165,12 +169,25 @@ class Monitor:
 
     def read(self, t: Any, how: str) -> None:
         """Values of `t` leave torch for the host (`tolist`, `numpy`) without a dispatched op."""
-        if self.watching() and _ptr(t) in self.tainted and _ptr(t) not in self.scalars:
+        if self.watching() and _ptr(t) in self.tainted and not self._may_read(t):
             self.torch_ops.add(f"{how}() read input values on the host")
+
+    def _may_read(self, t: Any) -> bool:
+        """Host reads allowed on input-derived data: a scalar parameter, and up to 8 one-value
+        results of kernels per call (a count that sizes the next allocation, as masked_select
+        needs); a one-value clone made by torch is neither."""
+        p = _ptr(t)
+        if p in self.scalars:
+            return True
+        if p in self.by_kernel and p not in self.written and _one_value(t) and self.sizes_read < 8:
+            self.sizes_read += 1
+            return True
+        return False
 
     def launched(self, args: Any, kwargs: Any) -> None:
         """A kernel may write anything it was handed: input taint spreads to all its tensors."""
         ptrs = [p for p in map(_ptr, _tensors_of((args, kwargs))) if p]
+        self.by_kernel.update(p for p in ptrs if p in self.fresh)
         if any(p in self.tainted for p in ptrs):
             self.tainted.update(ptrs)
 
