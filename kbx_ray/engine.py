@@ -42,9 +42,10 @@ class SweepPlan:
     n_cells: int
     done: set[str]
     cfg: Config
+    samples: dict[str, int] | None = None  # task id -> samples, where a replay source says
 
     def cells(self) -> Iterator[Cell]:
-        return iter_cells(self.cfg, list(self.tasks.values()), list(self.pools))
+        return iter_cells(self.cfg, list(self.tasks.values()), list(self.pools), self.samples)
 
     def todo(self) -> Iterator[Cell]:
         return (c for c in self.cells() if c.cell_id not in self.done)
@@ -69,18 +70,20 @@ def resolve_pools(names: list[str]) -> dict[str, hardware.HardwarePool]:
 
 def plan(cfg: Config) -> SweepPlan:
     """Everything that can be checked before Ray starts: config, tasks, pools, the grid, resume,
-    and that a replay source answers every cell."""
+    and that a replay source answers every cell (another harness's kernels name the tasks)."""
     from kbx_ray.config_checks import validate
     from kbx_ray.dry_run import check_replay
+    from kbx_ray.grid import narrow_to_sources
 
     validate(cfg)
-    tasks = load_suite(cfg.suite.path, cfg.suite.include or None, cfg.suite.name)
+    include, samples = narrow_to_sources(cfg)
+    tasks = load_suite(cfg.suite.path, include, cfg.suite.name)
     pools = resolve_pools(cfg.hardware)
     sid = sweep_id(cfg)
     sweep_dir = Path(cfg.output_dir) / sid
     done = done_cells(sweep_dir) if sweep_dir.exists() else set()
     p = SweepPlan(sid, sweep_dir, {t.task_id: t for t in tasks}, pools,
-                  count_cells(cfg, tasks), done, cfg)
+                  count_cells(cfg, tasks, samples), done, cfg, samples)
     check_replay(p)
     return p
 

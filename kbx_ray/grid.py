@@ -3,13 +3,17 @@
 Each variant is its preset as loaded with the command line's `method.*` / `model.*` keys applied,
 so a key given once reaches every variant of the axis; a rounds axis multiplies only the methods
 that run rounds. Cells are produced lazily, each with a stable id (resume skips recorded ones).
+A sweep that replays another harness's kernels covers the tasks and samples they hold
+(`narrow_to_sources`), not the whole suite.
 """
 from __future__ import annotations
 
 import hashlib
 import itertools
 import json
+import logging
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Iterator
 
 from omegaconf import DictConfig, OmegaConf
@@ -17,6 +21,9 @@ from omegaconf import DictConfig, OmegaConf
 from kbx_ray.config import (
     Config, ConfigError, MethodConfig, ModelConfig, _load_group, _merge,
 )
+from kbx_ray.suite import select_ids
+
+log = logging.getLogger(__name__)
 
 ROUND_KINDS = ("repair", "parallel", "agentic")  # methods that run refinement rounds
 
@@ -86,8 +93,10 @@ def grid_axes(cfg: Config, tasks: list[Any]) -> tuple[list[Any], list[Any], list
     return tasks, methods(cfg), models(cfg), range(cfg.sweep.samples)
 
 
-def iter_cells(cfg: Config, tasks: list[Any], pools: list[str]) -> Iterator[Cell]:
-    """The grid task x method x model x sample, lazily, each with a stable cell id."""
+def iter_cells(cfg: Config, tasks: list[Any], pools: list[str],
+               per_task: dict[str, int] | None = None) -> Iterator[Cell]:
+    """The grid task x method x model x sample, lazily, each with a stable cell id; `per_task`
+    (task id -> samples) replaces `sweep.samples` for the tasks it names."""
     tasks, methods, models, samples = grid_axes(cfg, tasks)
     hw = tuple(pools)
     keyed_methods = [(m, _json(OmegaConf.to_container(OmegaConf.structured(m)))) for m in methods]
@@ -99,7 +108,7 @@ def iter_cells(cfg: Config, tasks: list[Any], pools: list[str]) -> Iterator[Cell
     for task, (method, mk), (model, mok) in itertools.product(tasks, keyed_methods, keyed_models):
         head = hashlib.sha256(
             f"[{_json(task.task_id)}, {_json(task.task_hash)}, {mk}, {mok}, ".encode())
-        for sample in samples:
+        for sample in range(per_task.get(task.task_id, len(samples))) if per_task else samples:
             h = head.copy()
             h.update(f"{sample}{tail}".encode())
             yield Cell(h.hexdigest()[:16], task.task_id, method, model, sample, hw)
@@ -110,10 +119,96 @@ def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def count_cells(cfg: Config, tasks: list[Any]) -> int:
+def count_cells(cfg: Config, tasks: list[Any], per_task: dict[str, int] | None = None) -> int:
     t, m, mo, s = grid_axes(cfg, tasks)
-    return len(t) * len(m) * len(mo) * len(s)
+    n = sum(per_task.get(x.task_id, len(s)) for x in t) if per_task else len(t) * len(s)
+    return n * len(m) * len(mo)
 
 
 def expand(cfg: Config, tasks: list[Any], pools: list[str]) -> list[Cell]:
     return list(iter_cells(cfg, tasks, pools))
+
+
+def narrow_to_sources(cfg: Config) -> tuple[list[str] | None, dict[str, int] | None]:
+    """(the tasks to load, samples per task) of the sweep: `suite.include` as given, unless every
+    model replays another harness's kernels (llm/replay_files.py). Then the grid covers the tasks
+    those hold, each with as many samples as it holds kernels (at most `sweep.samples` where a
+    config sets it), said in one log line. An explicit `suite.include` still chooses: it is
+    intersected with them, and a task id it names that no kernel answers is an error."""
+    from kbx_ray.llm.replay import build, held_tasks
+
+    include = list(cfg.suite.include) or None
+    variants = models(cfg)
+    if any(m.backend != "replay" for m in variants):
+        return include, None
+    backends = [build(m) for m in variants]
+    helds = [held_tasks(b) for b in backends]
+    listing = _suite_ids(cfg)
+    if any(h is None for h in helds) or listing is None:
+        return include, None  # a sweep's generations answer the grid; a bad suite.path says so
+    held: dict[str, int] = {}
+    for h in helds:
+        for task_id, n in (h or {}).items():
+            held[task_id] = max(held.get(task_id, 0), n)
+    listed, known = listing
+    where = ", ".join(dict.fromkeys(str(b.opts.path) for b in backends))
+    unknown = [t for t in held if t not in known]
+    if unknown:
+        at = f" at {cfg.suite.path}" if cfg.suite.path else ""
+        raise ConfigError(f"replay source {where} holds kernels for {len(unknown)} task(s) that "
+                          f"suite={cfg.suite.name}{at} lacks "
+                          f"({', '.join(unknown[:5])}): fix their \"file\" fields, or point "
+                          "suite.path at their tree")
+    if include:
+        named = {str(p).strip().rstrip("/") for p in include}
+        chosen = [i for i in select_ids(known, include) if i in listed or i in named]
+        skip = all(b.opts.on_missing == "skip" for b in backends)
+        lacking = [i for i in chosen if i in named and i not in held]
+        if lacking and not skip:
+            raise ConfigError(f"suite.include names {len(lacking)} task(s) that {where} holds no "
+                              f"kernel for: {', '.join(lacking)}: drop them from suite.include, or "
+                              "set model.options.on_missing=skip to record them as no_code_block")
+        ids = [i for i in chosen if i in held or i in lacking]
+        if not ids:
+            raise ConfigError(f"suite.include and {where} share no task: include some of "
+                              f"{', '.join(list(held)[:5])}, or leave suite.include out")
+        log.info("replay: %d of the %d tasks suite.include selects have kernels in %s; the sweep "
+                 "covers those", len([i for i in ids if i in held]), len(chosen), where)
+    else:
+        ids = [i for i in known if i in held]
+        log.info("replay: %d of %d tasks have kernels in %s; the sweep covers those", len(ids),
+                 len(listed), where)
+    cap = cfg.sweep.samples if _sets_samples(cfg) else None
+    return ids, {i: min(held.get(i, 1), cap or held.get(i, 1)) for i in ids}
+
+
+def _sets_samples(cfg: Config) -> bool:
+    """`sweep.samples` set by the command line or a sweep preset (1 is also the default)."""
+    return cfg.sweep.samples != 1 or any(o.lstrip("+").split("=")[0] == "sweep.samples"
+                                         for o in cfg.overrides)
+
+
+def _suite_ids(cfg: Config) -> tuple[list[str], list[str]] | None:
+    """(the suite's listed task ids, every id it loads), listed without building a task; None where
+    the suite's folder cannot be listed (loading it then names the problem)."""
+    from kbx_ray.suite import DEFAULT_ROOT, SuiteError
+
+    root = Path(cfg.suite.path or DEFAULT_ROOT).expanduser().resolve()
+    try:
+        if cfg.suite.name == "kbx":
+            ids = [p.parent.relative_to(root).as_posix() for p in sorted(root.glob("*/*/task.py"))]
+            return ids, ids
+        if cfg.suite.name == "kernelbench" and cfg.suite.path:
+            from kbx_ray.suites.kernelbench import problem_files
+
+            ids = list(problem_files(root))
+            return ids, ids
+        if cfg.suite.name == "kernelbenchx" and cfg.suite.path:
+            from kbx_ray.suites import kbx_tree
+
+            located, broken = kbx_tree.locate(*kbx_tree.task_list(root))
+            listed = [i for i, loc in located.items() if loc.listed] + list(broken)
+            return listed, listed + [i for i in located if i not in listed]
+    except (SuiteError, OSError):
+        pass
+    return None

@@ -13,13 +13,15 @@ Input (`model.options.path`): a sweep folder, its `generations/` folder or one `
 schema of kbx_ray/sinks/parquet.py), or a `.jsonl` file of objects with at least `task_id`,
 `sample`, `round` and `completion` (optional: `branch`, `method`, `model`, `finish_reason`, token
 counts); or another harness's kernels: KernelBench-X's `{"predict", "file"}` JSONL or a folder of
-`.py` files (replay_files.py).
+`.py` files (replay_files.py). Such a source also names the grid: a sweep of it covers the tasks
+and samples it holds (`held_tasks`, grid.narrow_to_sources), not the whole suite.
 """
 from __future__ import annotations
 
 import json
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
@@ -51,6 +53,12 @@ class ReplayOptions:
 
 
 def read_rows(path: str | Path, columns: tuple[str, ...] = REQUIRED + OPTIONAL) -> list[dict]:
+    return read_source(path, columns)[0]
+
+
+def read_source(path: str | Path, columns: tuple[str, ...] = REQUIRED + OPTIONAL,
+                ) -> tuple[list[dict], bool]:
+    """(rows, whether they are another harness's kernels: replay_files.py's JSONL or folder)."""
     p = Path(path).expanduser()
     if not p.exists():
         raise ReplayError(f"replay source {p} does not exist: set model.options.path to a sweep "
@@ -64,13 +72,15 @@ def read_rows(path: str | Path, columns: tuple[str, ...] = REQUIRED + OPTIONAL) 
                 rows += [json.loads(line)] if line.strip() else []
             except json.JSONDecodeError as e:
                 raise ReplayError(f"replay source {p}: line {i}: not JSON ({e.msg})") from None
-        return replay_files.prediction_rows(rows, p) if replay_files.is_predictions(rows) else rows
+        if replay_files.is_predictions(rows):
+            return replay_files.prediction_rows(rows, p), True
+        return rows, False
     if p.is_dir() and not any(p.rglob("*.parquet")):  # another harness's kernels, one per file
-        return replay_files.folder_rows(p)
+        return replay_files.folder_rows(p), True
     import pyarrow.dataset as ds
 
     data = ds.dataset(p, format="parquet")
-    return data.to_table(columns=[c for c in columns if c in data.schema.names]).to_pylist()
+    return data.to_table(columns=[c for c in columns if c in data.schema.names]).to_pylist(), False
 
 
 def index_rows(rows: list[dict], opts: ReplayOptions, where: str) -> dict[Key, dict]:
@@ -103,8 +113,10 @@ def index_rows(rows: list[dict], opts: ReplayOptions, where: str) -> dict[Key, d
 class ReplayBackend:
     name = "replay"
 
-    def __init__(self, table: dict[Key, dict], opts: ReplayOptions, label: str) -> None:
+    def __init__(self, table: dict[Key, dict], opts: ReplayOptions, label: str,
+                 from_files: bool = False) -> None:
         self.table, self.opts, self.label = table, opts, label
+        self.from_files = from_files  # another harness's kernels: they name the tasks to run
         self.skipped = 0
         self.methods = {k[4] for k in table} - {None}  # the methods the source's rows name
 
@@ -147,6 +159,15 @@ class ReplayBackend:
                           peer_verdict=row.get("peer_verdict") or "")
 
 
+def held_tasks(backend: ReplayBackend) -> dict[str, int] | None:
+    """Task id -> kernels held, in input order, when the source is another harness's kernels
+    (every one a round-0 sample): the tasks and samples a sweep of them covers. None for a sweep's
+    generations, which answer whatever grid of rounds and methods is asked of them."""
+    if not backend.from_files:
+        return None
+    return dict(Counter(k[0] for k in backend.table if k[2] == 0 and k[3] == 0))
+
+
 def unanswered(backend: ReplayBackend, cells: Iterable[Any]) -> tuple[int, int, str]:
     """(cells whose first round the source cannot answer, cells checked, the first one named).
     Later rounds depend on verdicts and are checked when they are asked for."""
@@ -178,6 +199,7 @@ def build(cfg: Any) -> ReplayBackend:
         raise ReplayError("model.options.on_missing must be error|skip and duplicates error|first|last")
     opts.where = dict(opts.where)
     cols = REQUIRED + OPTIONAL + tuple(k for k in opts.where if k not in REQUIRED + OPTIONAL)
-    table = index_rows(read_rows(opts.path, cols), opts, opts.path)
+    rows, from_files = read_source(opts.path, cols)
+    table = index_rows(rows, opts, opts.path)
     log.debug("replay: %d completions from %s", len(table), opts.path)
-    return ReplayBackend(table, opts, getattr(cfg, "name", "replay"))
+    return ReplayBackend(table, opts, getattr(cfg, "name", "replay"), from_files)

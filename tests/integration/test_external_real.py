@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections import Counter
@@ -204,6 +205,39 @@ def test_replay_of_peer_predictions_rejudges_them_with_both_verdicts(tmp_path: P
     assert got[1][3].startswith("no Triton kernel ran") and got[0][3] == got[3][3] == ""
     report = build_report([p.sweep_dir], tmp_path / "report").markdown.read_text()
     assert "Verdicts next to the peer harness's" in report and "no Triton kernel ran" in report
+
+
+@pytest.mark.slow
+def test_the_readme_replay_command_covers_exactly_the_kernels_given(tmp_path: Path):
+    """The README's re-judging command, word for word (suite.path made absolute: it runs in a fresh
+    folder holding preds.jsonl), without suite.include: the sweep narrows itself to the 2 tasks
+    of the 176 the 3 kernels answer, one sample per kernel, on local Ray, on the CPU."""
+    from kbx_ray.sinks import read_table
+
+    readme = (REPO / "README.md").read_text().split("## External suites")[1]
+    (line,) = [ln for ln in readme.splitlines()
+               if ln.startswith("python scripts/sweep.py") and "model=replay" in ln]
+    argv = shlex.split(line)
+    assert argv[2:] == ["suite=kernelbenchx", "suite.path=../shared/external/KernelBenchX/data",
+                        "model=replay", "model.options.path=preds.jsonl"], argv
+    rows = []
+    for name, verdict in (("relu__correct.py", True), ("sub__wrong_alpha.py", False),
+                          ("sub__kernel_function.py", True)):
+        task_id, code = peer_file(name)
+        rows.append({"predict": f"```python\n{code}```", "file": f"{task_id}.py", "ok": verdict})
+    (tmp_path / "preds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = [a.replace("../shared/external/KernelBenchX/data", str(KBX)) for a in argv[2:]]
+    env = dict(os.environ, KBX_SUITE_CACHE=str(tmp_path / "cache"))
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "sweep.py"), *argv], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert ("replay: 2 of 176 tasks have kernels in preds.jsonl; the sweep covers those"
+            in " ".join(r.stderr.split())), r.stderr[-3000:]
+    (sweep_dir,) = (tmp_path / "results").iterdir()
+    ev = read_table(sweep_dir, "evaluations").sort_values(["task_id", "sample"])
+    got = list(zip(ev.task_id, ev["sample"], ev.exec_ok, ev.peer_verdict))
+    assert got == [("Activation/relu", 0, True, "pass"), ("Math/sub", 0, False, "fail"),
+                   ("Math/sub", 1, True, "pass")], got
 
 
 def test_bench_peers_cpu_smoke_explains_every_disagreement(tmp_path: Path):
