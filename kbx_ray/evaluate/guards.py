@@ -184,6 +184,18 @@ class Monitor:
             return True
         return False
 
+    def host_map(self, t: Any, others: tuple, how: str) -> None:
+        """`Tensor.apply_/map_/map2_` run a Python callable per element, in place, dispatching
+        nothing: host compute on whatever they touch, and a torch write of `t`."""
+        if not self.watching():
+            return
+        ts = [t, *_tensors_of(others)]
+        if any(_ptr(x) in self.tainted for x in ts):
+            self.torch_ops.add(f"{how}() computed on input values on the host")
+            self.tainted.add(_ptr(t))
+        self.written[_ptr(t)] = how
+        self.fresh.discard(_ptr(t))
+
     def launched(self, args: Any, kwargs: Any) -> None:
         """A kernel may write anything it was handed: input taint spreads to all its tensors."""
         ptrs = [p for p in map(_ptr, _tensors_of((args, kwargs))) if p]
@@ -278,7 +290,8 @@ def install_launch_counter() -> None:
 
 
 def install_value_readers() -> None:
-    """`Tensor.tolist/numpy/__array__` read values without dispatching an op: report them."""
+    """`Tensor.tolist/numpy/__array__` read values, and `apply_/map_/map2_` compute on them,
+    without dispatching an op: report them."""
     import torch
 
     for name in ("tolist", "numpy", "__array__"):
@@ -290,6 +303,15 @@ def install_value_readers() -> None:
             return __orig(self, *a, **k)
 
         setattr(torch.Tensor, name, reader)
+    for name in ("apply_", "map_", "map2_"):
+        original = getattr(torch.Tensor, name)
+
+        def mapper(self: Any, *a: Any, __orig: Any = original, __name: str = name,
+                   **k: Any) -> Any:
+            MONITOR.host_map(self, a, __name)
+            return __orig(self, *a, **k)
+
+        setattr(torch.Tensor, name, mapper)
 
 
 def install_interpreter_namespace() -> None:

@@ -88,7 +88,7 @@ BANNED_ATTRS = frozenset({
     "CUDAPluggableAllocator", "inline_asm_elementwise", "singledispatch", "mro", "library", "ops",
     "classes", "load_inline", "cpp_extension", "add_pre_run_hook", "pre_run_hooks",
     "launch_enter_hook", "launch_exit_hook", "untyped_storage", "storage", "typed_storage",
-    "knobs", "set_", "__array__", "from_dlpack", "to_dlpack",
+    "knobs", "set_", "__array__", "from_dlpack", "to_dlpack", "apply_", "map_", "map2_",
 })
 
 # torch/triton submodules that reach native code, other streams, the compiler stack, files,
