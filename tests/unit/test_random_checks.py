@@ -8,9 +8,13 @@ rate is what the docstring says), that torch's generator passes over many seeds,
 structured sequence an adversary might return is caught, by the independence checks alone.
 A good hash of the position alone looks random within one output: no check of one output can tell;
 the harness's cross-seed check does (`tests/fixtures/exploits/c9_position_only.py`).
+The check runs in the trusted parent in memory bounded independently of n: a streamed pass in
+steps of CHUNK values, and the any-lag test and repeat count on windows of at most WINDOW values
+(the last tests here show both, and measure the peak).
 """
 from __future__ import annotations
 
+import ctypes
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -140,15 +144,88 @@ def test_small_outputs_skip_the_independence_checks() -> None:
     assert RAND.check([torch.tensor([1.0])], [torch.rand(1)], {"n": 1}) == "values outside [0, 1)"
 
 
+def test_streamed_statistics_equal_the_one_pass_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The streamed pass, in steps far smaller than n, gives the row-wise statistics the calibration
+    tests measure; its KS distance, at the 2^FINE bin edges, is at most the exact one and within a bin."""
+    n = 20011
+    monkeypatch.setattr(RAND, "CHUNK", 1000)  # lags 1-512 read from the step after, 1024 on its own
+    for name, u in {"torch.rand": torch.rand(n, generator=torch.Generator().manual_seed(9)),
+                    "sorted blocks": attacks(n)["sorted blocks of good numbers"]}.items():
+        st, x = RAND.stream(u), u.double()[None]
+        assert torch.allclose(RAND._serial_from(st["sums"][None], n, RAND._lags(n)), RAND.serial_z(x, RAND._lags(n)))
+        assert torch.allclose(RAND._runs_from(st["changes"], st["turns"], n)[None], RAND.runs_z(x)), name
+        assert torch.allclose(RAND._uniformity_from(st["fine"][None].double(), st["cells"][None].double(), n),
+                              RAND.uniformity_z(x)), name
+        s, i = torch.sort(x[0]).values, torch.arange(n, dtype=torch.float64)
+        exact = float(torch.maximum((i + 1) / n - s, s - i / n).max())
+        edges = torch.arange(1, 2 ** RAND.FINE + 1, dtype=torch.float64) / 2 ** RAND.FINE
+        at_edges = float((torch.cumsum(st["fine"], 0).double() / n - edges).abs().max())
+        assert exact - 2 ** -RAND.FINE <= at_edges <= exact, (name, at_edges, exact)
+    assert RAND.stream(torch.cat([torch.rand(5000), torch.tensor([1.0]), torch.rand(5000)])) == "values outside [0, 1)"
+
+
+def test_outputs_beyond_a_window_are_judged_on_secret_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With windows and steps shrunk (WINDOW 4096, CHUNK 16384) an output of 16 windows takes the
+    large cases' path: five windows of at most WINDOW values, at offsets that differ per check, and
+four steps;
+    torch.rand passes, and every structured sequence still fails."""
+    monkeypatch.setattr(RAND, "WINDOW", 4096)
+    monkeypatch.setattr(RAND, "CHUNK", 16384)
+    n = 16 * 4096
+    u = torch.rand(n + 17, generator=torch.Generator().manual_seed(2))
+    views = RAND.windows(u)
+    assert len(views) == 5 and all(256 <= w.numel() <= 4096 for _, w in views)
+    assert len({tuple(name for name, _ in RAND.windows(u)) for _ in range(4)}) > 1  # offsets drawn afresh
+    for seed in range(5):
+        good = torch.rand(n + 17, generator=torch.Generator().manual_seed(100 + seed))
+        assert RAND.check([good], [good], {"n": n + 17}) is None, seed
+    for name, bad in attacks(n).items():
+        why = RAND.check([bad.float()], [u[:n]], {"n": n}) or ""
+        assert "not independent" in why or "KS distance" in why, name
+
+
+def _peak_extra_bytes(fn: Callable[[], object]) -> int:
+    """Peak resident memory that fn adds to the process (Linux): free memory goes back to the system
+    first, then the high-water mark is reset and read after fn."""
+    def kib(key: str) -> int:
+        return next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
+                    if line.startswith(key)) * 1024
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    base = kib("VmRSS:")
+    Path("/proc/self/clear_refs").write_text("5")
+    fn()
+    return kib("VmHWM:") - base
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc to measure peak memory")
+def test_check_memory_is_bounded_whatever_n() -> None:
+    """The check's peak extra memory on CPU tensors of 4M and 16M values: under 768 MiB at both and
+    no larger at 4x the size (it was 109 bytes per value: 1.7 GB at 16M and 7 GB at 64M)."""
+    RAND.check([torch.rand(2 ** 20)], [torch.rand(2 ** 20)], {})  # one-time allocations (FFT plans, pools)
+    peaks = {}
+    for n in (2 ** 22, 2 ** 24):
+        u = torch.rand(n, generator=torch.Generator().manual_seed(4))
+        verdict = []
+        peaks[n] = _peak_extra_bytes(lambda: verdict.append(RAND.check([u], [u], {"n": n})))
+        assert verdict == [None], verdict
+        del u
+    assert all(p < 768 * 2 ** 20 for p in peaks.values()), peaks
+    assert peaks[2 ** 24] < peaks[2 ** 22] + 128 * 2 ** 20, peaks
+
+
 @pytest.mark.gpu
 def test_largest_case_on_the_gpu_passes_torch_and_fails_a_copy() -> None:
     """n = 64M (the largest case): torch's CUDA Philox passes, a tail copied from the head with a
-    shift fails, and the check's peak memory stays under 8 GB (the parent judges in bounded memory)."""
+    shift fails, and so does a second half mirroring the first; the check's peak memory stays under
+    1 GB (the parent judges in bounded memory)."""
     n = 67108864
     u = torch.rand(n, device="cuda", generator=torch.Generator("cuda").manual_seed(3))
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
     assert RAND.check([u], [u], {"n": n}) is None
-    assert torch.cuda.max_memory_allocated() - base < 8 * 2 ** 30
+    assert torch.cuda.max_memory_allocated() - base < 2 ** 30
     bad = torch.cat([u[:-4096], (u[:4096] + 0.5) % 1])
     assert "shifted copy" in (RAND.check([bad], [u], {"n": n}) or "")
+    mirrored = torch.cat([u[:n // 2], (1 - u[:n // 2]).clamp(max=0.99999994)])
+    assert "mirrored copy" in (RAND.check([mirrored], [u], {"n": n}) or "")
