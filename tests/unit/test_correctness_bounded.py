@@ -108,3 +108,18 @@ def test_layout_contract():
     assert "overlap" in layout_problem([3, 4], [8, 1], False)  # gaps: a strided slice
     assert layout_problem([5, 1, 3], [3, 99, 1], True) == ""  # size-1 strides say nothing
     assert layout_problem([0, 3], [7, 7], True) == ""
+
+
+@pytest.mark.gpu
+def test_peak_gpu_memory_of_a_16m_comparison_is_bounded():
+    """16M float32 elements on the GPU: the old comparison's float64 copies and temporaries took
+    over 500 MB (128 MB per float64 copy, several of them); chunks keep it under 160 MB."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    r = torch.randn(4096, 4096, device="cuda")
+    o = r + 1e-7
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    assert _close(o, r, DEFAULT_TOLERANCE).ok
+    assert torch.cuda.max_memory_allocated() - base < 160 << 20
