@@ -58,4 +58,5 @@ def evaluation_row(sweep_id: str, cell: Any, task: Task, a: Any, started: float,
         "finished_at": time.time(), "final": a.final, "stage_s": json.dumps(r.stage_s),
         "peer_verdict": getattr(a.generation, "peer_verdict", "") or None,
         "stricter_reason": peer.of_result(r) or None,
+        "seeds": [int(s) for s in getattr(r, "seeds", ())],
     }

@@ -68,6 +68,7 @@ EVALUATION_SCHEMA = pa.schema([
     #                                       aot_kernels: kernels compiled ahead and seeded
     ("peer_verdict", pa.string()),        # replayed kernels: the peer harness's verdict, if given
     ("stricter_reason", pa.string()),     # why we fail what the peer's check would not (suites/peer)
+    ("seeds", pa.list_(pa.int64())),      # every input seed the evaluation drew (secret, per run)
 ])
 
 SCHEMAS: dict[str, pa.Schema] = {"generations": GENERATION_SCHEMA, "evaluations": EVALUATION_SCHEMA}

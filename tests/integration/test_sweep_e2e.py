@@ -29,6 +29,9 @@ def test_sweep_then_resume(local_ray, tmp_path):
     gen = read_table(p.sweep_dir, "generations")
     assert sorted(ev.task_id) == ["activation/relu", "math/exp", "reduce/sum"]
     assert ev.exec_ok.all() and ev.call_ok.all() and (ev.error_kind == "").all()
+    # the secret input seeds each evaluation drew are recorded, and never repeat across rows
+    seeds = [list(s) for s in ev.seeds]
+    assert all(seeds) and len({tuple(s) for s in seeds}) == len(seeds)
     assert (ev.schema_version == SCHEMA_VERSION).all() and (ev.hardware == "cpu").all()
     assert (ev.device == "cpu").all() and ev.timing_skipped.str.contains("no GPU").all()
     assert set(ev.cell_id) == set(gen.cell_id) and set(ev.candidate_id) == set(gen.candidate_id)
