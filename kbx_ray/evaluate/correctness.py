@@ -153,3 +153,33 @@ def _close(o: torch.Tensor, r: torch.Tensor, table: dict[str, tuple[float, float
                        f"max abs err {max_abs:.3g}, max rel err {max_rel:.3g}; first bad index {idx}"
                        f"{part}: {first_vals[0]:.6g} vs {first_vals[1]:.6g}", max_abs, max_rel)
     return Verdict(True, max_abs_err=max_abs, max_rel_err=max_rel)
+
+
+def seed_dependence(a: torch.Tensor, b: torch.Tensor, limit: int = 1 << 20) -> str:
+    """Why two outputs of a random task, drawn under different seeds, are not independent ('' when
+    nothing shows): the share of positions holding the same value, against the share that two
+    independent draws with these value frequencies would give (about 0 for continuous values,
+    about 1/2 for a dropout mask). A generator that ignores its seed at most positions (a position
+    hash that changes one element per seed) fails, where an all-equal test would pass it."""
+    x, y = a.flatten()[:limit], b.flatten()[:limit]
+    n = min(x.numel(), y.numel())
+    if n < 64 or x.dtype != y.dtype:
+        return ""
+    x, y = x[:n], y[:n]
+    same = x == y
+    if x.is_floating_point():
+        same |= x.isnan() & y.isnan()
+    frac = float(same.double().mean())
+    va, ca = torch.unique(x, return_counts=True)
+    vb, cb = torch.unique(y, return_counts=True)
+    vals, inv = torch.unique(torch.cat([va, vb]), return_inverse=True)
+    pa = torch.zeros(len(vals), dtype=torch.float64, device=x.device).index_add_(
+        0, inv[:len(va)], ca.double() / n)
+    pb = torch.zeros(len(vals), dtype=torch.float64, device=x.device).index_add_(
+        0, inv[len(va):], cb.double() / n)
+    expected = float((pa * pb).sum())
+    bound = expected + 8 * (expected * (1 - expected) / n) ** 0.5 + 8 / n
+    if frac <= bound:
+        return ""
+    return (f"{frac:.1%} of positions hold the same value under two seeds; independent draws "
+            f"would match at about {expected:.2%} (the output ignores its seed)")

@@ -17,7 +17,7 @@ from typing import Any
 from kbx_ray.evaluate import timing as timing_mod
 from kbx_ray.evaluate.checks import static_check
 from kbx_ray.evaluate.settings import EvalConfig
-from kbx_ray.evaluate.correctness import Verdict, compare, flatten, layout_problem
+from kbx_ray.evaluate.correctness import Verdict, compare, flatten, seed_dependence, layout_problem
 from kbx_ray.evaluate.gpulock import GpuLock, NoLock
 from kbx_ray.evaluate.inputs import InputCache
 from kbx_ray.evaluate.protocol import tensor_from_wire
@@ -256,10 +256,14 @@ class Evaluator:
             if not v.ok:
                 cr.error_kind, cr.message = v.kind, f"seed {seed}: {v.message}"
                 return cr
-        if task.random and len(outs_by_seed) > 1 and all(
-                a.shape == b.shape and bool((a == b).all()) for a, b in zip(*outs_by_seed[:2])):
-            cr.error_kind, cr.message = "mismatch", "different seeds gave identical outputs"
-            return cr
+        if task.random and len(outs_by_seed) > 1:
+            pairs = list(zip(*outs_by_seed[:2]))
+            why = ("different seeds gave identical outputs" if all(
+                a.shape == b.shape and bool((a == b).all()) for a, b in pairs) else next(
+                (w for w in (seed_dependence(a, b) for a, b in pairs) if w), ""))
+            if why:
+                cr.error_kind, cr.message = "mismatch", why
+                return cr
         cr.ok = True
         return cr
 
