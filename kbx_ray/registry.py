@@ -46,8 +46,9 @@ class Entry:
         absent = [m for m in self.requires if importlib.util.find_spec(m) is None]
         if not absent:
             return None
-        how = f"pip install 'kbx_ray[{self.extra}]'" if self.extra else f"pip install {' '.join(absent)}"
-        return f"{self.kind} {self.name!r} needs {', '.join(absent)}, which is not installed: {how}"
+        how = f"'kbx_ray[{self.extra}]'" if self.extra else " ".join(absent)
+        return (f"{self.kind} {self.name!r} needs {', '.join(absent)}, which is not installed: "
+                f"pip install {how}")
 
     def factory(self) -> F:
         problem = self.missing()
@@ -83,8 +84,8 @@ class Registry(MutableMapping):
     def add(self, entry: Entry) -> None:
         old = self._entries.get(entry.name)
         if old is not None and old.target is not entry.target and _origin(old) != _origin(entry):
-            raise RegistryError(f"{self.kind} {entry.name!r} is registered twice ({_origin(old)} and "
-                                f"{_origin(entry)}): rename one")
+            raise RegistryError(f"{self.kind} {entry.name!r} is registered twice "
+                                f"({_origin(old)} and {_origin(entry)}): rename one")
         self._entries[entry.name] = entry
 
     def entry(self, name: str) -> Entry:
@@ -139,7 +140,8 @@ KINDS: dict[str, Registry] = {
 
 def registry(kind: str) -> Registry:
     if kind not in KINDS:
-        raise RegistryError(f"unknown registry kind {kind!r}: choose one of {', '.join(sorted(KINDS))}")
+        raise RegistryError(f"unknown registry kind {kind!r}: choose one of "
+                            f"{', '.join(sorted(KINDS))}")
     return KINDS[kind]
 
 
@@ -148,7 +150,8 @@ def add_kind(kind: str, packages: tuple[str, ...]) -> Registry:
     return KINDS.setdefault(kind, Registry(kind, packages))
 
 
-def register(kind: str, name: str, *, requires: tuple[str, ...] = (), extra: str = "") -> Callable[[F], F]:
+def register(kind: str, name: str, *, requires: tuple[str, ...] = (),
+             extra: str = "") -> Callable[[F], F]:
     """Register the decorated factory as `name` of `kind`; it is returned unchanged."""
 
     def wrap(factory: F) -> F:

@@ -24,7 +24,7 @@ class Backoff:
     first_s: float = 1.0    # the first wait
     max_s: float = 60.0     # no wait is longer
     factor: float = 2.0     # each wait is this many times the last
-    jitter: float = 0.1     # up to this fraction is added at random, so clients do not retry in step
+    jitter: float = 0.1     # up to this fraction added at random: clients do not retry in step
 
     def delay(self, attempt: int) -> float:
         """The wait after failed attempt `attempt` (0 = the first), jitter included."""

@@ -91,7 +91,8 @@ class OpenAIBackend:
             out = await self._post(body)
             latency = time.perf_counter() - t0
         if out is None:  # the prompt does not fit the context: nothing was generated
-            return Generation(text="", finish_reason="length", latency_s=latency, model=self.s.model)
+            return Generation(text="", finish_reason="length", latency_s=latency,
+                              model=self.s.model)
         return _parse(out, latency, self.s.model)
 
     async def _first_contact(self) -> None:
@@ -138,9 +139,10 @@ class OpenAIBackend:
         except openai.APIStatusError as e:
             return await self._status_error(e)
         except ValueError as e:  # a 200 whose body is not JSON
-            raise _Malformed(f"malformed response body: {' '.join(str(e).split())[:120]!r}") from None
+            raise _Malformed(f"malformed response body: {_server_message(e)[:120]!r}") from None
         choices = getattr(out, "choices", None)
-        if not isinstance(choices, list) or not choices or getattr(choices[0], "message", None) is None:
+        if not isinstance(choices, list) or not choices or \
+                getattr(choices[0], "message", None) is None:
             raise _Malformed(f"malformed response body: {str(out)[:120]!r}")
         return out
 
@@ -150,11 +152,12 @@ class OpenAIBackend:
         if code == 429 or code >= 500:
             raise self._failed(f"HTTP {code}: {msg}") from None
         low = msg.lower()
-        if code == 404 or (code == 400 and "model" in low and ("not exist" in low or "not found" in low)):
+        unknown_model = "model" in low and ("not exist" in low or "not found" in low)
+        if code == 404 or (code == 400 and unknown_model):
             raise BackendError(await self._wrong_model_message()) from None
         if code in (401, 403):
-            raise BackendError(f"model server at {self.s.base_url} refused the API key "
-                               f"(HTTP {code}): set the variable named by model.api_key_env") from None
+            raise BackendError(f"model server at {self.s.base_url} refused the API key (HTTP "
+                               f"{code}): set the variable named by model.api_key_env") from None
         if code == 400 and "context" in low and "length" in low:
             log.warning("prompt too long for %s: %s", self.s.model, msg)
             return None

@@ -2,8 +2,8 @@
 
 Each operator is a bug of the kind models make: a removed mask, a swapped operator, a lowered dtype,
 a dropped store, swapped strides, a grid that no longer covers the input... It returns
-(description, replacement node) pairs, or REMOVE to delete the statement (kbx_ray/mutation/mutants.py
-applies them).
+(description, replacement node) pairs, or REMOVE to delete the statement
+(kbx_ray/mutation/mutants.py applies them).
 """
 from __future__ import annotations
 
