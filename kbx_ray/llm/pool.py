@@ -10,11 +10,37 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from kbx_ray.retry import Backoff, poll, retry
 
 log = logging.getLogger(__name__)
+
+
+class ReplicaTally:
+    """Tokens, latency and truncations of the generations one replica returned."""
+
+    def __init__(self) -> None:
+        self.calls = self.tokens = self.truncated = 0
+        self.latency_s = 0.0
+        self.since = time.monotonic()
+
+    def add(self, out: Any) -> None:
+        for g in out if isinstance(out, list) else [out]:
+            if hasattr(g, "completion_tokens") and hasattr(g, "latency_s"):
+                self.calls += 1
+                self.tokens += int(g.completion_tokens or 0)
+                self.latency_s += float(g.latency_s or 0.0)
+                self.truncated += getattr(g, "finish_reason", "") == "length"
+
+    def metrics(self) -> dict[str, float]:
+        if not self.calls:
+            return {}
+        return {"completion_tokens": float(self.tokens),
+                "mean_latency_s": self.latency_s / self.calls,
+                "truncation_rate": self.truncated / self.calls,
+                "tokens_per_s": self.tokens / max(time.monotonic() - self.since, 1e-9)}
 
 
 class ReplicaPool:
@@ -27,6 +53,7 @@ class ReplicaPool:
         self.inflight = [0] * len(replicas)
         self.peak = [0] * len(replicas)     # most requests in flight seen per replica
         self.served = [0] * len(replicas)   # calls completed per replica
+        self.gen = [ReplicaTally() for _ in replicas]  # what each replica generated
         self._cond: asyncio.Condition | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -70,6 +97,7 @@ class ReplicaPool:
                     await self._wait_alive(i)
                 out = await getattr(self.replicas[i], method).remote(*args, **kwargs)
                 self.served[i] += 1
+                self.gen[i].add(out)
                 return out
             except ray.exceptions.RayActorError:
                 avoid[:] = [i]

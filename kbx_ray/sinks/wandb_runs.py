@@ -145,7 +145,8 @@ class GenerationTally:
 
 def replica_gauges(backends: list[Any]) -> dict[str, float]:
     """Per replica of each backend that balances over replicas (llm/pool.py's ReplicaPool): calls
-    served and the most requests it held at once."""
+    served, the most requests it held at once, and what it generated (completion tokens, mean
+    latency, truncation rate, tokens/s since the pool started)."""
     out: dict[str, float] = {}
     for backend in backends:
         pool = getattr(backend, "pool", None)
@@ -157,6 +158,9 @@ def replica_gauges(backends: list[Any]) -> dict[str, float]:
         for i, (n, peak) in enumerate(zip(served, getattr(pool, "peak", [0] * len(served)))):
             out[f"generation/{label}/replica{i}/served"] = float(n)
             out[f"generation/{label}/replica{i}/peak_inflight"] = float(peak)
+        for i, tally in enumerate(getattr(pool, "gen", [])):
+            for name, v in tally.metrics().items():
+                out[f"generation/{label}/replica{i}/{name}"] = v
     return out
 
 

@@ -318,6 +318,10 @@ def test_generation_metrics_and_the_committed_workspace(tmp_path: Path) -> None:
 
     pool = ReplicaPool([object(), object()], cap=4)  # two replicas, as a vllm backend holds them
     pool.served, pool.peak = [5, 3], [4, 2]
+    from kbx_ray.types import Generation
+
+    pool.gen[1].add([Generation("a", completion_tokens=30, latency_s=0.5, finish_reason="length"),
+                     Generation("b", completion_tokens=10, latency_s=1.5)])
     sink.write_metrics(replica_gauges([SimpleNamespace(name="org/coder-1.5b", pool=pool)]))
     sink.close()
     assert sink.failed is None
@@ -328,6 +332,11 @@ def test_generation_metrics_and_the_committed_workspace(tmp_path: Path) -> None:
                   and "generation/org_coder-1.5b/replica1/served" in r["history"]["item"])
     assert gauges["generation/org_coder-1.5b/replica0/served"] == 5
     assert gauges["generation/org_coder-1.5b/replica1/peak_inflight"] == 2
+    assert gauges["generation/org_coder-1.5b/replica1/completion_tokens"] == 40
+    assert gauges["generation/org_coder-1.5b/replica1/mean_latency_s"] == pytest.approx(1.0)
+    assert gauges["generation/org_coder-1.5b/replica1/truncation_rate"] == 0.5
+    assert gauges["generation/org_coder-1.5b/replica1/tokens_per_s"] > 0
+    assert "generation/org_coder-1.5b/replica0/completion_tokens" not in gauges  # generated none
     gen = next(r["history"]["item"] for r in records if r["type"] == "history"
                and "generation/org_coder-1.5b/calls" in r["history"]["item"])
     assert gen["generation/org_coder-1.5b/truncation_rate"] == 0.5
