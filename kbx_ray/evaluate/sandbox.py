@@ -130,7 +130,7 @@ def _limits(cfg: SandboxConfig) -> Any:
 
 
 def _unshare_network() -> None:
-    """Enter a fresh network namespace (loopback only). Best effort: see docs/sandbox.md."""
+    """Enter a fresh network namespace (loopback only). Best effort: see INTEGRITY.md, "Network"."""
     try:
         import ctypes
 
