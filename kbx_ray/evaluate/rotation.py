@@ -34,7 +34,8 @@ def same_layout(a: Any, b: Any, scalars: Callable[[Any], list]) -> bool:
         for p, q in zip(x, y))
 
 
-def _shares(a: torch.Tensor, b: torch.Tensor) -> bool:
+def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors share a storage (empty tensors share nothing)."""
     return (a.numel() > 0 and b.numel() > 0
             and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr())
 
@@ -72,8 +73,8 @@ class Rotation:
             self.error = f"a timed call returned {type(out).__name__}"
         # an output that is an input (an in-place task returning its argument) is the same buffer
         # every call by right; the buffers are refilled next, so keep a copy of what it holds
-        inp = [any(_shares(t, i) for i in self.inputs) for t in returned]
-        if any(_shares(t, h) for t, is_in in zip(returned, inp) if not is_in
+        inp = [any(overlaps(t, i) for i in self.inputs) for t in returned]
+        if any(overlaps(t, h) for t, is_in in zip(returned, inp) if not is_in
                for held in self.last.values() for h in held):
             self.repeated += 1
         self.last[self.at] = [t.clone() if is_in else t for t, is_in in zip(returned, inp)] + [

@@ -27,6 +27,7 @@ from kbx_ray.evaluate import guards, protocol, rotation, timing  # noqa: E402
 from kbx_ray.evaluate.inputs import InputCache  # noqa: E402
 
 POISON_MB = 256
+_tensors, _overlaps = rotation.tensors, rotation.overlaps  # one walk, one storage test
 
 
 class CandidateError(Exception):
@@ -284,16 +285,6 @@ def _error_kind(e: BaseException) -> str:
     return "runtime_error"
 
 
-def _tensors(obj: Any) -> list[Any]:
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, (list, tuple)):
-        return [t for x in obj for t in _tensors(x)]
-    if isinstance(obj, dict):
-        return [t for x in obj.values() for t in _tensors(x)]
-    return []
-
-
 def _flatten_output(out: Any) -> list[Any]:
     if out is None:
         return []
@@ -333,20 +324,11 @@ def _is_one_of(t: Any, args: list[Any]) -> bool:
                           and t.shape == a.shape and t.stride() == a.stride()) for a in args)
 
 
-def _overlaps(a: Any, b: Any) -> bool:
-    if a.numel() == 0 or b.numel() == 0:
-        return False
-    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
-
-
 def _refill(old: tuple, new: tuple) -> bool:
     """Write `new`'s tensor values into `old`'s buffers; False when their layouts differ."""
-    a, b = _tensors(old), _tensors(new)
-    if len(a) != len(b) or _scalars(old) != _scalars(new) or any(
-            x.shape != y.shape or x.dtype != y.dtype or x.stride() != y.stride()
-            for x, y in zip(a, b)):
+    if not rotation.same_layout(old, new, _scalars):
         return False
-    for x, y in zip(a, b):
+    for x, y in zip(_tensors(old), _tensors(new)):
         x.copy_(y)
     return True
 
