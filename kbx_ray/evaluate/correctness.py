@@ -179,7 +179,16 @@ def seed_dependence(a: torch.Tensor, b: torch.Tensor, limit: int = 1 << 20) -> s
         0, inv[len(va):], cb.double() / n)
     expected = float((pa * pb).sum())
     bound = expected + 8 * (expected * (1 - expected) / n) ** 0.5 + 8 / n
-    if frac <= bound:
-        return ""
-    return (f"{frac:.1%} of positions hold the same value under two seeds; independent draws "
-            f"would match at about {expected:.2%} (the output ignores its seed)")
+    if frac > bound:
+        return (f"{frac:.1%} of positions hold the same value under two seeds; independent draws "
+                f"would match at about {expected:.2%} (the output ignores its seed)")
+    # values that differ everywhere but move together (the same stream nudged by the seed)
+    fx, fy = x.double(), y.double()
+    ok = fx.isfinite() & fy.isfinite()
+    fx, fy = fx[ok] - fx[ok].mean(), fy[ok] - fy[ok].mean()
+    den = float(fx.norm() * fy.norm())
+    r = float((fx * fy).sum()) / den if den > 0 else 0.0
+    if abs(r) > 8 / max(int(ok.sum()), 1) ** 0.5:
+        return (f"outputs under two seeds are correlated position by position (r = {r:.3f}; "
+                "independent draws give about 0): the output barely depends on its seed")
+    return ""

@@ -33,5 +33,13 @@ def test_an_output_that_ignores_its_seed_at_most_positions_fails():
     assert seed_dependence(mask, mask2)
 
 
+def test_a_stream_nudged_by_the_seed_fails_though_no_value_repeats():
+    g = torch.Generator().manual_seed(1)
+    a = torch.rand(4097, generator=g, dtype=torch.float64)
+    b = (a + 1e-3) % 1.0  # every position differs, the values move together
+    assert not bool((a == b).any())
+    assert "correlated position by position" in seed_dependence(a, b)
+
+
 def test_tiny_outputs_are_left_to_the_all_equal_check():
     assert seed_dependence(torch.zeros(8), torch.zeros(8)) == ""
