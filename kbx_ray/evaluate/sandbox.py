@@ -45,8 +45,23 @@ class SandboxConfig:
     memory_gb: float = 0.0         # RLIMIT_AS on CPU workers (0 = off; CUDA reserves huge VA)
     network: bool = False          # allow network (off: a private network namespace if possible)
     landlock: str = "auto"         # on | off | auto (on for CPU workers; GPU once validated)
-    max_output_mb: int = 2048      # cap on bytes a reply may carry
+    max_output_mb: int = 0         # cap on bytes a reply may carry (0 = auto: reply_cap_bytes)
     extra_env: dict[str, str] = field(default_factory=dict)
+
+
+def reply_cap_bytes(max_output_mb: int = 0) -> int:
+    """The most bytes one reply may carry. A fixed cap failed correct kernels on real suites
+    (KernelBench's 19_ReLU returns 6 GiB), so the default follows the parent's memory: half of what
+    is available now, never under 2 GiB. The cap exists so a worker cannot make the parent allocate
+    more than it has; a number set in the config wins."""
+    if max_output_mb > 0:
+        return max_output_mb << 20
+    try:
+        with open("/proc/meminfo") as f:
+            avail = next(int(line.split()[1]) << 10 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        avail = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    return max(2 << 30, avail // 2)
 
 
 def _secret_values() -> list[str]:
@@ -240,7 +255,7 @@ class Sandbox:
                 self.kill()
                 raise late
             try:
-                reply, blobs = protocol.recv(self.reply, self.cfg.max_output_mb << 20)
+                reply, blobs = protocol.recv(self.reply, reply_cap_bytes(self.cfg.max_output_mb))
             except protocol.ProtocolError as e:
                 if expired.is_set():
                     self.kill()

@@ -111,3 +111,15 @@ def test_a_large_tensor_crosses_a_real_pipe_while_the_reader_reads():
         header, blobs = protocol.recv(fp)
     writer.join(10)
     assert torch.equal(protocol.tensor_from_wire(header["m"], blobs[0]), t)
+
+
+def test_reply_cap_follows_the_parents_memory_unless_the_config_sets_it():
+    """A fixed 2 GiB cap failed KernelBench's 19_ReLU (6 GiB of output) on an H200 as a crash."""
+    from kbx_ray.evaluate.sandbox import reply_cap_bytes
+
+    assert reply_cap_bytes(8) == 8 << 20
+    with open("/proc/meminfo") as f:
+        avail = next(int(x.split()[1]) << 10 for x in f if x.startswith("MemAvailable:"))
+    auto = reply_cap_bytes(0)
+    assert auto >= 2 << 30
+    assert auto == 2 << 30 or abs(auto - avail // 2) < avail // 10  # half of what is free now
