@@ -18,7 +18,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from kbx_ray.methods.base import rank
-from kbx_ray.sinks.metrics import Tally
+from kbx_ray.metrics import Tally
 
 STATE_COLUMNS = ("cell_id", "task_id", "category", "method", "model", "sample", "hardware", "k",
                  "rounds_used", "round", "branch", "candidate_id", "call_ok", "exec_ok",

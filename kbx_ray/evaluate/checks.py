@@ -1,7 +1,7 @@
 """Static checks on candidate source (AST), run in the trusted parent before the code executes.
 
 Violations disqualify the candidate; flags are observations kept on the record. The rules (tables
-and module resolution in `policy.py`) close the routes by which a candidate could reach the OS, the
+and module resolution in `static_policy.py`) close the routes by which a candidate could reach the OS, the
 interpreter's namespaces, other streams or the harness: imports are allowlisted; chains rooted at an
 imported module are resolved against the real torch and triton, so `torch.os` or `typing.sys` is
 seen as the module it is; attribute names on runtime values are denylisted (frames, file readers,
@@ -16,8 +16,8 @@ import inspect
 import re
 from dataclasses import dataclass, field
 
-from kbx_ray.evaluate import policy as P
-from kbx_ray.evaluate.policy import MISSING, resolve_chain, walk
+from kbx_ray.evaluate import static_policy as P
+from kbx_ray.evaluate.static_policy import MISSING, resolve_chain, walk
 
 ALLOWED_IMPORTS = frozenset(P.STDLIB_ALLOW) | P.ROOTS
 TORCH_ALLOC = P.TORCH_ALLOC

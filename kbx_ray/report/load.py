@@ -1,7 +1,7 @@
 """Result dirs -> one evaluations DataFrame, and the two views the report takes of it.
 
 The views:
-- `final_rows`: each cell's answer (`final` true or null, as in sinks/metrics.py). Every rate in
+- `final_rows`: each cell's answer (`final` true or null, as in kbx_ray/metrics.py). Every rate in
   the report is over these, one row per cell, so the report agrees with the live W&B metrics.
 - `state_after_k`: each cell's state after k repair rounds (DESIGN.md, "Repair-round ablation"):
   the state after min(k, stop) rounds of the one R-round run, by kbx_ray/ablation.py's rule (the

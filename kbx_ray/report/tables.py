@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from kbx_ray.report.load import VARIANT_KEYS, final_rows
-from kbx_ray.sinks.metrics import FAST_P, Tally, fast_key, geomean
+from kbx_ray.metrics import FAST_P, Tally, fast_key, geomean
 
 FAST_COLUMNS = tuple(fast_key(p) for p in FAST_P)
 RATE_COLUMNS = ("cells", "call_rate", "exec_rate", *FAST_COLUMNS, "geomean_speedup")

@@ -17,7 +17,7 @@ from rich.progress import TimeRemainingColumn
 from rich.table import Table
 
 from kbx_ray.sinks.base import Sink
-from kbx_ray.sinks.metrics import geomean, is_final
+from kbx_ray.metrics import geomean, is_final
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ SUMMARY_COLUMNS = ["cells", "call_rate", "exec_rate", "geomean_speedup"]
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
     """Per-category cells, call rate, exec rate and geomean speedup, plus a last row 'total'.
 
-    Rates are over each cell's final row (see metrics.py); the geomean is over final rows that are
+    Rates are over each cell's final row (see kbx_ray/metrics.py); the geomean is over final rows that are
     exec_ok and have a speedup, and is NaN where there are none.
     """
     if "final" in df.columns:

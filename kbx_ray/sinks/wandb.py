@@ -11,7 +11,7 @@ What is logged:
   every `table_log_interval_s`, and at close, because each log is one artifact version.
 - `metrics/<dim>/<value>/<name>` for dim in method, model, hardware, category, and
   `metrics/overall/<name>`: call_rate, exec_rate, fast_1, fast_1p5, fast_2, geomean_speedup,
-  mean_sol_fraction, cells (definitions in metrics.py), stepped by `progress/cells_done`.
+  mean_sol_fraction, cells (definitions in kbx_ray/metrics.py), stepped by `progress/cells_done`.
 - `generation/<model>/<name>`: calls, prompt and completion tokens, mean latency, truncation rate
   and tokens/s of the LLM calls (wandb_runs.GenerationTally); `generation/<model>/replica<i>/`
   `served` and `peak_inflight` per replica of a multi-replica backend (engine gauges).
@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 from kbx_ray.sinks.base import Sink
 from kbx_ray.sinks.wandb_config import MODES, WandbConfig  # noqa: F401 - re-exported
-from kbx_ray.sinks.metrics import RunningMetrics
+from kbx_ray.metrics import RunningMetrics
 from kbx_ray.sinks.wandb_plots import compact, final_charts
 from kbx_ray.sinks.wandb_runs import (
     GenerationTally, RunState, avoid_same_second, init_args, log_artifacts,

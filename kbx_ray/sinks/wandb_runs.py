@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kbx_ray.sinks.metrics import key_part
+from kbx_ray.metrics import key_part
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@
 This is the oracle run that validates the suite and the harness on a new GPU: every solution must
 come out exec_ok, and the file records speedup over eager and the SOL fraction per task and case.
 No Ray needed: the evaluators are the ones the evaluator actors hold. `--jobs N` runs N of them on
-the GPU at once (kbx_ray/evaluate/parallel.py): they compile and check in parallel, and the GPU lock
+the GPU at once (kbx_ray/evaluate/local_evaluators.py): they compile and check in parallel, and the GPU lock
 makes every timing run alone. A task that runs out of GPU memory beside the other jobs is retried
 alone at the end. The file is rewritten after every task, so a run cut short keeps what it did.
 """
@@ -22,7 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from kbx_ray.evaluate.parallel import LocalEvaluators
+from kbx_ray.evaluate.local_evaluators import LocalEvaluators
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.extract import candidate_id
 from kbx_ray.hardware import detect_local, peak_table
