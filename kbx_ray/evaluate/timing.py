@@ -54,6 +54,7 @@ class Timing:
     wall_s: float                  # host wall time of the measuring loop
     event_sum_ms: float            # sum of the event times (must be below wall time)
     sync_wall_ms: float = 0.0      # per-call wall time with device-wide syncs (side-stream check)
+    sync_tries: int = 0            # how many times it was measured (more while it looked suspect)
     feed: str = ""                 # how the counted batches reached the GPU (bench's docstring)
     times_ms: list[float] = field(default_factory=list)
 
@@ -146,7 +147,9 @@ def bench(fn: Callable[[], Any], cfg: TimingConfig, device: str = "cuda",
                                                      gate_us if mode == "gated" else 0.0, None,
                                                      after)
     wall = time.perf_counter() - t0
-    return _summary(times, wall, _sync_wall_ms(fn, n=min(20, len(times)), after=after), mode)
+    t = _summary(times, wall, 0.0, mode)
+    t.sync_wall_ms, t.sync_tries = side_stream_wall(fn, min(20, len(times)), after, t.median_ms)
+    return t
 
 
 def _nothing() -> None:
@@ -332,4 +335,26 @@ def _sync_wall_ms(fn: Callable[[], Any], n: int, after: Callable[[], Any] = _not
 
 def side_stream_suspect(t: Timing, slack_ms: float = 0.1, ratio: float = 3.0) -> bool:
     """True when the synced wall time cannot be explained by the events plus launch overhead."""
-    return t.sync_wall_ms > ratio * t.median_ms + slack_ms
+    return _suspect(t.sync_wall_ms, t.median_ms, slack_ms, ratio)
+
+
+def _suspect(sync_wall_ms: float, median_ms: float, slack_ms: float = 0.1,
+             ratio: float = 3.0) -> bool:
+    return sync_wall_ms > ratio * median_ms + slack_ms
+
+
+def side_stream_wall(fn: Callable[[], Any], n: int, after: Callable[[], Any], median_ms: float,
+                     tries: int = 3, measure: Callable[..., float] | None = None) -> tuple[float, int]:
+    """The synced wall time, measured again (up to `tries` times, further apart each time) while it
+    looks like side-stream work, keeping the least. Another process's CUDA context starting up, or
+    its kernels, stall a device sync for a while: with eight evaluators on one H200, honest 4-40 us
+    kernels read 0.12-0.33 ms and were disqualified. Such stalls only ever add time; work hidden on
+    a side stream costs its time in every try, so the least of the tries still shows it."""
+    measure = measure or _sync_wall_ms
+    best = math.inf
+    for k in range(1, tries + 1):
+        best = min(best, measure(fn, n=n, after=after))
+        if not _suspect(best, median_ms) or k == tries:
+            return best, k
+        time.sleep(0.05 * k)
+    return best, tries
