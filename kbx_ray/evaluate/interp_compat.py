@@ -18,6 +18,7 @@ the existing names of the libdevice modules change: no new module-level name rea
 from __future__ import annotations
 
 import math
+import os
 import re
 import statistics
 from typing import Any, Callable
@@ -61,6 +62,7 @@ def install() -> None:
     _install_unsupported(it)
     _install_autotune()
     _install_libdevice(it)
+    _install_global_rule(it)
 
 
 # ---- bfloat16 ----------------------------------------------------------------------------------
@@ -214,6 +216,71 @@ def _install_unsupported(it: Any) -> None:
                                          f"{triton.__version__}): {cause}") from None
 
     G.__call__ = __call__
+
+
+# ---- globals a kernel may read ----------------------------------------------------------------
+def _install_global_rule(it: Any) -> None:
+    """Triton's compiler lets a kernel read a module global only if it is a constexpr value, a
+    module, a jit function, a dtype, a triton.language object or a builtin; the interpreter reads
+    any. `X: tl.constexpr = 1.0` (an annotation, not a constexpr) passed here and failed to compile
+    on the H200, so the compiler's rule is applied before a function is first interpreted."""
+    F = it.InterpretedFunction
+    rewrite, checked = F.rewrite, set()
+
+    def checked_rewrite(self: Any) -> Any:
+        if self.fn not in checked:
+            name = refused_global(self.fn)
+            if name is not None:
+                raise NameError(f"Cannot access global variable {name} from within @jit'ed function. "
+                                "Triton kernels can only access global variables that are "
+                                "instantiated as constexpr (`x = triton.language.constexpr(42)`); "
+                                "annotating one (`x: triton.language.constexpr = 42`) is not "
+                                "supported (as on a GPU)")
+            checked.add(self.fn)
+        return rewrite(self)
+
+    F.rewrite = checked_rewrite
+
+
+def refused_global(fn: Callable) -> str | None:
+    """The first global `fn` reads that Triton's compiler would refuse (None if all are allowed)."""
+    import ast
+    import inspect
+    import textwrap
+    from types import ModuleType
+
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if os.environ.get("TRITON_ALLOW_NON_CONSTEXPR_GLOBALS", "") not in ("", "0"):
+        return None
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    defn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)), None)
+    if defn is None:
+        return None
+    local = {a.arg for a in ast.walk(defn.args) if isinstance(a, ast.arg)}
+    local |= {n.id for n in ast.walk(defn) if isinstance(n, ast.Name)
+              and not isinstance(n.ctx, ast.Load)}
+    builtin = {"len", "list", "range", "float", "int", "isinstance", "getattr", "hasattr", "print",
+               "min", "max"}
+    absent, scope = object(), fn.__globals__
+    body = [n for stmt in defn.body for n in ast.walk(stmt)]  # not the decorators or arg defaults
+    for n in body:
+        if not isinstance(n, ast.Name) or not isinstance(n.ctx, ast.Load) or n.id in local | builtin:
+            continue
+        val = scope.get(n.id, absent)
+        if (val is absent or val is None or type(val) is ModuleType
+                or isinstance(val, (tl.constexpr, tl.dtype, InterpretedFunction))
+                or getattr(val, "__triton_builtin__", False)
+                or getattr(val, "__triton_aggregate__", False)
+                or str(getattr(val, "__module__", "") or "").startswith("triton.")
+                or (isinstance(val, tuple) and hasattr(type(val), "_fields"))):
+            continue
+        return n.id
+    return None
 
 
 # ---- autotune ----------------------------------------------------------------------------------
