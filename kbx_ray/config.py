@@ -288,8 +288,7 @@ def _prompts_digest(override_dirs: list[str | None]) -> str:
     return h.hexdigest()[:16]
 
 
-_GRID = ("Cell", "ROUND_KINDS", "count_cells", "expand", "grid_axes", "iter_cells", "methods",
-         "models")
+_GRID = ("Cell", "ROUND_KINDS", "count_cells", "grid_axes", "iter_cells", "methods", "models")
 
 
 def __getattr__(name: str) -> Any:

@@ -125,10 +125,6 @@ def count_cells(cfg: Config, tasks: list[Any], per_task: dict[str, int] | None =
     return n * len(m) * len(mo)
 
 
-def expand(cfg: Config, tasks: list[Any], pools: list[str]) -> list[Cell]:
-    return list(iter_cells(cfg, tasks, pools))
-
-
 def narrow_to_sources(cfg: Config) -> tuple[list[str] | None, dict[str, int] | None]:
     """(the tasks to load, samples per task) of the sweep: `suite.include` as given, unless every
     model replays another harness's kernels (llm/replay_files.py). Then the grid covers the tasks

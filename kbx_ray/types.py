@@ -67,9 +67,6 @@ class Task:
     mutates: tuple[str, ...] = ()  # arguments mutated by contract
     random: bool = False    # outputs are random: compare by distribution, not values
 
-    def case_names(self, small_only: bool = False) -> list[str]:
-        return [c["name"] for c in self.cases if c.get("small") or not small_only]
-
 
 @dataclass(frozen=True)
 class Generation:

@@ -15,8 +15,7 @@ _EXPORTS = {
     "FanOut": "base", "Sink": "base", "ConsoleSink": "console", "summarize": "console",
     "EVALUATION_SCHEMA": "parquet", "GENERATION_SCHEMA": "parquet", "ParquetSink": "parquet",
     "ParquetWriteError": "parquet", "clean_tmp": "parquet", "done_cells": "parquet",
-    "read_generations_for_resume": "parquet", "read_table": "parquet",
-    "read_rows": "parquet", "written_generations": "parquet",
+    "read_table": "parquet", "read_rows": "parquet", "written_generations": "parquet",
     "WandbConfig": "wandb_config", "WandbSink": "wandb",
 }
 __all__ = sorted([*_EXPORTS, "build_sinks"])

@@ -234,19 +234,3 @@ def done_cells(sweep_dir: Path) -> set[str]:
     ids = _read_arrow(sweep_dir, "evaluations", ["cell_id"]).column("cell_id").to_pylist()
     return {i for i in ids if i is not None}
 
-
-def read_generations_for_resume(sweep_dir: Path) -> dict[str, list[dict]]:
-    """LLM calls already paid for in cells that are not done: cell_id -> rows in call order.
-
-    A method resuming such a cell replays these instead of asking the model again. Done cells are
-    left out: the engine skips them.
-    """
-    done = done_cells(sweep_dir)
-    by_cell: dict[str, list[dict]] = {}
-    for row in _read_arrow(sweep_dir, "generations").to_pylist():
-        if row["cell_id"] is not None and row["cell_id"] not in done:
-            by_cell.setdefault(row["cell_id"], []).append(row)
-    for rows in by_cell.values():
-        rows.sort(key=lambda r: (r["sample"] or 0, r["round"] or 0, r.get("branch") or 0,
-                                  r["created_at"] or 0.0))
-    return by_cell

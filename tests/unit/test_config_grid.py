@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kbx_ray.config import ConfigError, load_config, sweep_id
-from kbx_ray.grid import expand, methods
+from kbx_ray.grid import iter_cells, methods
 from kbx_ray.config_checks import engine_arg_names, validate
 from kbx_ray.suite import load_suite
 
@@ -15,7 +15,7 @@ TASKS = ["activation/relu", "math/exp"]
 
 
 def cells(overrides: list[str], pools: tuple[str, ...] = ("cpu",)):
-    return expand(load_config(overrides), load_suite(include=TASKS), list(pools))
+    return list(iter_cells(load_config(overrides), load_suite(include=TASKS), list(pools)))
 
 
 def test_a_model_key_reaches_every_model_of_the_axis():

@@ -116,7 +116,7 @@ def test_sweep_presets_have_the_study_axes():
     abl = load_config(["sweep=repair_ablation"])
     assert abl.sweep.rounds == list(range(11))
     assert count_cells(abl, tasks) == 2 * len(abl.sweep.methods) * 11
-    cells = config_mod.expand(abl, tasks[:1], ["cpu"])
+    cells = list(config_mod.iter_cells(abl, tasks[:1], ["cpu"]))
     assert sorted({c.method.rounds for c in cells}) == list(range(11))
     assert len({c.cell_id for c in cells}) == len(cells)
     paper = load_config(["sweep=kbx_paper"])

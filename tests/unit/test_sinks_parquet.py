@@ -14,7 +14,7 @@ import pytest
 
 from kbx_ray.sinks.parquet import (
     EVALUATION_SCHEMA, GENERATION_SCHEMA, ParquetSink, ParquetWriteError, clean_tmp, done_cells,
-    read_generations_for_resume, read_table,
+    read_rows, read_table, written_generations,
 )
 
 
@@ -105,11 +105,15 @@ def test_generations_for_resume_only_unfinished_cells_in_call_order(tmp_path: Pa
     sink.write_generations([gen_row("done", 0), gen_row("open", 2)])
     sink.write_generations([gen_row("open", 0), gen_row("open", 1)])
     sink.write_evaluations([eval_row("done", "k0")])
-    resume = read_generations_for_resume(tmp_path)
-    assert list(resume) == ["open"]
-    assert [r["round"] for r in resume["open"]] == [0, 1, 2]
-    assert resume["open"][0]["prompt"] == '[{"role": "user", "content": "hi"}]'
-    assert resume["open"][0]["prompt_tokens"] == 3
+    # what the engine's resume reads: the calls already in Parquet of the cells not done
+    written = written_generations(tmp_path, done_cells(tmp_path))
+    assert {c for c, _, _ in written} == {"open"}
+    assert sorted(r for _, r, _ in written) == [0, 1, 2]
+    rows = sorted((r for r in read_rows(tmp_path, "generations") if r["cell_id"] == "open"),
+                  key=lambda r: r["created_at"])  # call order
+    assert [r["round"] for r in rows] == [0, 1, 2]
+    assert rows[0]["prompt"] == '[{"role": "user", "content": "hi"}]'
+    assert rows[0]["prompt_tokens"] == 3
 
 
 def test_disk_full_raises_one_line_and_keeps_earlier_parts(
