@@ -118,17 +118,6 @@ def _catalogue() -> dict[str, HardwarePool]:
     return _read_dir(CONF_DIR, {})
 
 
-def load_pools(conf_dir: Path | None = None) -> dict[str, HardwarePool]:
-    """The package catalogue, plus or overridden by every conf_dir/*.yaml (one pool per file).
-
-    A file for a catalogued pool only needs the keys it changes, so a user's project can say
-    "our A100s are the 40 GB part" in three lines without copying the datasheet.
-    """
-    if conf_dir is None or Path(conf_dir).resolve() == CONF_DIR:
-        return dict(_catalogue())
-    return _read_dir(Path(conf_dir), dict(_catalogue()))
-
-
 def __getattr__(name: str) -> Any:
     """`CATALOGUE` is read from conf/hardware on first use, so importing this module is free."""
     if name == "CATALOGUE":
@@ -223,13 +212,21 @@ def on_role_cluster(pool: HardwarePool) -> HardwarePool:
 
 def ray_options(pool: HardwarePool) -> dict[str, Any]:
     """Keyword arguments for `actor_cls.options(**opts)` that pin an evaluator to this pool."""
-    opts: dict[str, Any] = {"num_gpus": pool.num_gpus_per_actor if pool.is_gpu else 0}
-    if pool.accelerator_type:
-        opts["accelerator_type"] = pool.accelerator_type
-    if pool.resources:
-        opts["resources"] = dict(pool.resources)
-    if pool.labels:
-        opts["label_selector"] = dict(pool.labels)
+    return {"num_gpus": pool.num_gpus_per_actor if pool.is_gpu else 0,
+            **node_options(pool.accelerator_type, pool.resources, pool.labels)}
+
+
+def node_options(accelerator_type: str | None, resources: Mapping[str, float],
+                 labels: Mapping[str, str]) -> dict[str, Any]:
+    """The Ray options that choose an actor's node (evaluators here, vLLM replicas in llm/): the
+    accelerator type, custom resources and a label selector, each only when set."""
+    opts: dict[str, Any] = {}
+    if accelerator_type:
+        opts["accelerator_type"] = accelerator_type
+    if resources:
+        opts["resources"] = dict(resources)
+    if labels:
+        opts["label_selector"] = dict(labels)
     return opts
 
 

@@ -16,6 +16,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from kbx_ray.hardware import node_options
 from kbx_ray.llm.errors import BackendError
 from kbx_ray.types import stable_hash
 
@@ -107,12 +108,8 @@ def actor_options(spec: VLLMSpec) -> dict[str, Any]:
             pg, placement_group_capture_child_tasks=True))
         return opts
     opts.update(num_gpus=spec.gpus_per_replica, num_cpus=spec.num_cpus)
-    if spec.accelerator_type and spec.gpus_per_replica:
-        opts["accelerator_type"] = spec.accelerator_type
-    if spec.resources:
-        opts["resources"] = dict(spec.resources)
-    if spec.labels:
-        opts["label_selector"] = dict(spec.labels)
+    accelerator = spec.accelerator_type if spec.gpus_per_replica else None
+    opts.update(node_options(accelerator, spec.resources, spec.labels))
     return opts
 
 

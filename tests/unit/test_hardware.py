@@ -9,7 +9,7 @@ import pytest
 
 from kbx_ray import hardware
 from kbx_ray.hardware import (
-    HardwarePool, UnknownHardwareError, check_gpu_name, detect_local, get_pool, load_pools,
+    HardwarePool, UnknownHardwareError, check_gpu_name, detect_local, get_pool,
     match_pool, peak_for, pool_available, ray_options,
 )
 
@@ -145,12 +145,17 @@ def test_peak_for_fallbacks() -> None:
     assert peak_for(no_int8, "int8") == 624.0 and peak_for(no_int8, "fp16") == 312.0
 
 
+def read_pools(conf_dir: Path) -> dict[str, HardwarePool]:
+    """What the catalogue loader does with conf/hardware, here over the package's pools."""
+    return hardware._read_dir(conf_dir, dict(hardware.CATALOGUE))
+
+
 def test_load_pools_overrides_and_adds(tmp_path: Path) -> None:
     (tmp_path / "a100.yaml").write_text("peak_gbps: 1555\nmemory_gb: 40\n")
     (tmp_path / "t4.yaml").write_text(
         "gpu: Tesla T4\naccelerator_type: T4\npeak_gbps: 320\nname_patterns: [T4]\n"
         "peak_tflops: {float32: 8.1, float16: 65}\n")
-    pools = load_pools(tmp_path)
+    pools = read_pools(tmp_path)
     assert pools["a100"].peak_gbps == 1555.0 and pools["a100"].memory_gb == 40.0
     assert pools["a100"].peak_tflops == get_pool("a100").peak_tflops  # untouched keys stay
     assert pools["t4"].peak_tflops["float16"] == 65.0 and match_pool("Tesla T4", pools).name == "t4"
@@ -169,7 +174,7 @@ def test_load_pools_rejects_bad_files_naming_the_file(tmp_path: Path, text: str,
                                                       fragment: str) -> None:
     (tmp_path / "mygpu.yaml").write_text(text)
     with pytest.raises(ValueError) as info:
-        load_pools(tmp_path)
+        read_pools(tmp_path)
     assert "mygpu.yaml" in str(info.value) and fragment in str(info.value)
 
 
