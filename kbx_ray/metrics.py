@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Iterable
 
 FAST_P = (1.0, 1.5, 2.0)
 GROUP_DIMS = ("method", "model", "hardware", "category")
@@ -31,10 +32,37 @@ def key_part(value: object) -> str:
     return str(value if value not in (None, "") else "unknown").replace("/", "_")
 
 
-def geomean(values: list[float]) -> float:
-    """Geometric mean of the positive values; NaN when there are none."""
-    logs = [math.log(v) for v in values if v is not None and v > 0 and math.isfinite(v)]
-    return math.exp(sum(logs) / len(logs)) if logs else math.nan
+@dataclass
+class GeoMean:
+    """The project's one geometric mean, kept as a running sum of logs so that a live sink adds
+    rows one at a time and merges groups by `+`. Only positive, finite values count."""
+
+    log_sum: float = 0.0
+    n: int = 0
+
+    def add(self, value: float | None) -> bool:
+        """Count `value` if it is positive and finite; say whether it counted."""
+        if value is None or not value > 0 or not math.isfinite(value):
+            return False
+        self.log_sum += math.log(value)
+        self.n += 1
+        return True
+
+    def __add__(self, other: GeoMean) -> GeoMean:
+        return GeoMean(self.log_sum + other.log_sum, self.n + other.n)
+
+    @property
+    def value(self) -> float:
+        """NaN while nothing has counted."""
+        return math.exp(self.log_sum / self.n) if self.n else math.nan
+
+
+def geomean(values: Iterable[float | None]) -> float:
+    """Geometric mean of the positive, finite values; NaN when there are none."""
+    g = GeoMean()
+    for v in values:
+        g.add(v)
+    return g.value
 
 
 @dataclass
@@ -45,8 +73,7 @@ class Tally:
     call_ok: int = 0
     exec_ok: int = 0
     fast: dict[float, int] = field(default_factory=lambda: {p: 0 for p in FAST_P})
-    log_speedup_sum: float = 0.0
-    n_speedup: int = 0
+    speedup: GeoMean = field(default_factory=GeoMean)
     sol_sum: float = 0.0
     n_sol: int = 0
 
@@ -56,9 +83,7 @@ class Tally:
         ok = bool(row.get("exec_ok"))
         self.exec_ok += ok
         speedup, sol = row.get("speedup"), row.get("sol_fraction")
-        if ok and speedup is not None and speedup > 0 and math.isfinite(speedup):
-            self.log_speedup_sum += math.log(speedup)
-            self.n_speedup += 1
+        if ok and self.speedup.add(speedup):
             for p in FAST_P:
                 self.fast[p] += speedup > p
         if ok and sol is not None and math.isfinite(sol):
@@ -70,8 +95,8 @@ class Tally:
         out = {"cells": float(self.cells), "call_rate": self.call_ok / n,
                "exec_rate": self.exec_ok / n}
         out.update({fast_key(p): self.fast[p] / n for p in FAST_P})
-        if self.n_speedup:
-            out["geomean_speedup"] = math.exp(self.log_speedup_sum / self.n_speedup)
+        if self.speedup.n:
+            out["geomean_speedup"] = self.speedup.value
         if self.n_sol:
             out["mean_sol_fraction"] = self.sol_sum / self.n_sol
         return out

@@ -23,6 +23,7 @@ from kbx_ray.evaluate.inputs import InputCache
 from kbx_ray.evaluate.protocol import tensor_from_wire
 from kbx_ray.evaluate.roofline import compute_dtype, roofline
 from kbx_ray.evaluate.sandbox import Sandbox, WorkerDied, scrub_paths
+from kbx_ray.metrics import geomean
 from kbx_ray.suite import load_module
 from kbx_ray.types import Candidate, CaseResult, EvalResult, Task, trim
 
@@ -188,12 +189,12 @@ class Evaluator:
             for (case, cr), m in zip(group, measured):
                 self._check_timed_case(ref_mod, task, case, cr, res, *m)
         self._clock(res, "timing", mark)
-        timed = [c for c in res.cases if c.speedup]
+        timed = [c.speedup for c in res.cases if c.speedup]
         if timed:
-            res.speedup = math.exp(sum(math.log(c.speedup) for c in timed) / len(timed))
+            res.speedup = geomean(timed)
         sols = [c.sol_fraction for c in res.cases if c.sol_fraction]
         if sols:
-            res.sol_fraction = math.exp(sum(math.log(s) for s in sols) / len(sols))
+            res.sol_fraction = geomean(sols)
 
     @staticmethod
     def _clock(res: EvalResult, stage: str, since: float) -> float:

@@ -16,8 +16,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.progress import TimeRemainingColumn
 from rich.table import Table
 
+from kbx_ray.metrics import GeoMean, geomean, is_final
 from kbx_ray.sinks.base import Sink
-from kbx_ray.metrics import geomean, is_final
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +53,8 @@ class _Tally:
     """The running sums behind one row of `summarize`, so the sink keeps no rows."""
 
     def __init__(self) -> None:
-        self.cells = self.rows = self.call_ok = self.exec_ok = self.n_speedup = 0
-        self.log_speedup = 0.0
+        self.cells = self.rows = self.call_ok = self.exec_ok = 0
+        self.speedup = GeoMean()
 
     def add(self, final_rows: list[dict], cells: int) -> None:
         self.cells += cells
@@ -63,10 +63,8 @@ class _Tally:
             self.call_ok += bool(r.get("call_ok"))
             ok = bool(r.get("exec_ok"))
             self.exec_ok += ok
-            v = r.get("speedup")
-            if ok and v is not None and v > 0 and math.isfinite(v):
-                self.log_speedup += math.log(v)
-                self.n_speedup += 1
+            if ok:
+                self.speedup.add(r.get("speedup"))
 
     def merged(self, other: _Tally) -> _Tally:
         out = _Tally()
@@ -76,8 +74,7 @@ class _Tally:
 
     def summary(self) -> list[float]:
         n = max(self.rows, 1)
-        mean = math.exp(self.log_speedup / self.n_speedup) if self.n_speedup else math.nan
-        return [self.cells, self.call_ok / n, self.exec_ok / n, mean]
+        return [self.cells, self.call_ok / n, self.exec_ok / n, self.speedup.value]
 
 
 def summary_table(summary: pd.DataFrame) -> Table:
