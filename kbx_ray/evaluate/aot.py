@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from kbx_ray.evaluate.checks import static_check
-from kbx_ray.evaluate.sandbox import SandboxConfig, _limits, kill_group, redact, scrubbed_env
+from kbx_ray.evaluate.sandbox import (SandboxConfig, confine_spec, kill_group, redact,
+                                      scrubbed_env, spawn)
 from kbx_ray.types import Candidate, Task
 
 MAX_FILES_MB = 64  # what one candidate's compiles may bring back
@@ -78,9 +79,9 @@ def compile_candidate(task: Task, cand: Candidate, arch: int, timeout_s: float =
                "real_inputs_mb": real_inputs_mb}
         reply_path = Path(home) / "reply.json"  # a file: RLIMIT_FSIZE caps what comes back
         with open(reply_path, "wb") as reply_fp:
-            proc = subprocess.Popen([sys.executable, "-m", "kbx_ray.evaluate.aot_worker"],
-                                    cwd=home, env=env, stdin=subprocess.PIPE, stdout=reply_fp,
-                                    stderr=subprocess.DEVNULL, preexec_fn=_limits(cfg))
+            proc = spawn([sys.executable, "-m", "kbx_ray.evaluate.aot_worker"], confine_spec(cfg),
+                         home, env, stdin=subprocess.PIPE, stdout=reply_fp,
+                         stderr=subprocess.DEVNULL)
         try:
             proc.communicate(json.dumps(req).encode(), timeout=timeout_s)
         except subprocess.TimeoutExpired:

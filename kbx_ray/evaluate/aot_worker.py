@@ -143,6 +143,9 @@ def trace(req: dict) -> dict:
 def main() -> None:
     import os
 
+    from kbx_ray.evaluate import confine
+
+    confine.from_env()  # first thing after exec: limits and network (sandbox.spawn, confine.py)
     req = json.loads(sys.stdin.read())
     reply_fd = os.dup(1)  # the reply's own descriptor: the candidate's prints go to /dev/null
     devnull = os.open(os.devnull, os.O_WRONLY)

@@ -1,7 +1,7 @@
 """Landlock: the worker confines its own files, TCP and signal reach before it runs a candidate.
 
 Landlock (Linux >= 5.13) lets an unprivileged process drop rights for itself and its children, for
-good. The worker calls `restrict` after its imports: from then on it can read only what running
+good. The worker calls it first thing after exec (confine.py): from then on it can read only what running
 torch and triton needs (the interpreter, site-packages, system libraries, its own /proc entry),
 write only its temp dir and the Triton cache, open no TCP connection (ABI >= 4) and signal no
 process outside itself (ABI >= 6). A candidate that slipped past the static checks still cannot read
@@ -12,6 +12,7 @@ other layers stand alone (INTEGRITY.md). Standard library only.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import struct
 
@@ -37,9 +38,14 @@ def abi_version() -> int:
 def restrict(read: list[str], write: list[str]) -> bool:
     """Allow reading under `read` and reading and writing under `write`; deny the rest. Missing
     paths are skipped. Returns False when Landlock is unavailable (nothing was changed)."""
+    return not restrict_why(read, write)
+
+
+def restrict_why(read: list[str], write: list[str]) -> str:
+    """`restrict`, saying why not: "" when the process is now confined, else the reason."""
     abi = abi_version()
     if abi < 1:
-        return False
+        return "this kernel has no Landlock (it needs Linux >= 5.13 with landlock in lsm=)"
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     handled = (1 << 13) - 1 | (1 << 13 if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0)
@@ -49,16 +55,23 @@ def restrict(read: list[str], write: list[str]) -> bool:
     buf = ctypes.create_string_buffer(attr, len(attr))
     fd = libc.syscall(_CREATE, buf, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
     if fd < 0:
-        return False
+        return _errno_line("landlock_create_ruleset")
     try:
         for paths, rights in ((read, _EXECUTE | _READ_FILE | _READ_DIR), (write, handled)):
             for path in dict.fromkeys(p for p in paths if p and p != "/" and os.path.exists(p)):
                 _allow(libc, fd, path, rights)
         if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS, required to restrict oneself
-            return False
-        return libc.syscall(_RESTRICT, ctypes.c_int(fd), ctypes.c_uint32(0)) == 0
+            return _errno_line("prctl(PR_SET_NO_NEW_PRIVS)")
+        if libc.syscall(_RESTRICT, ctypes.c_int(fd), ctypes.c_uint32(0)) != 0:
+            return _errno_line("landlock_restrict_self")
+        return ""
     finally:
         os.close(fd)
+
+
+def _errno_line(call: str) -> str:
+    err = ctypes.get_errno()
+    return f"{call} failed: {errno.errorcode.get(err, err)} ({os.strerror(err)})"
 
 
 def _allow(libc: ctypes.CDLL, ruleset: int, path: str, rights: int) -> None:
@@ -97,12 +110,15 @@ def worker_paths(pkg_dir: str, home: str, cache: str,
 
 def confine(device: str) -> bool:
     """Confine this worker process (the sandbox worker, the AOT compile worker) to `worker_paths`
-    when its parent asked for it (KBX_LANDLOCK=1), after its imports; True if Landlock took."""
-    if os.environ.get("KBX_LANDLOCK") != "1":
-        return False
+    when its parent asked for it (KBX_LANDLOCK=1); True if Landlock took."""
+    return os.environ.get("KBX_LANDLOCK") == "1" and not confine_why(device)
+
+
+def confine_why(device: str) -> str:
+    """`confine` unconditionally, saying why not: "" when Landlock took, else the reason."""
     pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return restrict(*worker_paths(pkg, os.getcwd(), os.environ.get("TRITON_CACHE_DIR", ""),
-                                  device))
+    return restrict_why(*worker_paths(pkg, os.getcwd(), os.environ.get("TRITON_CACHE_DIR", ""),
+                                      device))
 
 
 def _under(path: str, root: str) -> bool:

@@ -1,19 +1,20 @@
 """The parent side of the sandbox: a warm worker subprocess, its limits, timeouts and respawns.
 
 The worker gets its own session (so the whole process group can be killed), a scrubbed environment
-built from an allowlist, a private temp directory as cwd and HOME, resource limits, its output
-redirected to a capped log file, and no network where the kernel lets us make a network namespace.
-CPU workers also confine themselves with Landlock (landlock.py). The task file is copied into the
-temp dir, so the worker never learns where the repository is; every string that comes back is
-scrubbed of the parent's secret values. A hang, crash or CUDA error kills the group; the next
-request starts a fresh worker. INTEGRITY.md describes the layers and what each one stops.
+built from an allowlist, a private temp directory as cwd and HOME, and its output redirected to a
+capped log file: Popen's own options, never `preexec_fn` (unsafe in a threaded Ray actor). First
+thing after exec it sets its resource limits, leaves the network where the kernel lets it make a
+namespace, and (CPU workers) confines itself with Landlock (confine.py, landlock.py); its hello
+says what took, and a worker without what the config demands is refused. The task file is copied
+into the temp dir, so the worker never learns where the repository is; every string that comes
+back is scrubbed of the parent's secret values. A hang, crash or CUDA error kills the group; the
+next request starts a fresh worker. INTEGRITY.md describes the layers and what each one stops.
 """
 from __future__ import annotations
 
 import logging
 import os
 import re
-import resource
 import select
 import shutil
 import signal
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbx_ray.evaluate import protocol
+from kbx_ray.evaluate import confine, protocol
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,10 @@ class WorkerDied(RuntimeError):
         self.kind, self.msg = kind, msg
 
 
+class ConfinementError(RuntimeError):
+    """The worker lacks a confinement its config demands: one line naming the setting."""
+
+
 def triton_cache_dir(cfg: SandboxConfig) -> str:
     """The Triton cache the workers of this node share (seeded by ahead-of-time compiles)."""
     return (cfg.extra_env.get("TRITON_CACHE_DIR") or os.environ.get("TRITON_CACHE_DIR")
@@ -118,47 +123,40 @@ def scrubbed_env(cfg: SandboxConfig, home: str) -> dict[str, str]:
                # glibc fills fresh allocations with 0x7f and freed ones with 0x80: an uninitialised
                # `torch.empty` on the CPU reads as garbage, never as a stale correct answer
                MALLOC_PERTURB_="128",
-               KBX_LANDLOCK="1" if cfg.landlock == "on" or (
-                   cfg.landlock == "auto" and cfg.device == "cpu") else "0")
+               KBX_LANDLOCK="1" if _landlock_on(cfg) else "0")
     env["TRITON_CACHE_DIR"] = triton_cache_dir(cfg)
     os.makedirs(env["TRITON_CACHE_DIR"], exist_ok=True)
     return {k: v for k, v in env.items() if not _SECRET.search(k) or k == "TRITON_CACHE_DIR"}
 
 
-def _limits(cfg: SandboxConfig) -> Any:
+def confine_spec(cfg: SandboxConfig) -> confine.Spec:
+    """What the worker must do to itself first thing after exec (confine.py): every limit here
+    used to be set between fork and exec, which a threaded parent (a Ray actor) cannot do safely."""
     nproc_now = len([p for p in os.listdir("/proc") if p.isdigit()]) if os.path.isdir("/proc") else 0
-
-    def apply() -> None:  # runs in the child between fork and exec
-        os.setsid()
-        resource.setrlimit(resource.RLIMIT_CPU, (cfg.cpu_seconds, cfg.cpu_seconds + 5))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (cfg.file_mb << 20,) * 2)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (cfg.open_files,) * 2)
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if nproc_now:
-            resource.setrlimit(resource.RLIMIT_NPROC, (nproc_now + cfg.extra_procs,) * 2)
-        if cfg.memory_gb and cfg.device == "cpu":
-            resource.setrlimit(resource.RLIMIT_AS, (int(cfg.memory_gb * (1 << 30)),) * 2)
-        if not cfg.network:
-            _unshare_network()
-
-    return apply
+    return confine.Spec(
+        cpu_seconds=cfg.cpu_seconds, file_mb=cfg.file_mb, open_files=cfg.open_files,
+        nproc=nproc_now + cfg.extra_procs if nproc_now else 0,
+        memory_bytes=int(cfg.memory_gb * (1 << 30)) if cfg.memory_gb and cfg.device == "cpu" else 0,
+        network=cfg.network, landlock=_landlock_on(cfg), landlock_required=cfg.landlock == "on",
+        device=cfg.device)
 
 
-def _unshare_network() -> None:
-    """Enter a fresh network namespace (loopback only). Best effort: see INTEGRITY.md, "Network"."""
-    try:
-        import ctypes
+def _landlock_on(cfg: SandboxConfig) -> bool:
+    return cfg.landlock == "on" or (cfg.landlock == "auto" and cfg.device == "cpu")
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        clone_newnet, clone_newuser = 0x40000000, 0x10000000
-        flags = clone_newnet if os.geteuid() == 0 else clone_newnet | clone_newuser
-        libc.unshare(flags)
-    except Exception:  # noqa: BLE001 - fall back to the static network ban
-        pass
+
+def spawn(argv: list[str], spec: confine.Spec, home: str, env: dict[str, str],
+          **popen: Any) -> subprocess.Popen:
+    """Start a worker with Popen's own safe options, never `preexec_fn`: its own session (so
+    `kill_group` reaches all it starts), no inherited descriptors but `pass_fds`, `home` as cwd,
+    `env` plus `spec`, the confinement it applies to itself (confine.py)."""
+    env = dict(env, **{confine.ENV: spec.to_json()})
+    return subprocess.Popen(argv, cwd=home, env=env, start_new_session=True, close_fds=True,
+                            **popen)
 
 
 def kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the child's whole session (it ran `os.setsid` in `_limits`) and reap it."""
+    """SIGKILL the child's whole session (`spawn` started it in its own) and reap it."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -174,6 +172,8 @@ class Sandbox:
         self.proc: subprocess.Popen | None = None
         self.home = ""
         self.info: dict[str, Any] = {}
+        self.confinement: dict[str, Any] = {}  # what the worker got (confine.apply's report)
+        self._logged: dict[str, Any] | None = None
         self.spawns = 0
 
     def _spawn(self) -> None:
@@ -181,15 +181,28 @@ class Sandbox:
         r_fd, w_fd = os.pipe()
         protocol.widen_pipe(r_fd)  # replies carry outputs of up to GBs
         logf = open(os.path.join(self.home, "worker.log"), "wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kbx_ray.evaluate.worker", str(w_fd)],
-            stdin=subprocess.PIPE, stdout=logf, stderr=logf, pass_fds=(w_fd,), cwd=self.home,
-            env=scrubbed_env(self.cfg, self.home), preexec_fn=_limits(self.cfg), close_fds=True)
+        spec = confine_spec(self.cfg)
+        self.proc = spawn([sys.executable, "-m", "kbx_ray.evaluate.worker", str(w_fd)], spec,
+                          self.home, scrubbed_env(self.cfg, self.home), stdin=subprocess.PIPE,
+                          stdout=logf, stderr=logf, pass_fds=(w_fd,))
         logf.close()
         os.close(w_fd)
         self.reply = os.fdopen(r_fd, "rb", buffering=0)
         self.spawns += 1
         self.info, _ = self._roundtrip({"op": "hello"}, timeout=120.0)
+        self._check_confinement(spec, self.info.get("confinement") or {})
+
+    def _check_confinement(self, spec: confine.Spec, report: dict[str, Any]) -> None:
+        """Keep and log (once, or when it changes) what the worker got; refuse a worker that
+        lacks what the config demands: no candidate ever reaches it."""
+        self.confinement = report
+        if report != self._logged:
+            log.info("sandbox worker confinement: %s", confine.summary(report))
+            self._logged = report
+        why = confine.unmet(spec, report)
+        if why:
+            self.kill()
+            raise ConfinementError(f"sandbox: {why}")
 
     @property
     def alive(self) -> bool:

@@ -17,6 +17,12 @@ import time
 import traceback
 from typing import Any
 
+from kbx_ray.evaluate import confine
+
+# Run as the sandbox's child, confine this process before anything else: before torch or triton
+# start threads and before any request is read (confine.py: limits, network, Landlock).
+CONFINED = confine.from_env() if __name__ == "__main__" else {}
+
 DEVICE = os.environ.get("KBX_DEVICE", "cpu")
 if DEVICE == "cpu":
     os.environ["TRITON_INTERPRET"] = "1"  # must precede the first triton import
@@ -400,12 +406,7 @@ def main() -> None:
     out_fp = os.fdopen(int(sys.argv[1]), "wb")
     in_fp = sys.stdin.buffer
     worker = Worker()
-    if os.environ.get("KBX_LANDLOCK") == "1":  # after every import: the paths needed are known
-        from kbx_ray.evaluate import landlock
-
-        if DEVICE == "cuda":
-            torch.cuda.init()  # open the device nodes and load the driver while all is visible
-        worker.landlocked = landlock.confine(DEVICE)
+    worker.landlocked = bool(CONFINED.get("landlock"))
     while True:
         try:
             req, _ = protocol.recv(in_fp)
@@ -422,6 +423,8 @@ def main() -> None:
             header = {"ok": False, "error_kind": "infra_error",
                       "error_msg": "".join(traceback.format_exception(type(e), e, e.__traceback__))}
             blobs = []
+        if op == "hello":  # what confine.py got: the parent logs it and refuses too little
+            header["confinement"] = CONFINED
         protocol.send(out_fp, header, blobs)
         if header.get("error_kind") == "cuda_error":
             os._exit(3)  # the CUDA context is poisoned: the parent respawns us
