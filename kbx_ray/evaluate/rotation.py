@@ -15,15 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-
-def tensors(obj: Any) -> list[torch.Tensor]:
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, (list, tuple)):
-        return [t for x in obj for t in tensors(x)]
-    if isinstance(obj, dict):
-        return [t for x in obj.values() for t in tensors(x)]
-    return []
+from kbx_ray.evaluate.trees import tensors  # the one walk (the worker's `rotation.tensors`)
 
 
 def same_layout(a: Any, b: Any, scalars: Callable[[Any], list]) -> bool:

@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch.overrides import TorchFunctionMode
 
+from kbx_ray.evaluate import trees
 from kbx_ray.suite import SuiteError, load_module
 from kbx_ray.types import Task, stable_hash
 
@@ -82,24 +83,9 @@ def header(doc: str, adapter: str, origin: str) -> str:
 
 
 # ---- run-time helpers --------------------------------------------------------------------------
-def tensors(obj: Any) -> list[torch.Tensor]:
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, (list, tuple)):
-        return [t for x in obj for t in tensors(x)]
-    if isinstance(obj, dict):
-        return [t for x in obj.values() for t in tensors(x)]
-    return []
-
-
-def tree_map(fn: Callable[[torch.Tensor], Any], obj: Any) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return fn(obj)
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(tree_map(fn, x) for x in obj)
-    if isinstance(obj, dict):
-        return {k: tree_map(fn, v) for k, v in obj.items()}
-    return obj
+# tensors(obj): the tensors of a nested value, in order; tree_map(fn, obj): `obj` with `fn` applied
+# to each tensor. One walk for the harness and the adapters (`evaluate/trees.py`, torch's pytree).
+tensors, tree_map = trees.tensors, trees.map_tensors
 
 
 def clone(obj: Any) -> Any:
@@ -110,11 +96,7 @@ def clone(obj: Any) -> Any:
         return g
     if isinstance(obj, torch.Tensor):
         return obj.detach().clone()
-    if isinstance(obj, (list, tuple)):
-        return _rebuild(obj, [clone(x) for x in obj])
-    if isinstance(obj, dict):
-        return {k: clone(v) for k, v in obj.items()}
-    return obj
+    return _each(obj, clone)
 
 
 def with_helpers(ns: dict[str, Any], helpers: dict[str, str], origin: str) -> dict[str, Any]:
@@ -148,10 +130,19 @@ def retarget(obj: Any, device: str | torch.device) -> Any:
     """Recorded arguments naming CUDA (`device="cuda"`) name the evaluation device instead."""
     if _is_cuda(obj):
         return obj if torch.device(device).type == "cuda" else torch.device(device)
-    if isinstance(obj, (list, tuple)) and not isinstance(obj, torch.Size):
-        return _rebuild(obj, [retarget(x, device) for x in obj])
+    if isinstance(obj, torch.Size):
+        return obj
+    return _each(obj, lambda x: retarget(x, device))
+
+
+def _each(obj: Any, fn: Callable[[Any], Any]) -> Any:
+    """A list, tuple or dict rebuilt with `fn` applied to each item (any subclass: recorded test
+    arguments may be of any type, and pytree leaves the ones it does not know shared); any other
+    value as it is."""
+    if isinstance(obj, (list, tuple)):
+        return _rebuild(obj, [fn(x) for x in obj])
     if isinstance(obj, dict):
-        return {k: retarget(v, device) for k, v in obj.items()}
+        return {k: fn(v) for k, v in obj.items()}
     return obj
 
 

@@ -1,0 +1,48 @@
+"""Nested values (tuples, lists, dicts of tensors and scalars) -> the tensors they hold: one walk.
+
+The runtime guards, the timed-call rotation, the worker and the suite adapters all need the
+tensors of an argument tree, in order. torch's pytree walks it (`tree_iter`: tuples, lists, named
+tuples, torch's return types, dicts in insertion order); a list, tuple or dict subclass that
+pytree does not register is a leaf there, so it is walked by its items here, as every walker did
+before this one. Non-tensor leaves are dropped.
+
+The guards rely on this walk inside the worker, where the candidate runs in the same process, so
+`sentinels.Sentinels` watches this module's globals, pytree's functions and its node registry: a
+candidate that replaced one of them, or registered a new node type to hide a tensor, is caught as
+tampering. Standard library and torch only (the worker imports it).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch.utils import _pytree
+
+_iter = _pytree.tree_iter
+_map_only = _pytree.tree_map_only
+_Tensor = torch.Tensor
+
+
+def tensors(obj: Any, wrapped: bool = False) -> list[torch.Tensor]:
+    """The tensors in `obj`, depth first. With `wrapped`, a leaf that carries a tensor as `.base`
+    (Triton's TensorWrapper and TensorDescriptor, as a kernel receives them) counts as that one."""
+    if isinstance(obj, _Tensor):  # the common case, without the walk
+        return [obj]
+    out: list[torch.Tensor] = []
+    for x in _iter(obj):
+        if isinstance(x, _Tensor):
+            out.append(x)
+        elif isinstance(x, (list, tuple)):  # a subclass pytree does not know: its items
+            out += tensors(list(x), wrapped)
+        elif isinstance(x, dict):
+            out += tensors(list(x.values()), wrapped)
+        elif wrapped:
+            base = getattr(x, "base", None)
+            if isinstance(base, _Tensor):
+                out.append(base)
+    return out
+
+
+def map_tensors(fn: Callable[[torch.Tensor], Any], obj: Any) -> Any:
+    """`obj` rebuilt with `fn` applied to each tensor; other leaves are kept as they are."""
+    return _map_only(_Tensor, fn, obj)
