@@ -196,9 +196,10 @@ class Sandbox:
         """Keep and log (once, or when it changes) what the worker got; refuse a worker that
         lacks what the config demands: no candidate ever reaches it."""
         self.confinement = report
-        if report != self._logged:
+        seen = dict(report, rlimits=sorted(report.get("rlimits", {})))  # NPROC's value varies
+        if seen != self._logged:
             log.info("sandbox worker confinement: %s", confine.summary(report))
-            self._logged = report
+            self._logged = seen
         why = confine.unmet(spec, report)
         if why:
             self.kill()

@@ -1,0 +1,158 @@
+"""The worker confines itself after exec (confine.py), says what it got, and has no network."""
+from __future__ import annotations
+
+import ast
+import ctypes
+import logging
+import os
+import socket
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kbx_ray.evaluate import checks
+from kbx_ray.evaluate import evaluator as evaluator_mod
+from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
+from kbx_ray.evaluate.sandbox import ConfinementError, Sandbox, SandboxConfig
+from kbx_ray.suite import get_task
+from tests.conftest import make_candidate
+
+REPO = Path(__file__).resolve().parents[2]
+RELU = get_task("activation/relu")
+
+NET_PROBE = '''
+import socket
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _k(x_ptr):
+    pass
+
+
+def relu(x):
+    names = sorted(n for _, n in socket.if_nameindex())
+    devs = sorted(ln.split(":")[0].strip() for ln in open("/proc/net/dev").readlines()[2:])
+    try:
+        socket.create_connection(("127.0.0.1", {port}), timeout=3).close()
+        reach = "connected"
+    except OSError as e:
+        reach = type(e).__name__
+    try:
+        socket.create_connection(("{outside}", 53), timeout=3).close()
+        outside = "connected"
+    except OSError as e:
+        outside = type(e).__name__
+    raise RuntimeError(f"probe: ifaces={{names}} dev={{devs}} parent={{reach}} outside={{outside}}")
+'''
+
+
+@pytest.fixture()
+def static_off(monkeypatch):
+    def permissive(tree: ast.Module, entry: str) -> checks.StaticReport:
+        rep = checks.static_check(tree, entry)
+        rep.violations = []
+        return rep
+
+    monkeypatch.setattr(evaluator_mod, "static_check", permissive)
+
+
+def test_the_report_reaches_the_parent_and_is_logged_once(caplog):
+    cfg = SandboxConfig(cpu_seconds=600, file_mb=32, open_files=512)
+    sbx = Sandbox(cfg)
+    try:
+        with caplog.at_level(logging.INFO, logger="kbx_ray.evaluate.sandbox"):
+            sbx.request({"op": "hello"}, 120)
+            rep, pid = sbx.confinement, sbx.proc.pid
+            sbx.kill()
+            sbx.request({"op": "hello"}, 120)  # a respawn with the same report: no second line
+        lines = [r.getMessage() for r in caplog.records if "confinement" in r.getMessage()]
+        assert len(lines) == 1 and "setsid=True" in lines[0], lines
+        assert rep["setsid"] is True and sbx.info["confinement"] == rep
+        assert rep["rlimits"]["RLIMIT_CPU"] == [600, 605]
+        assert rep["rlimits"]["RLIMIT_FSIZE"] == [32 << 20] * 2
+        assert rep["rlimits"]["RLIMIT_NOFILE"] == [512, 512]
+        assert rep["rlimits"]["RLIMIT_CORE"] == [0, 0]
+        assert rep["netns"] or rep["netns_refused"], rep["netns_why"]
+        assert rep["landlock"] is (rep["landlock_abi"] > 0) is sbx.info["landlock"]
+        assert rep["no_new_privs"] is rep["landlock"]
+        limits = open(f"/proc/{sbx.proc.pid}/limits").read()
+        assert pid != sbx.proc.pid and "Max open files            512" in limits
+    finally:
+        sbx.close()
+
+
+def test_the_worker_has_no_network_where_the_kernel_allows_it(static_off):
+    """Landlock off (it refuses TCP on its own): the namespace alone keeps the candidate from a
+    port the parent listens on, from the outside, and from every interface but loopback."""
+    ev = Evaluator(EvalConfig(device="cpu", case_timeout_s=60, load_timeout_s=120,
+                              sandbox=SandboxConfig(landlock="off")))
+    server = socket.create_server(("127.0.0.1", 0))
+    try:
+        ev.sandbox.request({"op": "hello"}, 120)
+        rep = ev.sandbox.confinement
+        if rep.get("netns_refused"):
+            pytest.skip(f"no network namespace on this kernel: {rep['netns_why']}")
+        assert rep["netns"] is True and rep["landlock"] is False, rep
+        code = NET_PROBE.format(port=server.getsockname()[1], outside="1.1.1.1")
+        res = ev.evaluate(RELU, make_candidate(RELU.task_id, "relu", code))
+    finally:
+        server.close()
+        ev.close()
+    assert res.error_kind == "runtime_error" and "probe:" in res.error_msg, res.error_msg
+    probe = res.error_msg[res.error_msg.rindex("probe:"):]
+    assert "ifaces=['lo']" in probe and "dev=['lo']" in probe, probe
+    assert "parent=connected" not in probe and "outside=connected" not in probe, probe
+
+
+def test_network_true_keeps_the_host_network():
+    sbx = Sandbox(SandboxConfig(network=True, landlock="off"))
+    try:
+        sbx.request({"op": "hello"}, 120)
+        assert sbx.confinement["netns"] is False
+        assert sbx.confinement["netns_why"] == "evaluation.sandbox.network=true"
+        assert os.readlink(f"/proc/{sbx.proc.pid}/ns/net") == os.readlink("/proc/self/ns/net")
+    finally:
+        sbx.close()
+
+
+def _hide_landlock() -> None:
+    """Make this process (and all it starts) see a kernel without Landlock: a seccomp filter
+    answers its three system calls with ENOSYS, as an old kernel or a container's profile does."""
+    ld, jeq, ret = 0x20, 0x15, 0x06
+    prog = [(ld, 0, 0, 0), (jeq, 3, 0, 444), (jeq, 2, 0, 445), (jeq, 1, 0, 446),
+            (ret, 0, 0, 0x7FFF0000), (ret, 0, 0, 0x00050000 | 38)]
+    filt = b"".join(struct.pack("HBBI", *ins) for ins in prog)
+    buf = ctypes.create_string_buffer(filt, len(filt))
+    fprog = struct.pack("HxxxxxxQ", len(prog), ctypes.addressof(buf))
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(38, 1, 0, 0, 0) == 0  # no-new-privs, required for an unprivileged filter
+    assert libc.prctl(22, 2, ctypes.c_char_p(fprog), 0, 0) == 0, ctypes.get_errno()
+
+
+def _child_without_landlock() -> None:
+    """Run in a fresh interpreter: the worker of landlock=on on a kernel without Landlock."""
+    _hide_landlock()
+    sbx = Sandbox(SandboxConfig(landlock="on"))
+    try:
+        sbx.request({"op": "hello"}, 120)
+        print("NO ERROR")
+    except ConfinementError as e:
+        print(f"ERROR {e}")
+    finally:
+        sbx.close()
+
+
+def test_landlock_on_without_landlock_is_refused_with_one_line():
+    out = subprocess.run(
+        [sys.executable, "-c", "from tests.integration.test_sandbox_confine import "
+                               "_child_without_landlock as c; c()"],
+        cwd=REPO, capture_output=True, text=True, timeout=300)
+    line = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr[-800:]
+    assert line.startswith("ERROR sandbox: evaluation.sandbox.landlock=on, but Landlock did not "
+                           "take effect in the worker: this kernel has no Landlock"), line
+    assert "\n" not in line and "landlock=off" in line
