@@ -72,7 +72,7 @@ def test_the_report_reaches_the_parent_and_is_logged_once(caplog):
             sbx.request({"op": "hello"}, 120)  # a respawn with the same report: no second line
         lines = [r.getMessage() for r in caplog.records if "confinement" in r.getMessage()]
         assert len(lines) == 1 and "setsid=True" in lines[0], lines
-        assert rep["setsid"] is True and sbx.info["confinement"] == rep
+        assert rep["setsid"] is True and sbx.info["confinement"] == sbx.confinement
         assert rep["rlimits"]["RLIMIT_CPU"] == [600, 605]
         assert rep["rlimits"]["RLIMIT_FSIZE"] == [32 << 20] * 2
         assert rep["rlimits"]["RLIMIT_NOFILE"] == [512, 512]
