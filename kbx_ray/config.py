@@ -119,6 +119,8 @@ class Config:
     evaluation: EvalConfig = field(default_factory=EvalConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
+    sinks: list[str] = field(default_factory=lambda: ["wandb", "console"])  # where rows go after
+    #                                      Parquet (always first: the record), in order: sinks/
     output_dir: str = "results"
     sweep_id: str | None = None
     overrides: list[str] = field(default_factory=list)  # the command line's key=value items: the

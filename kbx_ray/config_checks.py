@@ -56,10 +56,15 @@ def check_choices(cfg: Any) -> None:
 
 
 def validate(cfg: Any) -> None:
-    """Choices, the grid's methods and models, and each model's backend settings; one line each."""
+    """Choices, the sinks, the grid's methods and models, and each model's backend settings; one
+    line each."""
     from kbx_ray.grid import methods, models
+    from kbx_ray.sinks import check_sinks
 
     check_choices(cfg)
+    problem = check_sinks(list(cfg.sinks))
+    if problem:
+        raise ConfigError(problem)
     methods(cfg)  # each method variant passes check_method, or this raises its line
     for model in models(cfg):
         check_backend(model, local=cfg.engine.ray_address is None)

@@ -354,7 +354,7 @@ def run_sweep(cfg: Config) -> SweepPlan:
     config = provenance.resolved(cfg, list(p.pools))
     provenance.write_config(p.sweep_dir, config)
     record = provenance.RunRecord(p.sweep_dir, p.sweep_id)
-    sinks = build_sinks(p.sweep_dir, p.sweep_id, cfg.wandb, extra=[record])
+    sinks = build_sinks(p.sweep_dir, p.sweep_id, cfg, extra=[record])
     sinks.start(n_todo, config)
     try:
         asyncio.run(_drive(p, sinks))

@@ -194,17 +194,11 @@ def _suite_ids(cfg: Config) -> tuple[list[str], list[str]] | None:
         if cfg.suite.name == "kbx":
             ids = [p.parent.relative_to(root).as_posix() for p in sorted(root.glob("*/*/task.py"))]
             return ids, ids
-        if cfg.suite.name == "kernelbench" and cfg.suite.path:
-            from kbx_ray.suites.kernelbench import problem_files
+        from kbx_ray.suites import suite_format
 
-            ids = list(problem_files(root))
-            return ids, ids
-        if cfg.suite.name == "kernelbenchx" and cfg.suite.path:
-            from kbx_ray.suites import kbx_tree
-
-            located, broken = kbx_tree.locate(*kbx_tree.task_list(root))
-            listed = [i for i, loc in located.items() if loc.listed] + list(broken)
-            return listed, listed + [i for i in located if i not in listed]
+        fmt = suite_format(cfg.suite.name)
+        if fmt.ids is not None and cfg.suite.path:
+            return fmt.ids(root)
     except (SuiteError, OSError):
         pass
     return None

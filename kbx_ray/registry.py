@@ -1,9 +1,9 @@
 """One registry for every extension point: `@register(kind, name)` on a factory.
 
-A kind (backend, method; later sink and suite format) names the packages its entries live in. The
-first lookup of a name the registry does not hold imports each module of those packages once, so
-adding a backend or a method is one file in its folder (plus its conf/ preset): the file's
-decorator is the whole registration. A factory imports its heavy dependency (vllm, openai, wandb)
+A kind (backend, method, sink, suite format) names the packages its entries live in. The first
+lookup of a name the registry does not hold imports each module of those packages once, so adding
+a backend, a method, a sink or a suite format is one file in its folder (plus its conf/ preset or
+setting): the file's decorator is the whole registration. A factory imports its heavy dependency (vllm, openai, wandb)
 inside itself; `requires` lists those modules, so a missing one is a one-line install hint when the
 entry is built, not an ImportError from deep inside (inspect_ai's `@modelapi` does the same).
 
@@ -130,11 +130,15 @@ def _origin(e: Entry) -> str:
     return t if isinstance(t, str) else f"{t.__module__}:{t.__qualname__}"
 
 
-# Each kind and the packages its entries live in. Sinks and suite formats join here when they adopt
-# the decorator.
+# Each kind and the packages its entries live in; what an entry's factory takes and returns is the
+# kind's contract: backend (model config -> Backend, llm/base.py), method (method config -> Method,
+# methods/base.py), sink (SinkContext -> Sink or None, sinks/base.py), suite (() -> SuiteFormat,
+# suites/__init__.py).
 KINDS: dict[str, Registry] = {
     "backend": Registry("backend", ("kbx_ray.llm", "kbx_ray.mutation")),
     "method": Registry("method", ("kbx_ray.methods",)),
+    "sink": Registry("sink", ("kbx_ray.sinks",)),
+    "suite": Registry("suite", ("kbx_ray.suites",)),
 }
 
 
@@ -146,7 +150,7 @@ def registry(kind: str) -> Registry:
 
 
 def add_kind(kind: str, packages: tuple[str, ...]) -> Registry:
-    """A new extension point (sinks, suite formats): its name and the packages to discover."""
+    """A new extension point: its name and the packages to discover."""
     return KINDS.setdefault(kind, Registry(kind, packages))
 
 

@@ -30,9 +30,8 @@ class Backend(Protocol):
 
 
 # name -> Entry: each backend module registers itself with `@register("backend", name)`; the
-# modules are imported only when a backend is looked up. replay.py has no decorator yet.
+# modules are imported only when a backend is looked up.
 REGISTRY = registry("backend")
-REGISTRY["replay"] = "kbx_ray.llm.replay:build"
 
 
 class UnknownBackendError(RegistryError):

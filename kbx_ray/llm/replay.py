@@ -29,6 +29,7 @@ from typing import Any, Iterable
 from kbx_ray.config import ConfigError
 from kbx_ray.llm import replay_files
 from kbx_ray.llm.base import GenParams, Messages
+from kbx_ray.registry import register
 from kbx_ray.types import Generation
 
 log = logging.getLogger(__name__)
@@ -185,6 +186,7 @@ def unanswered(backend: ReplayBackend, cells: Iterable[Any]) -> tuple[int, int, 
     return missing, total, first
 
 
+@register("backend", "replay")
 def build(cfg: Any) -> ReplayBackend:
     raw = dict(getattr(cfg, "options", {}) or {})
     known = {f.name for f in fields(ReplayOptions)}

@@ -1,24 +1,30 @@
 """Where a sweep's rows go: Parquet (the record), W&B (the live dashboard), the console (progress).
 
 The engine builds one `FanOut` with `build_sinks` and calls `start`, `write_generations`,
-`write_evaluations` and `close` on it. A new sink is a `Sink` subclass plus one line here.
-Names are resolved lazily, so that loading a config (which needs only `WandbConfig`) does not
+`write_evaluations` and `close` on it. Each sink is a module here whose factory carries
+`@register("sink", name)` (kbx_ray/registry.py); `sinks` in conf/config.yaml names the ones a sweep
+uses. Names are resolved lazily, so that loading a config (which needs only `WandbConfig`) does not
 import pandas and pyarrow.
 """
 from __future__ import annotations
 
 import importlib
+import logging
 from pathlib import Path
 from typing import Any
 
+from kbx_ray.registry import MissingDependencyError, registry
+
 _EXPORTS = {
-    "FanOut": "base", "Sink": "base", "ConsoleSink": "console", "summarize": "console",
-    "EVALUATION_SCHEMA": "parquet", "GENERATION_SCHEMA": "parquet", "ParquetSink": "parquet",
-    "ParquetWriteError": "parquet", "clean_tmp": "parquet", "done_cells": "parquet",
-    "read_table": "parquet", "read_rows": "parquet", "written_generations": "parquet",
-    "WandbConfig": "wandb_config", "WandbSink": "wandb",
+    "FanOut": "base", "Sink": "base", "SinkContext": "base", "ConsoleSink": "console",
+    "summarize": "console", "EVALUATION_SCHEMA": "parquet", "GENERATION_SCHEMA": "parquet",
+    "ParquetSink": "parquet", "ParquetWriteError": "parquet", "clean_tmp": "parquet",
+    "done_cells": "parquet", "read_table": "parquet", "read_rows": "parquet",
+    "written_generations": "parquet", "WandbConfig": "wandb_config", "WandbSink": "wandb",
 }
-__all__ = sorted([*_EXPORTS, "build_sinks"])
+__all__ = sorted([*_EXPORTS, "build_sinks", "check_sinks"])
+RECORD = "parquet"  # always first: the record a sweep resumes from and the report reads
+log = logging.getLogger(__name__)
 
 
 def __getattr__(name: str) -> Any:
@@ -27,19 +33,37 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'kbx_ray.sinks' has no attribute {name!r}")
 
 
-def build_sinks(sweep_dir: Path, sweep_id: str, wandb_cfg: Any, console: bool = True,
-                extra: list[Any] | None = None) -> Any:
-    """Parquet first (critical: a batch it cannot record stops the sweep before anyone shows it),
-    then `extra` (the engine's run record: it closes before W&B logs it), then W&B, then console.
-    """
-    from kbx_ray.sinks.base import FanOut, Sink
-    from kbx_ray.sinks.console import ConsoleSink
-    from kbx_ray.sinks.parquet import ParquetSink
-    from kbx_ray.sinks.wandb import WandbSink
+def check_sinks(names: list[str]) -> str | None:
+    """One line naming an unknown sink and the known ones, or None; run before anything starts."""
+    known = registry("sink")
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        return (f"unknown sink {unknown[0]!r} in sinks={list(names)}: choose from "
+                f"{', '.join(known)}, or add kbx_ray/sinks/{unknown[0]}.py")
+    return None
 
-    sinks: list[Sink] = [ParquetSink(Path(sweep_dir)), *(extra or [])]
-    if wandb_cfg.mode != "disabled":
-        sinks.append(WandbSink(wandb_cfg, sweep_id, Path(sweep_dir)))
-    if console:
-        sinks.append(ConsoleSink())
+
+def build_sinks(sweep_dir: Path, sweep_id: str, cfg: Any, extra: list[Any] | None = None) -> Any:
+    """Parquet first (critical: a batch it cannot record stops the sweep before anyone shows it),
+    then `extra` (the engine's run record: it closes before W&B logs it), then `cfg.sinks` in their
+    order (W&B, then the console, by default). A factory that returns None is off by its settings
+    (wandb.mode=disabled); one whose package is missing is left out after a warning with the
+    install hint, since only the record may stop a sweep.
+    """
+    from kbx_ray.sinks.base import FanOut, Sink, SinkContext
+
+    ctx = SinkContext(Path(sweep_dir), sweep_id, cfg)
+    known = registry("sink")
+    sinks: list[Sink] = [known.build(RECORD, ctx), *(extra or [])]
+    for name in dict.fromkeys(cfg.sinks):
+        if name == RECORD:
+            continue
+        try:
+            sink = known.build(name, ctx)
+        except MissingDependencyError as e:
+            log.warning("%s; the sweep goes on without it (results are still written to Parquet)",
+                        e)
+            continue
+        if sink is not None:
+            sinks.append(sink)
     return FanOut(sinks)

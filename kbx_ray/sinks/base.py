@@ -1,16 +1,31 @@
 """The sink protocol: a no-op base class and a fan-out container (the torchtitan pattern).
 
-The engine talks to one `FanOut` and never to a concrete sink, so adding a sink is one new class
-and one line in `build_sinks`. A dashboard that breaks must not stop a sweep that may have run for
-hours, so a failing sink is disabled; the Parquet sink is the record, and its failure must stop the
-sweep, so sinks marked `critical` propagate.
+The engine talks to one `FanOut` and never to a concrete sink, so adding a sink is one module in
+sinks/ whose factory carries `@register("sink", name)` (it takes a `SinkContext`, and returns the
+sink, or None when its settings turn it off), plus its name in conf/config.yaml's `sinks`. A
+dashboard that breaks must not stop a sweep that may have run for hours, so a failing sink is
+disabled; the Parquet sink is the record, and its failure must stop the sweep, so sinks marked
+`critical` propagate.
 """
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SinkContext:
+    """What a sink factory builds from: the sweep's folder and id, and the whole config (a sink
+    reads its own settings there, e.g. `cfg.wandb`)."""
+
+    sweep_dir: Path
+    sweep_id: str
+    cfg: Any  # kbx_ray.config.Config
 
 
 class Sink:

@@ -17,7 +17,8 @@ from rich.progress import TimeRemainingColumn
 from rich.table import Table
 
 from kbx_ray.metrics import GeoMean, geomean, is_final
-from kbx_ray.sinks.base import Sink
+from kbx_ray.registry import register
+from kbx_ray.sinks.base import Sink, SinkContext
 
 logger = logging.getLogger(__name__)
 
@@ -156,3 +157,8 @@ class ConsoleSink(Sink):
         result = pd.DataFrame.from_dict(out, orient="index", columns=SUMMARY_COLUMNS)
         result.index.name = "category"
         return result.astype({"cells": "int64"})
+
+
+@register("sink", "console")
+def build(ctx: SinkContext) -> ConsoleSink:
+    return ConsoleSink()

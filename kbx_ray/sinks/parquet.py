@@ -25,7 +25,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from kbx_ray.sinks.base import Sink
+from kbx_ray.registry import register
+from kbx_ray.sinks.base import Sink, SinkContext
 
 logger = logging.getLogger(__name__)
 
@@ -152,6 +153,12 @@ class ParquetSink(Sink):
             _unlink_quietly(tmp)
             raise _write_error(final, e) from e
         return final
+
+
+@register("sink", "parquet")
+def build(ctx: SinkContext) -> ParquetSink:
+    """Always the first sink of a sweep (sinks.build_sinks): the record it resumes from."""
+    return ParquetSink(ctx.sweep_dir)
 
 
 def _write_error(path: Path, e: OSError) -> ParquetWriteError:

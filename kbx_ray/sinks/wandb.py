@@ -33,7 +33,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from kbx_ray.sinks.base import Sink
+from kbx_ray.registry import register
+from kbx_ray.sinks.base import Sink, SinkContext
 from kbx_ray.sinks.wandb_config import MODES, WandbConfig  # noqa: F401 - re-exported
 from kbx_ray.metrics import RunningMetrics
 from kbx_ray.sinks.wandb_plots import compact, final_charts
@@ -202,6 +203,13 @@ class WandbSink(Sink):
                 run.finish(exit_code=exit_code)
             except Exception:  # the run is already broken; its failure was reported once
                 logger.debug("W&B finish after a failure also failed", exc_info=True)
+
+
+@register("sink", "wandb", requires=("wandb",))
+def build(ctx: SinkContext) -> WandbSink | None:
+    """Off with wandb.mode=disabled; a bad mode is one line naming the choices."""
+    cfg: WandbConfig = ctx.cfg.wandb
+    return None if cfg.mode == "disabled" else WandbSink(cfg, ctx.sweep_id, ctx.sweep_dir)
 
 
 def _cell(value: Any) -> Any:

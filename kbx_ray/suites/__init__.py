@@ -1,42 +1,64 @@
 """External suites: `suite=kernelbench` and `suite=kernelbenchx` with `suite.path=<folder>`.
 
-Each adapter turns a folder of someone else's problems into `Task` records whose module is a
+Each format turns a folder of someone else's problems into `Task` records whose module is a
 generated shim (shim.py), so a candidate goes through the very same evaluator (sandboxed worker,
-trusted judge) as a task from tasks/. Adapters are imported lazily, by name.
+trusted judge) as a task from tasks/. A format is one module here whose factory carries
+`@register("suite", name)` (kbx_ray/registry.py) and returns a `SuiteFormat`, plus its
+conf/suite/<name>.yaml; modules are imported when a suite is first looked up.
 """
 from __future__ import annotations
 
-import importlib
 import logging
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Optional
 
+from kbx_ray.registry import MissingDependencyError, registry
 from kbx_ray.suite import SuiteError
 from kbx_ray.types import Task
 
-ADAPTERS = {
-    "kernelbench": ("kbx_ray.suites.kernelbench",
-                    "a KernelBench folder holding level1/, level2/, ..."),
-    "kernelbenchx": ("kbx_ray.suites.kernelbenchx", "a KernelBench-X folder holding "
-                     "kernelbenchx_v1.json and <Category>/<name>.py files"),
-}
-NAMES = ("kbx", *ADAPTERS)
+BUILT_IN = "kbx"  # tasks/, loaded by kbx_ray/suite.py itself
 log = logging.getLogger(__name__)
+
+Load = Callable[[Path, Optional[list[str]], Optional[dict[str, str]]], list[Task]]
+
+
+@dataclass(frozen=True)
+class SuiteFormat:
+    """What a suite format registers."""
+
+    what: str
+    """The folder suite.path must name, as error messages say it ("a KernelBench folder ...")."""
+    load: Load
+    """(root, include, skipped) -> the selected tasks that build; the others go to `skipped`."""
+    ids: Callable[[Path], tuple[list[str], list[str]]] | None = None
+    """root -> (the listed task ids, every id `load` accepts), without building a task; None when
+    the format cannot list them cheaply (a replayed sweep then covers the grid as given)."""
+
+
+def suite_format(name: str) -> SuiteFormat:
+    formats = registry("suite")
+    if name not in formats:
+        raise SuiteError(f"unknown suite {name!r}: choose one of "
+                         f"{', '.join((BUILT_IN, *formats))} (suite=<name>)")
+    try:
+        return formats.build(name)
+    except MissingDependencyError as e:
+        raise SuiteError(str(e)) from None
 
 
 def load_external(name: str, root: str | Path | None, include: list[str] | None,
                   skipped: dict[str, str] | None = None) -> list[Task]:
     """The suite's tasks that build; the others go to `skipped` (id -> one-line reason), or, when
     it is None, to the log (and when none builds at all, to one error naming the first)."""
-    if name not in ADAPTERS:
-        raise SuiteError(f"unknown suite {name!r}: choose one of {', '.join(NAMES)} (suite=<name>)")
-    module, what = ADAPTERS[name]
+    fmt = suite_format(name)
     if not root:
-        raise SuiteError(f"suite={name} needs suite.path=<folder>: {what}")
+        raise SuiteError(f"suite={name} needs suite.path=<folder>: {fmt.what}")
     path = Path(root).expanduser().resolve()
     if not path.exists():
-        raise SuiteError(f"suite.path {path} does not exist: set it to {what}")
+        raise SuiteError(f"suite.path {path} does not exist: set it to {fmt.what}")
     collected: dict[str, str] = {} if skipped is None else skipped
-    tasks = importlib.import_module(module).load(path, include, collected)
+    tasks = fmt.load(path, include, collected)
     if skipped is None:
         for task_id, why in collected.items():
             log.warning("suite=%s: skipped %s: %s", name, task_id, why)

@@ -27,8 +27,9 @@ from typing import Any, Callable
 
 import torch
 
+from kbx_ray.registry import register
 from kbx_ray.suite import SuiteError, select_ids
-from kbx_ray.suites import shim
+from kbx_ray.suites import SuiteFormat, shim
 from kbx_ray.types import Task
 
 WEIGHT_SEED = 42
@@ -194,3 +195,13 @@ def load(root: Path, include: list[str] | None,
                 raise
             skipped[task_id] = str(e)
     return tasks
+
+
+def _ids(root: Path) -> tuple[list[str], list[str]]:
+    ids = list(problem_files(root))
+    return ids, ids
+
+
+@register("suite", "kernelbench")
+def suite_format() -> SuiteFormat:
+    return SuiteFormat("a KernelBench folder holding level1/, level2/, ...", load, _ids)

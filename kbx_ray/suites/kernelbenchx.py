@@ -37,8 +37,9 @@ from typing import Any, Callable
 
 import torch
 
+from kbx_ray.registry import register
 from kbx_ray.suite import SuiteError, select_ids
-from kbx_ray.suites import kbx_tree, recorder, shim, tensorize
+from kbx_ray.suites import SuiteFormat, kbx_tree, recorder, shim, tensorize
 from kbx_ray.suites.kbx_check import PeerCheck
 from kbx_ray.types import Task
 
@@ -216,3 +217,15 @@ def _skip(skipped: dict[str, str] | None, task_id: str, reason: str) -> None:
         log.warning("skipped %s: %s", task_id, reason)
     else:
         skipped[task_id] = reason
+
+
+def _ids(root: Any) -> tuple[list[str], list[str]]:
+    located, broken = kbx_tree.locate(*kbx_tree.task_list(root))
+    listed = [i for i, loc in located.items() if loc.listed] + list(broken)
+    return listed, listed + [i for i in located if i not in listed]
+
+
+@register("suite", "kernelbenchx")
+def suite_format() -> SuiteFormat:
+    return SuiteFormat("a KernelBench-X folder holding kernelbenchx_v1.json and "
+                       "<Category>/<name>.py files", load, _ids)
