@@ -19,7 +19,9 @@ import logging
 from collections import OrderedDict
 from typing import Any
 
+from kbx_ray.actor_pool import ActorPool
 from kbx_ray.evaluate.aot import AotResult
+from kbx_ray.per_loop import PerLoop
 from kbx_ray.types import Candidate, Task
 
 log = logging.getLogger(__name__)
@@ -61,43 +63,29 @@ class CompilePool:
     def __init__(self, workers: int, timeout_s: float, resource: str = "", sandbox: Any = None,
                  seed: int = 0) -> None:
         cls = _actor_class().options(resources=compile_resources(resource))
-        self.actors = [cls.remote() for _ in range(max(1, workers))]
+        # one compile at a time per actor; a lost one is logged (the GPU compiles), not retried
+        self.pool = ActorPool([cls.remote() for _ in range(max(1, workers))], ready="where",
+                              name="compile actor")
         self.timeout_s, self.sandbox, self.seed = timeout_s, sandbox, seed
-        self._free: asyncio.Queue | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._done: OrderedDict[tuple[str, int], asyncio.Future] = OrderedDict()
-        self.keep = 16  # recent compiles kept for the other pools of the same architecture
+        # per event loop: recent compiles, kept for the other pools of the same architecture
+        self._done: PerLoop[OrderedDict[tuple[str, int], asyncio.Future]] = PerLoop(OrderedDict)
+        self.keep = 16
         self.compiled = self.failed = self.skipped = 0
         self.nodes: set[str] = set()  # where the actors run
+
+    @property
+    def actors(self) -> list[Any]:
+        return self.pool.handles
 
     async def start(self, ready_s: float) -> None:
         """Keep the actors that came up within `ready_s`; with none, the pool stands aside (the
         GPUs compile, as without it) instead of holding every candidate back."""
-        import ray
-
-        pending = {a.where.remote(): a for a in self.actors}
-        ready, _ = await asyncio.to_thread(ray.wait, list(pending), num_returns=len(pending),
-                                           timeout=ready_s)
-        where = await asyncio.gather(*ready, return_exceptions=True)
-        up = [pending[r] for r, w in zip(ready, where) if isinstance(w, str)]
-        self.nodes = {w for w in where if isinstance(w, str)}
-        for a in self.actors:
-            if a not in up:
-                ray.kill(a, no_restart=True)
-        if not up:
+        where = await self.pool.start(ready_s)
+        self.pool.shrink([a for a, w in where.items() if not isinstance(w, str)])
+        self.nodes = {w for w in where.values() if isinstance(w, str)}
+        if not self.actors:
             log.warning("no compile actor started within %g s (no free CPU with the `compile` "
                         "resource, or none at all): the GPU evaluators compile as usual", ready_s)
-        self.actors = up
-        self._loop = None
-
-    def _queue(self) -> asyncio.Queue:
-        loop = asyncio.get_running_loop()
-        if self._loop is not loop:  # the engine runs each sweep in a fresh event loop
-            self._loop, self._free, self._done = loop, asyncio.Queue(), OrderedDict()
-            for a in self.actors:
-                self._free.put_nowait(a)
-        assert self._free is not None
-        return self._free
 
     def start_compile(self, task: Task, cand: Candidate, arch: int) -> asyncio.Future | None:
         """`engine.aot_compile=on`: the compile, started in the background if a worker is free
@@ -106,9 +94,10 @@ class CompilePool:
         if not self._usable(cand, arch):
             return None
         key = _key(task, cand, arch)
-        if key in self._done:
-            return self._done[key]
-        if self._queue().empty():
+        done = self._done.get()
+        if key in done:
+            return done[key]
+        if not self.pool.has_room():
             self.skipped += 1
             return None
         return asyncio.ensure_future(self.compile(task, cand, arch))
@@ -121,31 +110,25 @@ class CompilePool:
         worker (`engine.aot_compile=always`); None if the compile failed."""
         if not self._usable(cand, arch):
             return None
-        free = self._queue()
-        key = _key(task, cand, arch)
-        if key in self._done:
-            return await asyncio.shield(self._done[key])
-        fut = self._done[key] = asyncio.get_running_loop().create_future()
-        while len(self._done) > self.keep:
-            self._done.popitem(last=False)
+        done, key = self._done.get(), _key(task, cand, arch)
+        if key in done:
+            return await asyncio.shield(done[key])
+        fut = done[key] = asyncio.get_running_loop().create_future()
+        while len(done) > self.keep:
+            done.popitem(last=False)
         res: AotResult | None = None
         try:
-            actor = await free.get()
-            try:
-                res = await asyncio.wait_for(
-                    actor.compile.remote(task, cand, arch, self.timeout_s, self.sandbox,
-                                         self.seed), self.timeout_s + 60)
-            except Exception as e:  # noqa: BLE001 - the GPU compiles instead
-                log.warning("ahead-of-time compile of %s for sm_%d failed (%s); the GPU will "
-                            "compile it", task.task_id, arch,
-                            str(e).splitlines()[0] if str(e) else type(e).__name__)
-            finally:
-                free.put_nowait(actor)
+            res = await self.pool.call("compile", task, cand, arch, self.timeout_s, self.sandbox,
+                                       self.seed, attempts=1, timeout_s=self.timeout_s + 60)
+        except Exception as e:  # noqa: BLE001 - the GPU compiles instead
+            log.warning("ahead-of-time compile of %s for sm_%d failed (%s); the GPU will "
+                        "compile it", task.task_id, arch,
+                        str(e).splitlines()[0] if str(e) else type(e).__name__)
         finally:  # cancelled or not, whoever shares this compile gets an answer
             if not fut.done():
                 fut.set_result(res)
             if res is None:
-                self._done.pop(key, None)
+                done.pop(key, None)
         if res is not None and res.error:
             log.info("ahead-of-time compile of %s for sm_%d: %s", task.task_id, arch, res.error)
         self.compiled += res is not None and res.kernels > 0
@@ -158,10 +141,7 @@ class CompilePool:
                 f"{self.skipped} left to the GPU (no worker free)")
 
     def close(self) -> None:
-        import ray
-
-        for a in self.actors:
-            ray.kill(a)
+        self.pool.close()
 
 
 def _key(task: Task, cand: Candidate, arch: int) -> tuple[str, int]:

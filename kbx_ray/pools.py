@@ -1,19 +1,20 @@
 """Evaluator pools: one set of evaluator actors per hardware pool, with bounded calls in flight.
 
-Each actor evaluates one candidate at a time (timing has the GPU to itself): requests queue in the
-pool, and each actor's dispatcher takes the next one when the actor is free. An actor that dies
-mid-candidate is restarted by Ray (`max_restarts`) and the candidate is retried; after `retries` it
-is recorded as `infra_error`. `mode=task` instead runs one GPU-pinned Ray task per candidate in a
-fresh process, and `mode=noop` answers instantly, to measure the engine's own overhead: there the
-Ray round trip is the whole cost, so a call carries up to `engine.eval_batch` candidates and two
-calls overlap per actor.
+Each evaluator takes one candidate at a time (timing has the GPU to itself): requests queue in the
+pool, and its dispatcher hands the next one to the least busy evaluator that is up (the start,
+the slots, the waits for restarts and the growth are kbx_ray/actor_pool.py's). An evaluator that
+dies mid-candidate is restarted by Ray (`max_restarts`) and the candidate is retried by retry.py's
+policy; after `retries` it is recorded as `infra_error`. `mode=task` instead runs one GPU-pinned
+Ray task per candidate in a fresh process. Calls carry more than one candidate, and more than one
+call is in flight per evaluator, only when asked (`engine.eval_batch`, and the engine benchmark's
+own pool options for its instant `mode=noop` verdicts).
 
 Elastic on a cluster laid out like cluster.yaml (kbx-role labels): the pool creates its target
 number of evaluators at once, and those whose node is not up yet stay pending, which is the demand
-the autoscaler answers; each evaluator's dispatcher starts taking candidates when it comes up, so
-the pool grows as nodes join. An evaluator whose node leaves is restarted by Ray wherever there is
-room (pending again until a node joins); what it held is queued again without counting against
-the candidate's retries, since losing a node is not the candidate's doing.
+the autoscaler answers; each evaluator takes candidates once it comes up, so the pool grows as
+nodes join. An evaluator whose node leaves is restarted by Ray wherever there is room (pending
+again until a node joins); what it held is queued again without counting against the
+candidate's retries, since losing a node is not the candidate's doing.
 """
 from __future__ import annotations
 
@@ -22,11 +23,16 @@ import copy
 import logging
 import time
 from dataclasses import dataclass, field
+from math import inf
+from types import SimpleNamespace
 from typing import Any
 
 from kbx_ray import hardware, scaling
+from kbx_ray.actor_pool import ActorPool, Member, Revival
 from kbx_ray.compile_pool import ready_result
 from kbx_ray.config import Config, ConfigError
+from kbx_ray.per_loop import PerLoop
+from kbx_ray.retry import Backoff, retry
 from kbx_ray.scaling import actors_for, generation_reserve, pool_gpus  # noqa: F401 - re-exported
 from kbx_ray.types import Candidate, ErrorKind, EvalResult, Task
 
@@ -74,15 +80,33 @@ def _node_lost(e: BaseException | str, elastic: bool) -> bool:
     return any(s in str(e) for s in ("its node has died", "node was terminated"))
 
 
+class EvaluatorLost(Exception):
+    """The evaluator died holding the candidate: one of the candidate's `engine.retries`."""
+
+
+class NodeLost(EvaluatorLost):
+    """The evaluator's node left: queued again without counting (up to MOVES times)."""
+
+
+MOVES = 20             # node losses one candidate may ride out before they count as its tries
+NOW = Backoff(first_s=0.0, jitter=0.0)  # a lost candidate is queued again at once
+
+
 @dataclass
 class _Request:
     task: Task
     cand: Candidate
-    future: asyncio.Future
-    tries: int = 0              # calls that ended with the evaluator dead
-    moves: int = 0              # calls that ended with the evaluator's node gone (not counted)
-    last: str = ""              # how the last one died
     aot: Any = None             # evaluate/aot.AotResult, or a future of one (compile_pool), or None
+    future: asyncio.Future | None = None  # this try's verdict
+    moves: int = 0              # calls that ended with the evaluator's node gone (not counted)
+
+
+@dataclass
+class _Lane:
+    """Per event loop: the queue and the dispatcher that hands its requests to evaluators."""
+    queue: asyncio.Queue
+    dispatcher: asyncio.Task | None = None
+    calls: set[asyncio.Task] = field(default_factory=set)
 
 
 def _worker_sigkilled(res: EvalResult) -> bool:
@@ -90,24 +114,30 @@ def _worker_sigkilled(res: EvalResult) -> bool:
     return res.error_kind == ErrorKind.CRASH and "killed by SIGKILL" in res.error_msg
 
 
-def batching(cfg: Config) -> tuple[int, int]:
-    """(candidates per evaluator call, calls in flight per evaluator). A real evaluator takes one
-    candidate at a time (timing has the GPU alone, a free evaluator takes the next); with instant
-    verdicts (`mode=noop`) the Ray round trip is the cost, so calls carry many and overlap."""
-    batch = cfg.engine.eval_batch or (64 if cfg.engine.mode == "noop" else 1)
-    return (1, 1) if cfg.engine.mode == "task" else (batch, 2 if cfg.engine.mode == "noop" else 1)
+def _first_line(e: BaseException | str) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+class _FreshProcess:
+    """A slot of `engine.mode=task`: each call runs the candidate in a GPU-pinned Ray task, a
+    fresh process, so a pool of them has at most one task per GPU at a time."""
+
+    def __init__(self, fn: Any, ecfg: Any) -> None:
+        self.evaluate = SimpleNamespace(
+            remote=lambda task, cand, aot=None: fn.remote(ecfg, task, cand, aot))
 
 
 class EvaluatorPool:
     probe_s = 10.0  # how long an evaluator whose worker was SIGKILLed has to say it still runs
 
     def __init__(self, pool: hardware.HardwarePool, cfg: Config, n_todo: int = 0,
-                 handles: list[Any] | None = None) -> None:
+                 handles: list[Any] | None = None, *, batch: int = 0, depth: int = 1) -> None:
         """`handles`: evaluators to use instead of starting actors (scripts/bench/bench_scale.py
-        drives the real dispatch with simulated evaluators)."""
+        drives the real dispatch with simulated evaluators). `batch` (else engine.eval_batch, else
+        1) candidates per call and `depth` calls in flight per evaluator: with instant verdicts
+        (the engine benchmark's `mode=noop`) the Ray round trip is the cost, so calls carry many
+        and overlap; a real evaluator takes one at a time (timing has the GPU alone)."""
         import ray
-
-        from kbx_ray.evaluate.actor import EvaluatorActor, evaluate_in_fresh_process
 
         self.elastic = handles is None and pool.is_gpu and scaling.role_cluster()
         if self.elastic:
@@ -118,51 +148,59 @@ class EvaluatorPool:
         self.retries, self.stats = cfg.engine.retries, PoolStats()
         self.ecfg = eval_config_for(pool, cfg)
         self.opts = dict(hardware.ray_options(pool), num_cpus=1)
-        per_gpu = max(1, cfg.engine.evaluators_per_gpu) if pool.is_gpu else 1
-        if per_gpu > 1:  # k evaluators per GPU: Ray packs them by the fractional request
-            self.opts["num_gpus"] = self.opts["num_gpus"] / per_gpu
-            self.opts["resources"] = {k: v / per_gpu for k, v in self.opts.get("resources", {}).items()}
+        self.per_gpu = max(1, cfg.engine.evaluators_per_gpu) if pool.is_gpu else 1
+        if self.per_gpu > 1:  # k evaluators per GPU: Ray packs them by the fractional request
+            self.opts["num_gpus"] = self.opts["num_gpus"] / self.per_gpu
+            self.opts["resources"] = {k: v / self.per_gpu
+                                      for k, v in self.opts.get("resources", {}).items()}
         self.reserved = 0 if self.elastic or handles is not None else generation_reserve(pool, cfg)
-        n = len(handles) if handles is not None else self._size(cfg, per_gpu, n_todo)
+        n = len(handles) if handles is not None else self._size(cfg, n_todo)
         self.demand = scaling.evaluator_demand(self.opts, n)
-        self._up: set[Any] = set()
-        self.injected = handles is not None
-        if handles is not None:
-            self.actors = list(handles)
-        elif self.mode == "task":
-            self.task_fn = evaluate_in_fresh_process.options(max_retries=0, **self.opts)
-            self.actors = [None] * max(n, 1)  # slots: at most one task per GPU at a time
-        else:
-            self._new_actor = lambda: EvaluatorActor.options(max_restarts=-1, **self.opts).remote(
-                self.ecfg, self.mode == "noop")
-            self.actors = [self._new_actor() for _ in range(n)]
-        self.per_gpu, self.fixed = per_gpu, cfg.engine.evaluators > 0
-        self.batch, self.depth = batching(cfg)
+        self.injected, self.fixed = handles is not None, cfg.engine.evaluators > 0
+        self.restarts = self.mode != "task"  # actors (or handles like them), not task slots
+        task_mode = self.mode == "task" and not self.injected
+        self.batch = 1 if task_mode else max(1, batch or cfg.engine.eval_batch or 1)
+        self.members = ActorPool(self._members(handles, n), cap=1 if task_mode else depth,
+                                 ready="info", name=f"evaluator of pool {pool.name}",
+                                 owned=not self.injected and not task_mode,
+                                 revival=Revival(timeout_s=inf if self.elastic else 300.0),
+                                 on_up=self._came_up)
         self.ready_s = max(cfg.engine.actor_ready_s, cfg.engine.pool_wait_s) if self.elastic \
             else cfg.engine.actor_ready_s
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._queue: asyncio.Queue = asyncio.Queue()
-        self._dispatchers: list[asyncio.Task] = []
+        self._lane: PerLoop[_Lane] = PerLoop(self._bind)
         self._pids: dict[Any, int] = {}  # each evaluator's process, to tell a restarted one
 
-    def _size(self, cfg: Config, per_gpu: int, n_todo: int) -> int:
+    def _members(self, handles: list[Any] | None, n: int) -> list[Any]:
+        from kbx_ray.evaluate.actor import EvaluatorActor, evaluate_in_fresh_process
+
+        if handles is not None:
+            return list(handles)
+        if self.mode == "task":
+            fn = evaluate_in_fresh_process.options(max_retries=0, **self.opts)
+            return [_FreshProcess(fn, self.ecfg) for _ in range(max(n, 1))]
+        self._new_actor = lambda: EvaluatorActor.options(max_restarts=-1, **self.opts).remote(
+            self.ecfg, self.mode == "noop")
+        return [self._new_actor() for _ in range(n)]
+
+    @property
+    def actors(self) -> list[Any]:
+        return self.members.handles
+
+    def _size(self, cfg: Config, n_todo: int) -> int:
         if self.elastic:  # generation has nodes of its own; pending evaluators are the demand
-            live = actors_for(self.pool, 0, 0, per_gpu) if pool_gpus(self.pool) else 0
+            live = actors_for(self.pool, 0, 0, self.per_gpu) if pool_gpus(self.pool) else 0
             return scaling.evaluator_target(self.pool, cfg, live, n_todo)
-        return actors_for(self.pool, cfg.engine.evaluators, self.reserved, per_gpu)
+        return actors_for(self.pool, cfg.engine.evaluators, self.reserved, self.per_gpu)
 
     def grow(self) -> int:
         """Elastic pools: one more evaluator per slot of the pool's nodes beyond those it has (nodes
         started for another reason, or min_workers raised mid-sweep); how many it added. Those
         asked for at start need nothing here: they were pending, and start when placed."""
-        if not self.elastic or self.fixed or self.mode == "task" or self.injected:
+        if not self.elastic or self.fixed or not self.restarts or self.injected:
             return 0
         live = actors_for(self.pool, 0, 0, self.per_gpu) if pool_gpus(self.pool) else 0
         new = [self._new_actor() for _ in range(live - len(self.actors))]
-        self.actors += new
-        if new and self._loop is not None and not self._loop.is_closed():
-            self._dispatchers += [self._loop.create_task(self._dispatch(a))
-                                  for a in new for _ in range(self.depth)]
+        self.members.grow(new)
         if new:
             log.info("pool %s: %d more evaluator(s) for nodes that joined", self.pool.name, len(new))
         return len(new)
@@ -170,46 +208,41 @@ class EvaluatorPool:
     async def start(self) -> None:
         """Hand out only actors that came up: one that cannot be placed (too few CPUs or GPUs of
         the type) would otherwise take candidates and never answer."""
-        if self.mode == "task" or self.injected:
+        if not self.restarts or self.injected:
             self.stats.up = len(self.actors)
             return
-        pending = {a.info.remote(): a for a in self.actors}
-        # elastic: the first one up is enough; the rest join as their nodes do
-        ready, _ = await asyncio.to_thread(self.ray.wait, list(pending),
-                                           num_returns=1 if self.elastic else len(pending),
-                                           timeout=self.ready_s)
-        up = [pending[r] for r in ready]
-        infos = await asyncio.gather(*ready, return_exceptions=True)
-        self._pids = {pending[r]: i.get("pid") for r, i in zip(ready, infos) if isinstance(i, dict)}
-        if not up:
+        asked = len(self.actors)
+        infos = await self.members.start(self.ready_s, first=self.elastic)
+        self._pids = {a: i.get("pid") for a, i in infos.items() if isinstance(i, dict)}
+        if not infos:
             self.close()
             raise ConfigError(f"no evaluator for pool {self.pool.name!r} started within "
                               f"{self.ready_s:g} s: the cluster lacks free {self.opts} "
                               "(add nodes, raise engine.actor_ready_s for a slow autoscaler, or "
                               "lower engine.evaluators)")
-        self._up = set(up)
-        self.stats.up = len(up)
+        self.stats.up = len(infos)
         if self.elastic:
             log.info("pool %s: %d of %d evaluators up; the rest start as their nodes join",
-                     self.pool.name, len(up), len(self.actors))
-            self._stop_dispatchers()
-            return
-        for a in self.actors:
-            if a not in up:
-                self.ray.kill(a, no_restart=True)
-        if len(up) < len(self.actors):
+                     self.pool.name, len(infos), asked)
+        elif len(infos) < asked:
             log.warning("pool %s: %d of %d evaluators started (not enough free resources for the "
-                        "rest); going on with %d", self.pool.name, len(up), len(self.actors), len(up))
-        self.actors = up
-        self._stop_dispatchers()  # the next call dispatches to these
+                        "rest); going on with %d", self.pool.name, len(infos), asked, len(infos))
+
+    def _came_up(self, actor: Any, info: Any) -> None:
+        """An evaluator answers again (restarted, or its node joined): its new pid."""
+        if isinstance(info, dict):
+            self._pids[actor] = info.get("pid")
+        self.stats.up = self.members.n_up
 
     def close(self) -> None:
         """End the evaluators now, not when the last handle is collected: a driver that keeps
         the sweep's exception (a notebook, a test) would otherwise keep their CPUs and GPUs."""
-        self._stop_dispatchers()
-        for a in self.actors:
-            if a is not None and not self.injected:
-                self.ray.kill(a)
+        lane = self._lane.current()
+        for t in [lane.dispatcher, *lane.calls] if lane is not None else []:
+            if t is not None and not t.done():
+                t.cancel()
+        self._lane.reset()
+        self.members.close()
 
     async def evaluate(self, task: Task, cand: Candidate) -> EvalResult:
         """Queue the candidate; the next free evaluator takes it (with others queued behind it,
@@ -217,64 +250,93 @@ class EvaluatorPool:
         are queued again, `retries` times; then each is recorded as `infra_error`. With a compile
         pool (engine.aot_compile) its kernels are compiled for this pool's sm_XX first, and ride
         with it to the evaluator."""
-        self._dispatch_here()
-        aot: Any = None
+        self._lane.get()
+        req = _Request(task, cand)
         if self.compiler is not None and self.pool.compute_capability:
             arch = self.pool.compute_capability
-            aot = await self.compiler.compile(task, cand, arch) if self.aot_always \
+            req.aot = await self.compiler.compile(task, cand, arch) if self.aot_always \
                 else self.compiler.start_compile(task, cand, arch)
-        req = _Request(task, cand, asyncio.get_running_loop().create_future(), aot=aot)
+        try:
+            return await retry(lambda: self._moved(req), attempts=self.retries + 1,
+                               transient=(EvaluatorLost,), backoff=NOW,
+                               on_retry=lambda e, n, _: self._died(req, e, n))
+        except EvaluatorLost as e:
+            self._died(req, e, self.retries + 1)
+            self.stats.done += 1
+            self.stats.failed += 1
+            return EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id,
+                              stage="compile", error_kind="infra_error",
+                              error_msg=f"evaluator died {self.retries + 1} times: {e}")
+
+    async def _moved(self, req: _Request) -> EvalResult:
+        """One try, which the candidate's evaluator losing its node does not end (MOVES times)."""
+
+        def moved(e: BaseException, n: int, wait: float) -> None:
+            req.moves += 1
+            self.stats.lost += 1
+            log.warning("pool %s lost an evaluator with its node; %s queued again",
+                        self.pool.name, req.task.task_id)
+
+        return await retry(lambda: self._queued(req), attempts=MOVES + 1 - req.moves,
+                           transient=(NodeLost,), backoff=NOW, on_retry=moved)
+
+    async def _queued(self, req: _Request) -> EvalResult:
+        req.future = asyncio.get_running_loop().create_future()
         self.stats.waiting += 1
-        self._queue.put_nowait(req)
+        self._lane.get().queue.put_nowait(req)
         return await req.future
 
-    def _stop_dispatchers(self) -> None:
-        for t in self._dispatchers:
-            if not t.done() and not t.get_loop().is_closed():
-                t.cancel()
-        self._dispatchers, self._loop = [], None
+    def _died(self, req: _Request, e: BaseException, attempt: int) -> None:
+        self.stats.retried += 1
+        log.warning("evaluator on pool %s died on %s (attempt %d/%d): %s", self.pool.name,
+                    req.task.task_id, attempt, self.retries + 1, e)
 
-    def _dispatch_here(self) -> None:
-        """One dispatcher per evaluator and call in flight, in the running event loop (the engine
-        runs each sweep in a fresh one)."""
-        loop = asyncio.get_running_loop()
-        if self._loop is loop:
-            return
-        self._loop, self._queue = loop, asyncio.Queue()
+    def _bind(self) -> _Lane:
+        """One dispatcher per event loop (the engine runs each sweep in a fresh one)."""
+        lane = _Lane(asyncio.Queue())
         self.stats.waiting = self.stats.in_flight = 0
-        self._dispatchers = [loop.create_task(self._dispatch(a))
-                             for a in self.actors for _ in range(self.depth)]
+        lane.dispatcher = asyncio.get_running_loop().create_task(self._dispatch(lane))
+        return lane
 
-    async def _dispatch(self, actor: Any) -> None:
-        if actor is not None and self.elastic and actor not in self._up:
-            await self._await_restart(actor)  # pending: its node has not joined yet
+    async def _dispatch(self, lane: _Lane) -> None:
+        """The queue's head goes to the least busy evaluator that is up, with up to `batch` - 1
+        requests queued behind it."""
         while True:
-            batch = [await self._queue.get()]
-            while len(batch) < self.batch and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
+            batch = [await lane.queue.get()]
+            member = await self.members.acquire()
+            while len(batch) < self.batch and not lane.queue.empty():
+                batch.append(lane.queue.get_nowait())
             self.stats.waiting -= len(batch)
             self.stats.in_flight += len(batch)
-            try:
-                died = await self._call(actor, batch)
-            finally:
-                self.stats.in_flight -= len(batch)
-            if died and actor is not None:
-                await self._await_restart(actor)
+            call = asyncio.get_running_loop().create_task(self._call(member, batch))
+            lane.calls.add(call)
+            call.add_done_callback(lane.calls.discard)
 
-    async def _call(self, actor: Any, batch: list[_Request]) -> bool:
+    async def _call(self, member: Member, batch: list[_Request]) -> None:
+        died = False
+        try:
+            died = await self._settle_all(member.handle, batch)
+        finally:
+            self.stats.in_flight -= len(batch)
+            if died and self.restarts:
+                self.members.lost(member)  # no work for it until Ray has restarted it
+                self.stats.up = self.members.n_up
+            await self.members.release(member)
+
+    async def _settle_all(self, actor: Any, batch: list[_Request]) -> bool:
         """Evaluate a batch on one evaluator and settle its futures; True if the evaluator died
         (the call failed, or a SIGKILLed worker's verdict came from an evaluator since replaced)."""
         try:
             results = await self._results(actor, batch)
             replaced = await self._replaced(actor) \
-                if actor is not None and any(map(_worker_sigkilled, results)) else ""
+                if self.restarts and any(map(_worker_sigkilled, results)) else ""
         except (self.ray.exceptions.RayActorError, self.ray.exceptions.WorkerCrashedError,
                 self.ray.exceptions.NodeDiedError) as e:
             self._requeue(batch, e)
             return True
         except Exception as e:  # noqa: BLE001 - the callers decide; this evaluator goes on
             for r in batch:
-                if not r.future.done():
+                if r.future is not None and not r.future.done():
                     r.future.set_exception(e)
             return False
         if replaced:
@@ -285,9 +347,9 @@ class EvaluatorPool:
         return False
 
     async def _results(self, actor: Any, batch: list[_Request]) -> list[EvalResult]:
-        aot = [ready_result(r.aot) for r in batch]  # kernels compiled ahead, if there by now
-        if actor is None:
-            return [await self.task_fn.remote(self.ecfg, batch[0].task, batch[0].cand, aot[0])]
+        # kernels compiled ahead, if there by now (no look at all without a compile pool)
+        aot = [ready_result(r.aot) for r in batch] if self.compiler is not None \
+            else [None] * len(batch)
         if len(batch) == 1:
             return [await actor.evaluate.remote(batch[0].task, batch[0].cand, aot[0])]
         return await actor.evaluate_batch.remote([(r.task, r.cand, a) for r, a in zip(batch, aot)])
@@ -305,7 +367,7 @@ class EvaluatorPool:
         return "" if pid == old else f"evaluator restarted mid-call (pid {old} -> {pid})"
 
     def _settle(self, r: _Request, res: EvalResult) -> None:
-        if r.future.done():  # the cell was cancelled
+        if r.future is None or r.future.done():  # the cell was cancelled
             return
         problem = hardware.check_gpu_name(self.pool, res.gpu_name or res.device) \
             if self.ecfg.device != "cpu" or not self.pool.is_gpu else None
@@ -317,48 +379,9 @@ class EvaluatorPool:
         r.future.set_result(res)
 
     def _requeue(self, batch: list[_Request], e: BaseException | str) -> None:
-        last = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        moved = _node_lost(e, self.elastic)
+        """Each candidate of the call tries again: NodeLost if the evaluator went with its node,
+        else EvaluatorLost (evaluate's retry counts it)."""
+        lost = NodeLost if _node_lost(e, self.elastic) else EvaluatorLost
         for r in batch:
-            if r.future.done():
-                continue
-            if moved and r.moves < 20:  # its node left: not the candidate's doing
-                r.moves += 1
-                self.stats.lost += 1
-                log.warning("pool %s lost an evaluator with its node; %s queued again",
-                            self.pool.name, r.task.task_id)
-                self.stats.waiting += 1
-                self._queue.put_nowait(r)
-                continue
-            r.tries, r.last = r.tries + 1, last
-            self.stats.retried += 1
-            log.warning("evaluator on pool %s died on %s (attempt %d/%d): %s", self.pool.name,
-                        r.task.task_id, r.tries, self.retries + 1, last)
-            if r.tries <= self.retries:
-                self.stats.waiting += 1
-                self._queue.put_nowait(r)
-                continue
-            self.stats.done += 1
-            self.stats.failed += 1
-            r.future.set_result(EvalResult(
-                task_id=r.task.task_id, candidate_id=r.cand.candidate_id, stage="compile",
-                error_kind="infra_error",
-                error_msg=f"evaluator died {self.retries + 1} times: {r.last}"))
-
-    async def _await_restart(self, actor: Any, timeout_s: float = 300.0) -> None:
-        """Wait until Ray has restarted the actor (it answers `info`, with its new pid), so a retry
-        is not wasted on an actor that is still coming back. An elastic pool waits as long as it
-        takes (a new node may take minutes to boot); meanwhile the evaluator counts as down."""
-        self._up.discard(actor)
-        self.stats.up = len(self._up)
-        deadline = time.monotonic() + (float("inf") if self.elastic else timeout_s)
-        delay = 0.2
-        while time.monotonic() < deadline:
-            try:
-                self._pids[actor] = (await actor.info.remote()).get("pid")
-                self._up.add(actor)
-                self.stats.up = len(self._up)
-                return
-            except self.ray.exceptions.RayActorError:
-                await asyncio.sleep(delay)
-                delay = min(5.0, delay * 1.5)
+            if r.future is not None and not r.future.done():
+                r.future.set_exception(lost(_first_line(e)))

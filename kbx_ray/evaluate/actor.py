@@ -7,6 +7,7 @@ An actor rather than a task per candidate because a warm worker evaluates a new 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 import ray
@@ -43,13 +44,11 @@ class EvaluatorActor:
     def evaluate(self, task: Task, cand: Candidate, aot: Any = None) -> EvalResult:
         """`aot`: an evaluate/aot.AotResult, kernels compiled on a CPU node; they go into the
         worker's Triton cache first, so its compiles for this GPU become cache hits."""
+        where = {"node_id": self.node_id, "node_accelerator": self.node_accelerator}
         if self.evaluator is None:  # engine overhead benchmark: an instant, passing verdict
-            res = EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id, stage="done",
-                             call_ok=True, exec_ok=True, device="cpu")
-        else:
-            res = _evaluate(self.evaluator, task, cand, aot)
-        res.node_id, res.node_accelerator = self.node_id, self.node_accelerator
-        return res
+            return EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id, stage="done",
+                              call_ok=True, exec_ok=True, device="cpu", **where)
+        return replace(_evaluate(self.evaluator, task, cand, aot), **where)
 
     def evaluate_batch(self, items: list[tuple[Task, Candidate, Any]]) -> list[EvalResult]:
         """Several candidates in one call, one after another: with instant verdicts the Ray round
@@ -78,8 +77,7 @@ def _evaluate(evaluator: Any, task: Task, cand: Candidate, aot: Any) -> EvalResu
                           error_kind="infra_error", device=getattr(evaluator, "device", ""),
                           error_msg=f"the evaluator failed ({type(e).__name__}: {e}); not the "
                                     "candidate's fault: re-run it")
-    res.stage_s.update(seeded)
-    return res
+    return replace(res, stage_s={**res.stage_s, **seeded}) if seeded else res
 
 
 def _seed(evaluator: Any, aot: Any) -> dict[str, float]:
@@ -129,5 +127,5 @@ def evaluate_in_fresh_process(cfg: EvalConfig, task: Task, cand: Candidate,
         res = _evaluate(ev, task, cand, aot)
     finally:
         ev.close()
-    res.node_id, res.node_accelerator = _node()
-    return res
+    node_id, accel = _node()
+    return replace(res, node_id=node_id, node_accelerator=accel)

@@ -130,9 +130,9 @@ def test_aot_compile_pool_runs_on_compile_nodes_and_seeds_each_arch(cluster, tmp
 
             task = get_task("math/exp")
             cand = make_candidate(task.task_id, task.name, Path(task.solution_path).read_text())
-            held = await pool._queue().get()  # the only worker is busy
+            held = await pool.pool.acquire()  # the only worker is busy
             skipped = pool.start_compile(task, cand, 90)
-            pool._queue().put_nowait(held)
+            await pool.pool.release(held)
             fut = pool.start_compile(task, cand, 90)
             not_yet = ready_result(fut)  # an evaluator taking the candidate now goes without
             await fut
