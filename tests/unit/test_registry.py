@@ -1,32 +1,45 @@
-"""kbx_ray/registry.py: one decorator registers a backend or a method from its own module.
+"""kbx_ray/registry.py: one decorator registers a backend, a method, a sink or a suite format
+from its own module.
 
 A temporary module on sys.path stands for a contributor's new file: importing it is the whole
-registration, and the backend and method are then built from config like the built-in ones.
+registration, and each entry is then used from config like the built-in ones: the backend and the
+method build, the suite format loads tasks (`kbx tasks`), and a sweep over that suite with that
+backend and method writes its rows to the new sink beside Parquet.
 """
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import importlib
+import json
+import logging
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from kbx_ray import cli
 from kbx_ray.config import ConfigError, load_config
 from kbx_ray.llm.base import REGISTRY as BACKENDS
 from kbx_ray.llm.base import GenParams, UnknownBackendError, build_backend
 from kbx_ray.methods.base import REGISTRY as METHODS
 from kbx_ray.methods.base import build_method, check_method
-from kbx_ray.registry import MissingDependencyError, RegistryError, add_kind, register
-from kbx_ray.suite import get_task
+from kbx_ray.registry import MissingDependencyError, RegistryError, add_kind, register, registry
+from kbx_ray.suite import SuiteError, get_task, load_suite
 from kbx_ray.types import EvalResult
 
+SINKS, SUITES = registry("sink"), registry("suite")
+
 PLUGIN = '''
+from pathlib import Path
+
 from kbx_ray.methods.base import finish, first_prompt, step
 from kbx_ray.prompts import Templates
 from kbx_ray.registry import register
+from kbx_ray.sinks.base import Sink
+from kbx_ray.suite import get_task, select_ids
+from kbx_ray.suites import SuiteFormat
 from kbx_ray.types import Generation
 
 
@@ -59,6 +72,54 @@ def twice(cfg):
 @register("backend", "tmp_needs_pkg", requires=("kbx_no_such_package",), extra="tmpextra")
 def needs(cfg):
     raise AssertionError("never built: its dependency is missing")
+
+
+class Rows(Sink):
+    """Keeps what it is given, as a dashboard would show it."""
+
+    def __init__(self, ctx):
+        self.ctx, self.started, self.rows, self.closed = ctx, None, {}, False
+        SEEN.append(self)
+
+    def start(self, total_cells, resolved_config):
+        self.started = (total_cells, resolved_config["sinks"])
+
+    def write_generations(self, rows):
+        self.rows.setdefault("generations", []).extend(rows)
+
+    def write_evaluations(self, rows):
+        self.rows.setdefault("evaluations", []).extend(rows)
+
+    def close(self):
+        self.closed = True
+
+
+SEEN = []
+
+
+@register("sink", "tmp_rows")
+def rows(ctx):
+    return Rows(ctx)
+
+
+@register("sink", "tmp_sink_needs_pkg", requires=("kbx_no_such_package",))
+def rows_needing(ctx):
+    raise AssertionError("never built: its dependency is missing")
+
+
+def _ids(root):
+    ids = (Path(root) / "tasks.txt").read_text().split()
+    return ids, ids
+
+
+def _load(root, include, skipped):
+    """A folder whose tasks.txt lists task ids of tasks/: the tasks it names, in its order."""
+    return [get_task(i) for i in select_ids(_ids(root)[0], include)]
+
+
+@register("suite", "tmp_list")
+def listed():
+    return SuiteFormat("a folder holding tasks.txt (task ids of tasks/)", _load, _ids)
 '''
 
 
@@ -68,7 +129,8 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     yield importlib.import_module("kbx_tmp_plugin")
     sys.modules.pop("kbx_tmp_plugin", None)
-    for reg, name in ((BACKENDS, "tmp_echo"), (BACKENDS, "tmp_needs_pkg"), (METHODS, "tmp_twice")):
+    for reg, name in ((BACKENDS, "tmp_echo"), (BACKENDS, "tmp_needs_pkg"), (METHODS, "tmp_twice"),
+                      (SINKS, "tmp_rows"), (SINKS, "tmp_sink_needs_pkg"), (SUITES, "tmp_list")):
         reg.pop(name, None)
 
 
@@ -122,20 +184,77 @@ def test_one_name_registered_by_two_modules_is_refused(plugin):
 
 
 def test_a_new_kind_discovers_its_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """Sinks and suite formats join the same way: a kind names the package of its modules."""
+    """A further extension point joins the same way: a kind names the package of its modules."""
     pkg = tmp_path / "kbx_tmp_sinks"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "jsonl.py").write_text("from kbx_ray.registry import register\n\n\n"
-                                  "@register('tmp_sink', 'jsonl')\ndef build(cfg):\n"
+                                  "@register('tmp_kind', 'jsonl')\ndef build(cfg):\n"
                                   "    return ('jsonl', cfg)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     from kbx_ray import registry
 
-    sinks = add_kind("tmp_sink", ("kbx_tmp_sinks",))
+    sinks = add_kind("tmp_kind", ("kbx_tmp_sinks",))
     try:
         assert list(sinks) == ["jsonl"] and sinks.build("jsonl", 3) == ("jsonl", 3)
     finally:
-        registry.KINDS.pop("tmp_sink")
+        registry.KINDS.pop("tmp_kind")
         for name in ("kbx_tmp_sinks.jsonl", "kbx_tmp_sinks"):
             sys.modules.pop(name, None)
+
+
+def test_a_suite_format_from_a_new_module_loads_through_kbx_tasks(plugin, tmp_path: Path, capsys):
+    (tmp_path / "tasks.txt").write_text("math/exp\nactivation/relu\n")
+    assert [t.task_id for t in load_suite(tmp_path, None, "tmp_list")] == ["math/exp",
+                                                                            "activation/relu"]
+    args = ["tasks", "--json", "suite.name=tmp_list", f"suite.path={tmp_path}",
+            "suite.include=[activation]"]
+    assert cli.main(args) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["id"] == "activation/relu" and row["signature"].startswith("relu(")
+    with pytest.raises(SuiteError, match=r"^suite=tmp_list needs suite.path=<folder>: a folder "
+                       r"holding tasks.txt \(task ids of tasks/\)$"):
+        load_suite(None, None, "tmp_list")
+    with pytest.raises(SuiteError, match=r"^unknown suite 'nope': choose one of kbx, kernelbench, "
+                       r"kernelbenchx, tmp_list \(suite=<name>\)$"):
+        load_suite(tmp_path, None, "nope")
+
+
+@pytest.fixture
+def local_ray():
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+def test_a_sink_from_a_new_module_receives_a_sweeps_rows(plugin, local_ray, tmp_path: Path,
+                                                         caplog: pytest.LogCaptureFixture):
+    """The new suite, backend and method run a sweep (engine.mode=noop: made-up verdicts), and the
+    new sink gets every row that Parquet records, after it; a sink whose package is missing is
+    left out with the install hint, and the sweep goes on."""
+    from kbx_ray import engine
+    from kbx_ray.sinks import read_rows
+
+    (tmp_path / "tasks.txt").write_text("activation/relu\nmath/exp\n")
+    cfg = load_config([f"output_dir={tmp_path / 'results'}", "suite.name=tmp_list",
+                       f"suite.path={tmp_path}", "model.name=echo", "model.backend=tmp_echo",
+                       "method.name=twice", "method.kind=tmp_twice", "engine.mode=noop",
+                       "wandb.mode=disabled", "sinks=[tmp_sink_needs_pkg,tmp_rows]"])
+    with caplog.at_level(logging.WARNING, logger="kbx_ray.sinks"):
+        p = engine.run_sweep(cfg)
+    (sink,) = plugin.SEEN
+    assert sink.ctx.sweep_dir == p.sweep_dir and sink.ctx.sweep_id == p.sweep_id and sink.closed
+    assert sink.started == (2, ["tmp_sink_needs_pkg", "tmp_rows"])
+    for dataset in ("generations", "evaluations"):
+        recorded = read_rows(p.sweep_dir, dataset)
+        assert len(sink.rows[dataset]) == len(recorded) == 4  # 2 tasks x 2 branches
+        assert {(r["cell_id"], r["candidate_id"]) for r in sink.rows[dataset]} == \
+            {(r["cell_id"], r["candidate_id"]) for r in recorded}
+    evals = sink.rows["evaluations"]
+    assert {(r["task_id"], r["model"], r["method"]) for r in evals} == {
+        ("activation/relu", "echo", "twice"), ("math/exp", "echo", "twice")}
+    assert all(r["completion"].startswith("hi ") for r in sink.rows["generations"])  # the echo
+    assert "sink 'tmp_sink_needs_pkg' needs kbx_no_such_package, which is not installed: pip " \
+           "install kbx_no_such_package; the sweep goes on without it" in caplog.text
