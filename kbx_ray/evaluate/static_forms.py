@@ -1,0 +1,104 @@
+"""The candidate module's forms: exception fallbacks, hooks and metaclasses, tensor subclasses,
+format strings, the entry function and its decorators, and what a kernel body may call. One family
+of the static checks (`checks.py`). Standard library, torch and triton only.
+"""
+from __future__ import annotations
+
+import ast
+import re
+
+from kbx_ray.evaluate import static_policy as P
+from kbx_ray.evaluate.static_aliases import AliasScope
+from kbx_ray.evaluate.static_policy import MISSING, walk
+from kbx_ray.evaluate.static_scopes import FUNCS, bindings, parts, walk_local
+
+_FORMAT_FIELD = re.compile(r"\{[^{}!:]*[.\[]")
+_ENTRY_DECORATORS = {"torch.no_grad", "torch.inference_mode"}
+# Attributes of a kernel's values that exist only under the interpreter (numpy-backed handles).
+_INTERP_ATTRS = frozenset({"handle", "data", "base"})
+
+
+class FormChecks(AliasScope):
+    def _try(self, node: ast.AST) -> None:
+        for h in getattr(node, "handlers", []):
+            if not all(isinstance(s, ast.Raise) for s in h.body):
+                self.bad("try/except that does not re-raise (a fallback)")
+        for stmt in getattr(node, "finalbody", []):
+            for sub in walk_local(stmt):
+                if isinstance(sub, (ast.Return, ast.Break, ast.Continue)):
+                    self.bad("return/break/continue in a finally block (swallows the exception)")
+
+    def _definition(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        name = node.name
+        if name.startswith("__") and name.endswith("__") and name not in P.SAFE_DUNDER_DEFS:
+            self.bad(f"defines the hook {name!r}")
+        if name in self.aliases:
+            self.bad(f"rebinds the module name {name!r}")
+        if not isinstance(node, ast.ClassDef):
+            return
+        if node.keywords:
+            self.bad(f"class {name} passes class keywords (a metaclass)")
+        for base in node.bases:
+            chain = self._expand(base)
+            obj = walk(list(chain)) if chain and chain[0] in P.ROOTS else MISSING
+            import torch
+
+            if isinstance(obj, type) and issubclass(obj, torch.Tensor):
+                self.bad(f"class {name} subclasses torch.Tensor (outputs must be plain tensors)")
+
+    def _call(self, node: ast.Call) -> None:
+        chain = self._expand(node.func)
+        if chain and chain[0] == "torch" and chain[-1] not in P.TORCH_ALLOC:
+            self.rep.flags.append(f"torch_call:{'.'.join(chain)}")
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+            recv = node.func.value
+            if not (isinstance(recv, ast.Constant) and isinstance(recv.value, str)):
+                self.bad("calls .format on a computed string")
+            elif _FORMAT_FIELD.search(recv.value):
+                self.bad("a format string that reads attributes or items of its arguments")
+
+
+    # ---- the module's shape ------------------------------------------------------------------
+    def _check_structure(self) -> None:
+        funcs = {n.name: n for n in self.tree.body if isinstance(n, FUNCS)}
+        self.rep.kernels = [n for n, f in funcs.items()
+                            if any(self._is_jit(d) for d in f.decorator_list)]
+        # The entry is a function, or a class for suites whose contract is one (KernelBench's
+        # ModelNew): an instance is never a tensor, so a class cannot pass as a function's output.
+        entries = {**{n.name: n for n in self.tree.body if isinstance(n, ast.ClassDef)}, **funcs}
+        if self.entry not in entries:
+            kind = "class" if self.entry[:1].isupper() else "function"
+            self.bad(f"no top-level {kind} named {self.entry!r}")
+        else:
+            for d in entries[self.entry].decorator_list:
+                name = ".".join(self._expand(d.func if isinstance(d, ast.Call) else d))
+                if name not in _ENTRY_DECORATORS:
+                    self.bad(f"decorates the entry function with {name or 'an expression'} "
+                             "(a cache or a wrapper)")
+        if not self.rep.kernels:
+            self.bad("no @triton.jit kernel")
+        self._check_kernel_calls(funcs)
+
+    def _check_kernel_calls(self, funcs: dict[str, ast.AST]) -> None:
+        """A kernel body calls only Triton (tl.*, other @triton.jit functions, methods of its
+        values) and builtins. On a GPU anything else fails to compile; under the interpreter the
+        body is plain Python, so a call to one of the module's own Python functions or classes
+        would compute the answer on the host inside the 'kernel' and pass on the CPU alone."""
+        jit = set(self.rep.kernels)
+        plain = {n for n in funcs if n not in jit} | {
+            n.name for n in self.tree.body if isinstance(n, ast.ClassDef)}
+        for name in self.rep.kernels:
+            local = bindings(funcs[name])
+            for node in walk_local(funcs[name]):
+                if isinstance(node, ast.Attribute) and node.attr in _INTERP_ATTRS:
+                    self.bad(f"kernel {name} reads .{node.attr} (the interpreter's host arrays)")
+                if not isinstance(node, ast.Call):
+                    continue
+                root = parts(node.func)[:1]
+                if root and root[0] in plain and root[0] not in local:
+                    self.bad(f"kernel {name} calls {root[0]}, a Python function or class of the "
+                             "module (a kernel may call only Triton and @triton.jit functions)")
+
+    def _is_jit(self, dec: ast.AST) -> bool:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        return self._expand(target) == ("triton", "jit")

@@ -1,0 +1,123 @@
+"""What candidate source reaches by name, attribute and store: builtins, dunders, private and
+banned attributes, module chains resolved against the real torch and triton, modules passed around
+as values, and monkeypatching (an attribute or item store outside `self`/`cls`). One family of the
+static checks (`checks.py`). Standard library, torch and triton only.
+"""
+from __future__ import annotations
+
+import ast
+
+from kbx_ray.evaluate import static_policy as P
+from kbx_ray.evaluate.static_aliases import AliasScope
+from kbx_ray.evaluate.static_policy import resolve_chain
+from kbx_ray.evaluate.static_scopes import COMPS, FUNCS, SCOPES, bindings, parts
+
+_BUILTINS = frozenset(dir(__import__("builtins"))) - P.BANNED_NAMES
+
+
+class ReachChecks(AliasScope):
+    def _name(self, node: ast.Name) -> None:
+        name = node.id
+        if name in P.BANNED_NAMES and isinstance(node.ctx, ast.Load) and not self._shadowed(node):
+            if not (name == "type" and self._type_for_display(node)):
+                self.bad(f"uses the builtin {name!r}")
+        elif (isinstance(node.ctx, ast.Load) and name not in self.bound
+              and name not in _BUILTINS and not name.startswith("__")):
+            # never bound here and no builtin: on a GPU a NameError; under the interpreter a name
+            # it copies into the module (`np`, `inspect`, `triton`, ...) after the first launch
+            self.bad(f"uses the name {name!r}, which the module never defines")
+        elif name.startswith("__") and name.endswith("__") and name not in ("__name__", "__doc__"):
+            self.bad(f"uses the dunder name {name!r}")
+        if name not in self.aliases or not isinstance(node.ctx, ast.Load):
+            return
+        parent = self.parent.get(id(node))
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            return
+        if (id(parent) not in self.alias_nodes and self._module_chain(node)
+                and not self._module_value_ok(node)):
+            self.bad(f"passes the module {name!r} around as a value")
+
+    def _attribute(self, node: ast.Attribute) -> None:
+        attr, root = node.attr, parts(node)[:1]
+        own = root in (["self"], ["cls"]) and root[0] not in self.aliases
+        if attr.startswith("__") and attr.endswith("__"):
+            if attr not in P.SAFE_DUNDER_ATTRS:
+                self.bad(f"reaches the dunder attribute {attr!r}")
+        elif attr.startswith("_") and not own:
+            self.bad(f"reaches the private attribute {attr!r}")
+        why = P.banned_attr_name(attr)
+        if why:
+            self.bad(why)
+        parent = self.parent.get(id(node))
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            return  # only whole chains are resolved (each prefix is judged on the way)
+        chain = self._expand(node)
+        if chain:
+            why = resolve_chain(chain)
+            if why:
+                self.bad(why)
+            elif id(parent) not in self.alias_nodes and self._module_chain(node) and not (
+                    isinstance(parent, ast.Call) and parent.func is node) and not (
+                    self._module_value_ok(node)):
+                self.bad(f"passes the module {'.'.join(chain)} around as a value")
+
+    def _target(self, t: ast.AST, stmt: ast.AST) -> None:
+        if isinstance(t, (ast.Tuple, ast.List)):
+            for e in t.elts:
+                self._target(e, stmt)
+        elif isinstance(t, ast.Starred):
+            self._target(t.value, stmt)
+        elif isinstance(t, ast.Name):
+            if t.id in self.aliases and id(stmt) not in self.alias_nodes:
+                self.bad(f"rebinds the module name {t.id!r}")
+        elif isinstance(t, ast.Attribute):
+            root = parts(t)[:1]
+            if isinstance(t.value, ast.Name) and id(t.value) in self.ctx_names:
+                return  # `ctx.beta = beta` in an autograd Function: the ctx object is its own
+            if root not in (["self"], ["cls"]) or root[0] in self.aliases:
+                what = ".".join(self._expand(t) or parts(t)) or f"attribute {t.attr!r}"
+                self.bad(f"monkeypatches {what} (assigns to an object it does not own)")
+        elif isinstance(t, ast.Subscript) and self._expand(t.value):
+            what = ".".join(self._expand(t.value))
+            self.bad(f"monkeypatches {what} (assigns into library state)")
+
+
+    def _type_for_display(self, node: ast.Name) -> bool:
+        """`type(x)` with one argument whose result is only shown or compared (an error message,
+        `type(x).__name__`, `type(x) is torch.Tensor`): it names a class, it calls nothing."""
+        call = self.parent.get(id(node))
+        if not (isinstance(call, ast.Call) and call.func is node and len(call.args) == 1
+                and not call.keywords):
+            return False
+        use = self.parent.get(id(call))
+        if isinstance(use, ast.Attribute):
+            return use.attr in ("__name__", "__qualname__")
+        if isinstance(use, (ast.FormattedValue, ast.Compare)):
+            return True
+        while use is not None and not isinstance(use, ast.stmt):
+            if isinstance(use, ast.JoinedStr):
+                return True
+            use = self.parent.get(id(use))
+        return isinstance(use, ast.Raise)
+
+
+    def _shadowed(self, node: ast.Name) -> bool:
+        """True when the name is bound by the candidate in a scope it is read from (a parameter
+        named `input`), so it does not refer to the builtin. Defaults and decorators belong to the
+        enclosing scope, and a comprehension's first iterable too."""
+        path: list[ast.AST] = [node]
+        while id(path[-1]) in self.parent:
+            scope = self.parent[id(path[-1])]
+            prev = path[-1]
+            path.append(scope)
+            if not isinstance(scope, SCOPES):
+                continue
+            if isinstance(scope, FUNCS) and prev not in scope.body:
+                continue
+            if isinstance(scope, ast.Lambda) and prev is not scope.body:
+                continue
+            if isinstance(scope, COMPS) and prev is scope.generators[0] and path[-3] is prev.iter:
+                continue
+            if node.id in bindings(scope):
+                return True
+        return False
