@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.llm.errors import BackendError
+from kbx_ray.per_loop import PerLoop
 from kbx_ray.registry import register
 from kbx_ray.retry import Backoff, log_retry, retry
 from kbx_ray.types import Generation
@@ -62,21 +63,20 @@ class OpenAIBackend:
         self.s = s
         self._client: Any = None
         self._sem: asyncio.Semaphore | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._first_lock: asyncio.Lock | None = None
+        self._bound = PerLoop(self._connect)  # one client and semaphore per event loop
         self._reached = False  # once the server has answered, connection errors are retried
 
     def _ensure_client(self) -> None:
-        """One client and semaphore per event loop (each sweep runs its own loop)."""
-        loop = asyncio.get_running_loop()
-        if self._loop is not loop:
-            import openai
+        self._bound.get()
 
-            self._client = openai.AsyncOpenAI(
-                base_url=self.s.base_url, api_key=self.s.api_key or "EMPTY",
-                max_retries=self.s.retries, timeout=openai.Timeout(self.s.timeout_s, connect=10.0))
-            self._sem, self._loop = asyncio.Semaphore(self.s.concurrency), loop
-            self._first_lock = asyncio.Lock()
+    def _connect(self) -> None:
+        import openai
+
+        self._client = openai.AsyncOpenAI(
+            base_url=self.s.base_url, api_key=self.s.api_key or "EMPTY",
+            max_retries=self.s.retries, timeout=openai.Timeout(self.s.timeout_s, connect=10.0))
+        self._sem, self._first_lock = asyncio.Semaphore(self.s.concurrency), asyncio.Lock()
 
     async def generate(self, messages: Messages, params: GenParams) -> Generation:
         self._ensure_client()
