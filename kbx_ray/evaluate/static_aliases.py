@@ -12,7 +12,7 @@ import inspect
 from typing import Any
 
 from kbx_ray.evaluate import static_policy as P
-from kbx_ray.evaluate.static_policy import resolve_chain, walk
+from kbx_ray.evaluate.static_resolve import closed_module, resolve_chain, walk
 from kbx_ray.evaluate.static_scopes import parts
 
 
@@ -89,7 +89,7 @@ class AliasScope:
 
     def _module_value_ok(self, node: ast.AST) -> bool:
         """A module as a value that cannot reach more than its chains: `hasattr(tl.math, "x")`
-        (the probed chain is judged), or a closed triton.language module (`policy.closed_module`)."""
+        (the probed chain is judged), or a closed triton.language module (`closed_module`)."""
         chain = self._expand(node)
         call = self.parent.get(id(node))
         if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id ==
@@ -101,7 +101,7 @@ class AliasScope:
             if why:
                 self.bad(f"probes {'.'.join(chain)}.{name}: {why}")
             return True
-        return P.closed_module(chain)
+        return closed_module(chain)
 
     def _collect_ctx_names(self) -> None:
         """The first parameter of forward/backward/setup_context in a torch.autograd.Function

@@ -9,7 +9,8 @@ import re
 
 from kbx_ray.evaluate import static_policy as P
 from kbx_ray.evaluate.static_aliases import AliasScope
-from kbx_ray.evaluate.static_policy import MISSING, walk
+from kbx_ray.evaluate.static_policy import MISSING
+from kbx_ray.evaluate.static_resolve import walk
 from kbx_ray.evaluate.static_scopes import FUNCS, bindings, parts, walk_local
 
 _FORMAT_FIELD = re.compile(r"\{[^{}!:]*[.\[]")

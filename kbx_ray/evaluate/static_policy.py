@@ -1,4 +1,5 @@
-"""What candidate source may name: the tables behind the static checks (`checks.py`).
+"""What candidate source may name: the tables behind the static checks (`checks.py`), and the
+host-API allowlist they define (`outside_host_api`).
 
 Two kinds of rule, because an AST cannot know what a runtime value is:
 - chains rooted at an imported module (`torch.cuda.x`, `tl.core.y`) are *resolved* in the trusted
@@ -7,14 +8,12 @@ Two kinds of rule, because an AST cannot know what a runtime value is:
 - attributes of runtime values (`t.untyped_storage().from_file`, `gen.gi_frame.f_back`) cannot be
   resolved, so their *names* are checked against the denylists below.
 The stdlib helpers a kernel may use are allowlisted name by name: `typing.get_type_hints` and
-`functools.singledispatch` evaluate strings, so "import typing" alone must not open them.
+`functools.singledispatch` evaluate strings, so "import typing" alone must not open them. The
+resolution itself, against the real modules, is `static_resolve.py`.
 """
 from __future__ import annotations
 
-import importlib
-import inspect
 from functools import lru_cache
-from typing import Any
 
 MISSING = object()
 
@@ -169,98 +168,6 @@ def banned_attr_name(name: str) -> str | None:
     return None
 
 
-# ---- resolution of module-rooted chains against the real torch and triton -------------------
-@lru_cache(maxsize=None)
-def _banned_ids() -> frozenset[int]:
-    ids = set()
-    for path in BANNED_OBJECTS:
-        obj = walk(path.split("."))
-        if obj is not MISSING:
-            ids.add(id(obj))
-    return frozenset(ids)
-
-
-def walk(parts: list[str]) -> Any:
-    """The object a dotted chain names (importing submodules as Python would), or MISSING."""
-    try:
-        obj = importlib.import_module(parts[0])
-    except ImportError:
-        return MISSING
-    for a in parts[1:]:
-        obj = _step(obj, a)
-        if obj is MISSING:
-            break
-    return obj
-
-
-def _step(obj: Any, attr: str) -> Any:
-    if inspect.ismodule(obj):
-        nxt = getattr(obj, attr, MISSING)
-        name = f"{obj.__name__}.{attr}"
-        if nxt is MISSING and not _banned_module(name):
-            try:
-                nxt = importlib.import_module(name)
-            except Exception:  # noqa: BLE001 - not a submodule: the candidate fails at run time
-                nxt = MISSING
-        return nxt
-    return inspect.getattr_static(obj, attr, MISSING)
-
-
-def _banned_module(name: str) -> bool:
-    return any(name == b or name.startswith(b + ".") for b in BANNED_MODULES)
-
-
-@lru_cache(maxsize=4096)
-def resolve_chain(chain: tuple[str, ...]) -> str | None:
-    """Why the module-rooted chain `chain` is out of reach, or None when it is fine."""
-    root = chain[0]
-    if root in STDLIB_ALLOW:
-        allow = STDLIB_ALLOW[root]
-        name = chain[1] if len(chain) > 1 else ""
-        if name and (name.startswith("_") or (allow is not None and name not in allow)):
-            return f"uses {root}.{name} (allowed from {root}: {', '.join(sorted(allow or []))})"
-        return None
-    obj = walk([root])
-    if obj is MISSING:
-        return f"uses the module {root!r}"
-    why = outside_host_api(chain)
-    if why:
-        return why
-    for i, attr in enumerate(chain[1:], 2):
-        full = ".".join(chain[:i])
-        if attr.startswith("_") and not (attr.startswith("__") and attr.endswith("__")):
-            return f"reaches the private {full}"
-        if inspect.ismodule(obj) and _banned_module(f"{obj.__name__}.{attr}"):
-            return f"uses {full}"
-        obj = _step(obj, attr)
-        if obj is MISSING:
-            return None  # not in this torch/triton: the candidate fails at run time
-        why = _judge(obj, full)
-        if why:
-            return why
-    return None
-
-
-def _judge(obj: Any, full: str) -> str | None:
-    if id(obj) in _banned_ids():
-        return f"uses {full}"
-    if inspect.ismodule(obj):
-        name = obj.__name__
-        if name.split(".")[0] not in ROOTS:
-            return f"reaches the module {name} through {full}"
-        return f"uses {full}" if _banned_module(name) else None
-    try:
-        mod = getattr(obj, "__module__", None)
-    except Exception:  # noqa: BLE001
-        mod = None
-    if isinstance(mod, str):
-        if mod.split(".")[0] in DANGER_MODULES:
-            return f"uses {full} (from {mod})"
-        if mod == "builtins" and getattr(obj, "__name__", "") in BANNED_NAMES:
-            return f"uses {full} (the builtin {obj.__name__})"
-    return None
-
-
 @lru_cache(maxsize=None)
 def _aten_functions() -> frozenset[str]:
     import torch
@@ -302,21 +209,3 @@ def outside_host_api(chain: tuple[str, ...]) -> str | None:
     if isinstance(deeper, frozenset) and rest[2] not in deeper:
         return f"uses torch.{'.'.join(rest[:3])} (allowed: {', '.join(sorted(deeper))})"
     return None
-
-
-@lru_cache(maxsize=256)
-def closed_module(chain: tuple[str, ...]) -> bool:
-    """True when the module `chain` names may be passed around as a value: a triton.language
-    module none of whose public names leads out of reach (`tl.math`, `libdevice`), so whatever a
-    function does with it by attribute is what the chain itself could do."""
-    obj = walk(list(chain))
-    if not inspect.ismodule(obj) or not obj.__name__.startswith("triton.language"):
-        return False
-    for name, value in vars(obj).items():
-        if name.startswith("_") or not (resolve_chain((*chain, name)) or banned_attr_name(name)):
-            continue
-        mod, short = getattr(value, "__module__", ""), getattr(value, "__name__", "")
-        allow = STDLIB_ALLOW.get(mod or "", frozenset())
-        if allow is None or short not in (allow or ()):  # functools.wraps: importable anyway
-            return False
-    return True

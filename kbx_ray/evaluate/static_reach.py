@@ -9,7 +9,7 @@ import ast
 
 from kbx_ray.evaluate import static_policy as P
 from kbx_ray.evaluate.static_aliases import AliasScope
-from kbx_ray.evaluate.static_policy import resolve_chain
+from kbx_ray.evaluate.static_resolve import resolve_chain
 from kbx_ray.evaluate.static_scopes import COMPS, FUNCS, SCOPES, bindings, parts
 
 _BUILTINS = frozenset(dir(__import__("builtins"))) - P.BANNED_NAMES

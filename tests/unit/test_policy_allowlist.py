@@ -8,7 +8,8 @@ import textwrap
 import pytest
 
 from kbx_ray.evaluate.checks import static_check
-from kbx_ray.evaluate.static_policy import closed_module, outside_host_api
+from kbx_ray.evaluate.static_policy import outside_host_api
+from kbx_ray.evaluate.static_resolve import closed_module
 
 HEAD = '''
 import math
