@@ -7,8 +7,8 @@ setting): the file's decorator is the whole registration. A factory imports its 
 inside itself; `requires` lists those modules, so a missing one is a one-line install hint when the
 entry is built, not an ImportError from deep inside (inspect_ai's `@modelapi` does the same).
 
-An entry may also be a lazy "module:factory" string (`Registry.__setitem__`), for a module that
-does not carry the decorator yet; it is imported only when built.
+An entry may also be a lazy "module:factory" string (`Registry.__setitem__`), for a factory that
+lives outside the kind's packages (a test's module); it is imported only when built.
 """
 from __future__ import annotations
 
