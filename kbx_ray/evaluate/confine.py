@@ -5,8 +5,9 @@ descriptors, a scrubbed environment, its temp dir as cwd. Code run between fork 
 (`preexec_fn`) can deadlock when the parent has threads, as a Ray actor does. The rest is done
 here, by the worker, before it imports torch or triton (they start threads, and a process must be
 single-threaded to enter a user namespace) and before it reads any request: resource limits, a
-private network namespace (inside a user namespace when not root), Landlock with no-new-privs. The
-parent passes a `Spec` as JSON in KBX_CONFINE. `apply` returns the report that the worker's hello
+private network namespace (inside a user namespace when not root), Landlock with no-new-privs (a
+GPU worker under landlock=on takes Landlock after CUDA's init, before any request). The parent
+passes a `Spec` as JSON in KBX_CONFINE. `apply` returns the report that the worker's hello
 carries, and the parent refuses a worker that lacks what its config demands (`unmet`). Standard
 library only.
 """
@@ -77,11 +78,23 @@ def apply(spec: Spec) -> dict[str, Any]:
         report.update(netns=False, netns_why="evaluation.sandbox.network=true", userns=False)
     else:
         report.update(_unshare_network())
+    if spec.landlock and spec.device == "cuda":
+        # the one step left for later: worker.main calls `landlock_now` after torch.cuda.init(),
+        # so the driver loads and opens its device nodes while all is visible (as validated)
+        report.update(landlock=False, landlock_pending=True, landlock_why="pending CUDA init")
+    else:
+        landlock_now(report, spec.landlock, spec.device)
+    return report
+
+
+def landlock_now(report: dict[str, Any], wanted: bool, device: str) -> None:
+    """Confine with Landlock (if `wanted`) and record what took in `report`. Landlock binds the
+    calling thread and the threads it starts after: done before torch, it binds them all."""
     report["landlock_abi"] = landlock.abi_version()
-    why = (landlock.confine_why(spec.device) if spec.landlock
+    why = (landlock.confine_why(device) if wanted
            else "not asked (evaluation.sandbox.landlock=off, or auto on a GPU)")
     report.update(landlock=not why, landlock_why=why, no_new_privs=_no_new_privs())
-    return report
+    report.pop("landlock_pending", None)
 
 
 def _unshare_network() -> dict[str, Any]:

@@ -29,6 +29,7 @@ if DEVICE == "cpu":
 
 import torch  # noqa: E402
 
+from kbx_ray import taskkit  # noqa: E402  (task files draw through it; watched)
 from kbx_ray.evaluate import guards, protocol, rotation, timing  # noqa: E402
 from kbx_ray.evaluate.inputs import InputCache  # noqa: E402
 
@@ -399,13 +400,16 @@ def _encode(outs: list[Any], blobs: list[Any]) -> list[dict]:
 
 
 _HARNESS = (globals(), vars(protocol), vars(timing), vars(sys.modules[InputCache.__module__]),
-            vars(InputCache), vars(Worker), vars(rotation), vars(rotation.Rotation))
+            vars(InputCache), vars(Worker), vars(rotation), vars(rotation.Rotation), vars(taskkit))
 
 
 def main() -> None:
     out_fp = os.fdopen(int(sys.argv[1]), "wb")
     in_fp = sys.stdin.buffer
     worker = Worker()
+    if CONFINED.get("landlock_pending"):  # a GPU worker under landlock=on (confine.apply)
+        torch.cuda.init()  # open the device nodes and load the driver while all is visible
+        confine.landlock_now(CONFINED, True, DEVICE)
     worker.landlocked = bool(CONFINED.get("landlock"))
     while True:
         try:
