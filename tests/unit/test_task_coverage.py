@@ -16,6 +16,10 @@ Only small cases count: they are the ones the CPU judges, so a branch covered on
 would go unjudged in interpreter mode. A branch that is unreachable by design is marked on its
 line with coverage.py's own `# pragma: no branch` followed by the reason (the reason is required);
 the marked decision then also drops out of the path enumeration.
+
+The drawing helpers that task files share (`kbx_ray.taskkit`) branch on a case's views and its
+outlier flag outside the task file, so for them the input variants are compared instead: every
+view and outlier setting that a large case draws, some small case draws too.
 """
 from __future__ import annotations
 
@@ -152,6 +156,35 @@ def test_small_cases_cover_every_branch_and_path_of_the_reference(task: Task, tm
     more = f" (and {len(missing) - 1} more paths)" if len(missing) > 1 else ""
     assert not missing, (f"{task.task_id}: no small case takes the path {_show(frozenset(missing[0]), src)}"
                          f"{more}: add a small case for it")
+
+
+def variants(case: dict) -> set[tuple[str, object]]:
+    """The input variants `kbx_ray.taskkit` draws for a case: each operand's view, and outliers."""
+    views = case.get("views", [case.get("view")])
+    return {("view", v) for v in views} | {("outliers", bool(case.get("outliers")))}
+
+
+def missing_variants(task: Task) -> set[tuple[str, object]]:
+    """Variants a large case draws and no small case does (the shared helpers' untaken branches)."""
+    small = set().union(*(variants(c) for c in task.cases if c["small"]))
+    return set().union(*(variants(c) for c in task.cases if not c["small"])) - small
+
+
+KIT_USERS = [t for t in TASKS if "from kbx_ray.taskkit import" in Path(t.path).read_text()]
+
+
+@pytest.mark.parametrize("task", KIT_USERS, ids=[t.task_id for t in KIT_USERS])
+def test_small_cases_draw_every_variant_of_the_shared_helpers(task: Task) -> None:
+    missing = sorted(missing_variants(task), key=str)
+    assert not missing, f"{task.task_id}: only large cases draw {missing}: add a small case that does"
+
+
+def test_a_variant_only_a_large_case_draws_is_reported() -> None:
+    """Without elu's small transposed case the transposed view is drawn by a large case alone."""
+    task = next(t for t in TASKS if t.task_id == "activation/elu")
+    assert task in KIT_USERS and not missing_variants(task)
+    only = replace(task, cases=tuple(c for c in task.cases if not (c["small"] and c.get("view") == "t")))
+    assert missing_variants(only) == {("view", "t")}
 
 
 def test_path_enumeration_follows_nesting(tmp_path: Path) -> None:

@@ -22,6 +22,8 @@ within the default tolerance for the dtype (float32 rtol = atol = 1e-5, float16 
 """
 import torch
 
+from kbx_ray.taskkit import draw, finish
+
 CATEGORY = "Activation"
 LEVEL = 2
 
@@ -55,37 +57,12 @@ CASES = [
 ]
 
 
-def _draw(g: torch.Generator, case: dict) -> torch.Tensor:
-    """Standard normal values in the storage shape of the case (outliers: 0.1% of them scaled by
-    10). A transposed case ("view": "t") draws the transposed shape, a strided one ("view": "s")
-    twice the last dimension."""
-    shape = list(case["shape"])
-    if case.get("view") == "t":
-        shape = shape[::-1]
-    elif case.get("view") == "s":
-        shape[-1] *= 2
-    z = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
-    return z
-
-
-def _finish(x: torch.Tensor, case: dict, device: str) -> torch.Tensor:
-    """Cast to the case dtype, move to the device, and take the case's view (.t() or [..., ::2])."""
-    x = x.to(getattr(torch, case["dtype"])).to(device)
-    if case.get("view") == "t":
-        return x.t()
-    if case.get("view") == "s":
-        return x[..., ::2]
-    return x
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Normal values with standard deviation 4 (outliers: 0.1% scaled by 10)."""
     g = torch.Generator(device).manual_seed(seed)
-    z = _draw(g, case)
+    z = draw(g, case)
     x = 4 * z
-    return (_finish(x, case, device),), {k: case[k] for k in ('beta', 'threshold') if k in case}
+    return (finish(x, case, device),), {k: case[k] for k in ('beta', 'threshold') if k in case}
 
 
 def cost(case: dict) -> dict:

@@ -17,6 +17,8 @@ free). Entries of `mat` and `vec` are scaled by N**-0.25, so the products have u
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "LinearAlgebra"
 LEVEL = 3
 TOLERANCE = {"float32": (1e-4, 1e-4)}
@@ -46,13 +48,6 @@ CASES = [
 ]
 
 
-def _randn(shape: list, g: torch.Generator, outliers: bool) -> torch.Tensor:
-    x = torch.randn(shape, generator=g, device=g.device)
-    if outliers:
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
-    return x
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal input; mat and vec standard normal scaled by N**-0.25 (outliers in mat:
     0.1% scaled by 10). `inf_input` puts +Inf and -Inf into 1% of `input`'s entries each (only
@@ -65,7 +60,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
         inp = torch.where(u < 0.01, float("-inf"), torch.where(u > 0.99, float("inf"), inp))
     cm = case.get("column_major", False)
     s = n ** -0.25
-    mat = _randn([n, m] if cm else [m, n], g, case.get("outliers", False)) * s
+    mat = normal(g, [n, m] if cm else [m, n], case.get("outliers", False)) * s
     vec = torch.randn(n, generator=g, device=g.device) * s
     inp, mat, vec = inp.to(device), mat.to(device), vec.to(device)
     if cm:

@@ -18,6 +18,8 @@ any order of the three multiplications is accurate enough.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "LinearAlgebra"
 LEVEL = 2
 
@@ -46,13 +48,6 @@ CASES = [
 ]
 
 
-def _randn(shape: list, g: torch.Generator, outliers: bool) -> torch.Tensor:
-    x = torch.randn(shape, generator=g, device=g.device)
-    if outliers:
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
-    return x
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal input and vectors (outliers: 0.1% scaled by 10). `inf_input` puts +Inf and
     -Inf into 1% of `input`'s entries each (only with beta = 0; 0 * Inf would be NaN). A transposed case returns `input`
@@ -61,13 +56,13 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     m, n = case["m"], case["n"]
     out = case.get("outliers", False)
     t = case.get("transposed", False)
-    inp = _randn([n, m] if t else [m, n], g, out)
+    inp = normal(g, [n, m] if t else [m, n], out)
     if case.get("inf_input"):
         u = torch.rand(inp.shape, generator=g, device=g.device)
         inp = torch.where(u < 0.01, float("-inf"), torch.where(u > 0.99, float("inf"), inp))
     step = 2 if t else 1
-    v1 = _randn([m * step], g, out)
-    v2 = _randn([n * step], g, out)
+    v1 = normal(g, [m * step], out)
+    v2 = normal(g, [n * step], out)
     inp, v1, v2 = inp.to(device), v1.to(device), v2.to(device)
     if t:
         inp, v1, v2 = inp.t(), v1[::2], v2[::2]

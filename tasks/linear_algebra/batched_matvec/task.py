@@ -16,6 +16,8 @@ free). Entries are scaled by N**-0.25, so outputs have unit scale.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "LinearAlgebra"
 LEVEL = 3
 TOLERANCE = {"float32": (1e-4, 1e-4)}
@@ -41,13 +43,6 @@ CASES = [
 ]
 
 
-def _randn(shape: list, g: torch.Generator, outliers: bool) -> torch.Tensor:
-    x = torch.randn(shape, generator=g, device=g.device)
-    if outliers:
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
-    return x
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal entries scaled by N**-0.25 (outliers: 0.1% scaled by 10). A column_major
     case draws [B, N, M] and returns `.transpose(1, 2)`."""
@@ -55,8 +50,8 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     b, m, n = case["b"], case["m"], case["n"]
     cm = case.get("column_major", False)
     s = n ** -0.25
-    a = _randn([b, n, m] if cm else [b, m, n], g, case.get("outliers", False)) * s
-    x = _randn([b, n], g, False) * s
+    a = normal(g, [b, n, m] if cm else [b, m, n], case.get("outliers", False)) * s
+    x = normal(g, [b, n], False) * s
     a, x = a.to(device), x.to(device)
     if cm:
         a = a.transpose(1, 2)

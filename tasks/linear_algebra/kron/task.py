@@ -15,6 +15,8 @@ Compared with the PyTorch call above using the default tolerance for the dtype.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "LinearAlgebra"
 LEVEL = 3
 
@@ -40,13 +42,6 @@ CASES = [
 ]
 
 
-def _randn(shape: list, g: torch.Generator, outliers: bool) -> torch.Tensor:
-    x = torch.randn(shape, generator=g, device=g.device)
-    if outliers:
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
-    return x
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal entries (outliers: 0.1% scaled by 10). A transposed case draws both
     matrices with swapped dimensions and returns their `.t()` views."""
@@ -55,7 +50,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     t = case.get("transposed", False)
     mats = []
     for shape in (case["a"], case["b"]):
-        x = _randn(shape[::-1] if t else shape, g, case.get("outliers", False)).to(dtype).to(device)
+        x = normal(g, shape[::-1] if t else shape, case.get("outliers", False)).to(dtype).to(device)
         mats.append(x.t() if t else x)
     return tuple(mats), {}
 

@@ -14,6 +14,8 @@ The result is compared with `torch.outer(x, y)` using the default tolerance for 
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "LinearAlgebra"
 LEVEL = 1
 
@@ -40,13 +42,6 @@ CASES = [
 ]
 
 
-def _vec(n: int, g: torch.Generator, outliers: bool) -> torch.Tensor:
-    v = torch.randn(n, generator=g, device=g.device)
-    if outliers:
-        v = torch.where(torch.rand(n, generator=g, device=g.device) < 0.001, v * 10, v)
-    return v
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal vectors (outliers: 0.1% scaled by 10). A strided case draws vectors twice as
     long and returns every second element (`strided: "x"`: only x)."""
@@ -54,8 +49,8 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     step = 2 if case.get("strided") else 1
     step_y = 2 if case.get("strided") is True else 1
     dtype = getattr(torch, case["dtype"])
-    x = _vec(case["m"] * step, g, case.get("outliers", False)).to(dtype).to(device)[::step]
-    y = _vec(case["n"] * step_y, g, case.get("outliers", False)).to(dtype).to(device)[::step_y]
+    x = normal(g, [case["m"] * step], case.get("outliers", False)).to(dtype).to(device)[::step]
+    y = normal(g, [case["n"] * step_y], case.get("outliers", False)).to(dtype).to(device)[::step_y]
     return (x, y), {}
 
 

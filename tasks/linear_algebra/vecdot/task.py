@@ -18,6 +18,8 @@ D**-0.25 so sums have unit scale.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "LinearAlgebra"
 LEVEL = 2
 TOLERANCE = {"float32": (1e-4, 1e-4)}
@@ -44,13 +46,6 @@ CASES = [
 ]
 
 
-def _randn(shape: list, g: torch.Generator, outliers: bool) -> torch.Tensor:
-    x = torch.randn(shape, generator=g, device=g.device)
-    if outliers:
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
-    return x
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal entries scaled by D**-0.25 (outliers: 0.1% scaled by 10). A sliced case
     returns the first D columns of tensors 5 columns wider."""
@@ -60,8 +55,8 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     full = shape[:-1] + [d + 5] if case.get("sliced") else shape
     dtype = getattr(torch, case["dtype"])
     s = d ** -0.25
-    x = (_randn(full, g, case.get("outliers", False)) * s).to(dtype).to(device)
-    y = (_randn(full, g, case.get("outliers", False)) * s).to(dtype).to(device)
+    x = (normal(g, full, case.get("outliers", False)) * s).to(dtype).to(device)
+    y = (normal(g, full, case.get("outliers", False)) * s).to(dtype).to(device)
     if case.get("sliced"):
         x, y = x[..., :d], y[..., :d]
     return (x, y), {}

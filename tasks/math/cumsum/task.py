@@ -18,6 +18,8 @@ default tolerance (5e-3 and 1e-2). Inputs have mean 0.5, so running sums grow st
 """
 import torch
 
+from kbx_ray.taskkit import draw, finish
+
 CATEGORY = "Math"
 LEVEL = 3
 TOLERANCE = {"float32": (1e-4, 1e-4)}
@@ -48,31 +50,13 @@ CASES = [
 ]
 
 
-def _draw(g: torch.Generator, case: dict) -> torch.Tensor:
-    """Standard normal values in the storage shape of the case (outliers: 0.1% of them scaled by
-    10); a transposed case ("view": "t") draws the transposed 2-D shape."""
-    shape = list(case["shape"])
-    if case.get("view") == "t":
-        shape = shape[::-1]
-    z = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
-    return z
-
-
-def _finish(x: torch.Tensor, case: dict, device: str) -> torch.Tensor:
-    """Cast to the case dtype, move to the device, and take the .t() view of a transposed case."""
-    x = x.to(getattr(torch, case["dtype"])).to(device)
-    return x.t() if case.get("view") == "t" else x
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Normal values with mean 0.5 and standard deviation 1 (outliers: 0.1% of the normals scaled by
     10)."""
     g = torch.Generator(device).manual_seed(seed)
-    z = _draw(g, case)
+    z = draw(g, case)
     x = z + 0.5
-    return (_finish(x, case, device),), {"dim": case["dim"]}
+    return (finish(x, case, device),), {"dim": case["dim"]}
 
 
 def cost(case: dict) -> dict:

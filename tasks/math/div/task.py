@@ -18,6 +18,8 @@ for the dtype (float32 rtol = atol = 1e-5, float16 5e-3, bfloat16 1e-2).
 """
 import torch
 
+from kbx_ray.taskkit import broadcast_cost, finish_operands, operands, signed_magnitudes
+
 CATEGORY = "Math"
 LEVEL = 2
 
@@ -49,58 +51,20 @@ CASES = [
 ]
 
 
-def _draw(g: torch.Generator, shape: list, view, outliers: bool) -> torch.Tensor:
-    """Standard normal values in the storage shape of one operand (outliers: 0.1% of them scaled
-    by 10). A transposed operand ("t") draws its last two dimensions swapped, a strided one ("s")
-    twice its last dimension."""
-    shape = list(shape)
-    if view == "t":
-        shape[-1], shape[-2] = shape[-2], shape[-1]
-    elif view == "s":
-        shape[-1] *= 2
-    z = torch.randn(shape, generator=g, device=g.device)
-    if outliers:
-        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
-    return z
-
-
-def _finish(x: torch.Tensor, view, dtype: torch.dtype, device: str) -> torch.Tensor:
-    """Cast, move to the device, and take the operand's view (.transpose(-1, -2) or [..., ::2])."""
-    x = x.to(dtype).to(device)
-    if view == "t":
-        return x.transpose(-1, -2)
-    if view == "s":
-        return x[..., ::2]
-    return x
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal values; y: magnitudes uniform in [0.5, 2] with random signs (outliers: 0.1%
     of every operand's normals scaled by 10); a zero-divisor case sets 2% of y to 0 and half of
     those x to 0."""
     g = torch.Generator(device).manual_seed(seed)
-    dtype = getattr(torch, case["dtype"])
-    views = case.get("views", [None] * 2)
-    zs = [_draw(g, s, v, case.get("outliers", False)) for s, v in zip(case["shapes"], views)]
+    zs = operands(g, case)
     x = zs[0]
-    y = (0.5 + 1.5 * torch.rand(zs[1].shape, generator=g, device=g.device)) * torch.where(zs[1] < 0, -1.0, 1.0)  # |y| in [0.5, 2]
+    y = signed_magnitudes(g, zs[1])  # |y| in [0.5, 2]
     if case.get("zeros"):  # 2% zero divisors, half of them over a zero dividend (0 / 0 = NaN)
         u = torch.rand(y.shape, generator=g, device=g.device)
         y = torch.where(u < 0.02, 0.0, y)
         x = torch.where(u < 0.01, 0.0, x)
-    tensors = (x, y)
-    return tuple(_finish(t, v, dtype, device) for t, v in zip(tensors, views)), {}
+    return finish_operands((x, y), case, device), {}
 
 
 def cost(case: dict) -> dict:
-    numels = []
-    for shape in case["shapes"]:
-        n = 1
-        for s in shape:
-            n *= s
-        numels.append(n)
-    out = 1
-    for sizes in zip(*[[1] * (max(map(len, case["shapes"])) - len(s)) + list(s) for s in case["shapes"]]):
-        out *= max(sizes)
-    size = torch.tensor([], dtype=getattr(torch, case["dtype"])).element_size()
-    return {"flops": 1 * out, "bytes": (sum(numels) + out) * size}
+    return broadcast_cost(case, 1)

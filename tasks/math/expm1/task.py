@@ -20,6 +20,8 @@ with atol = 1e-9 (so tiny inputs, where the naive formula cancels, need a relati
 """
 import torch
 
+from kbx_ray.taskkit import draw, finish
+
 CATEGORY = "Math"
 LEVEL = 2
 TOLERANCE = {"float32": (1e-5, 1e-9)}
@@ -46,41 +48,16 @@ CASES = [
 ]
 
 
-def _draw(g: torch.Generator, case: dict) -> torch.Tensor:
-    """Standard normal values in the storage shape of the case (outliers: 0.1% of them scaled by
-    10). A transposed case ("view": "t") draws the transposed shape, a strided one ("view": "s")
-    twice the last dimension."""
-    shape = list(case["shape"])
-    if case.get("view") == "t":
-        shape = shape[::-1]
-    elif case.get("view") == "s":
-        shape[-1] *= 2
-    z = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
-    return z
-
-
-def _finish(x: torch.Tensor, case: dict, device: str) -> torch.Tensor:
-    """Cast to the case dtype, move to the device, and take the case's view (.t() or [..., ::2])."""
-    x = x.to(getattr(torch, case["dtype"])).to(device)
-    if case.get("view") == "t":
-        return x.t()
-    if case.get("view") == "s":
-        return x[..., ::2]
-    return x
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Normal values with standard deviation 2 (outliers: 0.1% scaled by 10, so some results overflow
     to inf or saturate at -1); a tiny case draws magnitudes log-uniform in [1e-8, 1] with random
     signs."""
     g = torch.Generator(device).manual_seed(seed)
-    z = _draw(g, case)
+    z = draw(g, case)
     x = 2 * z
     if case.get("tiny"):  # magnitudes spread log-uniformly over [1e-8, 1], both signs
         x = torch.sign(z) * torch.pow(10.0, -8 * torch.rand(z.shape, generator=g, device=g.device))
-    return (_finish(x, case, device),), {}
+    return (finish(x, case, device),), {}
 
 
 def cost(case: dict) -> dict:

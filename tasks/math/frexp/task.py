@@ -21,6 +21,8 @@ for the dtype (float32 rtol = atol = 1e-5, float16 5e-3, bfloat16 1e-2).
 """
 import torch
 
+from kbx_ray.taskkit import draw, finish
+
 CATEGORY = "Math"
 LEVEL = 3
 
@@ -51,42 +53,17 @@ CASES = [
 ]
 
 
-def _draw(g: torch.Generator, case: dict) -> torch.Tensor:
-    """Standard normal values in the storage shape of the case (outliers: 0.1% of them scaled by
-    10). A transposed case ("view": "t") draws the transposed shape, a strided one ("view": "s")
-    twice the last dimension."""
-    shape = list(case["shape"])
-    if case.get("view") == "t":
-        shape = shape[::-1]
-    elif case.get("view") == "s":
-        shape[-1] *= 2
-    z = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
-    return z
-
-
-def _finish(x: torch.Tensor, case: dict, device: str) -> torch.Tensor:
-    """Cast to the case dtype, move to the device, and take the case's view (.t() or [..., ::2])."""
-    x = x.to(getattr(torch, case["dtype"])).to(device)
-    if case.get("view") == "t":
-        return x.t()
-    if case.get("view") == "s":
-        return x[..., ::2]
-    return x
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal values times 2**k, k uniform over an exponent range ([-30, 30]; float16 [-10,
     5]; subnormal cases [-140, -120] or, in float16, [-26, -12], so many inputs are subnormal)
     (outliers: 0.1% of the normals scaled by 10); a zeros case sets 5% to zero."""
     g = torch.Generator(device).manual_seed(seed)
-    z = _draw(g, case)
+    z = draw(g, case)
     lo, hi = case.get("exp_range", [-10, 5] if case["dtype"] == "float16" else [-30, 30])
     x = z * torch.exp2(torch.randint(lo, hi + 1, z.shape, generator=g, device=g.device).float())
     if case.get("zeros"):  # 5% exact zeros
         x = torch.where(torch.rand(z.shape, generator=g, device=g.device) < 0.05, 0.0, x)
-    return (_finish(x, case, device),), {}
+    return (finish(x, case, device),), {}
 
 
 def cost(case: dict) -> dict:

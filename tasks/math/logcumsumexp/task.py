@@ -22,6 +22,8 @@ free), float16 and bfloat16 the default tolerance (5e-3 and 1e-2).
 """
 import torch
 
+from kbx_ray.taskkit import draw, finish
+
 CATEGORY = "Math"
 LEVEL = 3
 TOLERANCE = {"float32": (1e-4, 1e-4)}
@@ -58,36 +60,18 @@ CASES = [
 ]
 
 
-def _draw(g: torch.Generator, case: dict) -> torch.Tensor:
-    """Standard normal values in the storage shape of the case (outliers: 0.1% of them scaled by
-    10); a transposed case ("view": "t") draws the transposed 2-D shape."""
-    shape = list(case["shape"])
-    if case.get("view") == "t":
-        shape = shape[::-1]
-    z = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
-    return z
-
-
-def _finish(x: torch.Tensor, case: dict, device: str) -> torch.Tensor:
-    """Cast to the case dtype, move to the device, and take the .t() view of a transposed case."""
-    x = x.to(getattr(torch, case["dtype"])).to(device)
-    return x.t() if case.get("view") == "t" else x
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Normal values with standard deviation 3 (outliers: 0.1% of the normals scaled by 10), plus
     `shift` if given (very negative log-values); a masked case sets 10% of the values and the first 5
     of every slice to -inf."""
     g = torch.Generator(device).manual_seed(seed)
-    z = _draw(g, case)
+    z = draw(g, case)
     x = 3 * z + case.get("shift", 0.0)
     if case.get("masked"):  # 10% -inf, and the first 5 elements of every slice along dim are -inf
         x = torch.where(torch.rand(z.shape, generator=g, device=g.device) < 0.1, float("-inf"), x)
         d = case["dim"] if case.get("view") != "t" else -1 - case["dim"]
         x.narrow(d, 0, min(5, x.shape[d])).fill_(float("-inf"))
-    return (_finish(x, case, device),), {"dim": case["dim"]}
+    return (finish(x, case, device),), {"dim": case["dim"]}
 
 
 def cost(case: dict) -> dict:

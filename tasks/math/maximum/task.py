@@ -19,6 +19,8 @@ for the dtype (float32 rtol = atol = 1e-5, float16 5e-3, bfloat16 1e-2).
 """
 import torch
 
+from kbx_ray.taskkit import broadcast_cost, finish_operands, operands, sprinkle
+
 CATEGORY = "Math"
 LEVEL = 2
 
@@ -53,55 +55,16 @@ CASES = [
 ]
 
 
-def _draw(g: torch.Generator, shape: list, view, outliers: bool) -> torch.Tensor:
-    """Standard normal values in the storage shape of one operand (outliers: 0.1% of them scaled
-    by 10). A transposed operand ("t") draws its last two dimensions swapped, a strided one ("s")
-    twice its last dimension."""
-    shape = list(shape)
-    if view == "t":
-        shape[-1], shape[-2] = shape[-2], shape[-1]
-    elif view == "s":
-        shape[-1] *= 2
-    z = torch.randn(shape, generator=g, device=g.device)
-    if outliers:
-        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
-    return z
-
-
-def _finish(x: torch.Tensor, view, dtype: torch.dtype, device: str) -> torch.Tensor:
-    """Cast, move to the device, and take the operand's view (.transpose(-1, -2) or [..., ::2])."""
-    x = x.to(dtype).to(device)
-    if view == "t":
-        return x.transpose(-1, -2)
-    if view == "s":
-        return x[..., ::2]
-    return x
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal values (outliers: 0.1% scaled by 10); a nans case sets 2% of each operand to
     NaN."""
     g = torch.Generator(device).manual_seed(seed)
-    dtype = getattr(torch, case["dtype"])
-    views = case.get("views", [None] * 2)
-    zs = [_draw(g, s, v, case.get("outliers", False)) for s, v in zip(case["shapes"], views)]
-    x, y = zs
+    x, y = operands(g, case)
     if case.get("nans"):  # 2% NaN in each operand
-        x = torch.where(torch.rand(x.shape, generator=g, device=g.device) < 0.02, float("nan"), x)
-        y = torch.where(torch.rand(y.shape, generator=g, device=g.device) < 0.02, float("nan"), y)
-    tensors = (x, y)
-    return tuple(_finish(t, v, dtype, device) for t, v in zip(tensors, views)), {}
+        x = sprinkle(g, x, 0.02, float("nan"))
+        y = sprinkle(g, y, 0.02, float("nan"))
+    return finish_operands((x, y), case, device), {}
 
 
 def cost(case: dict) -> dict:
-    numels = []
-    for shape in case["shapes"]:
-        n = 1
-        for s in shape:
-            n *= s
-        numels.append(n)
-    out = 1
-    for sizes in zip(*[[1] * (max(map(len, case["shapes"])) - len(s)) + list(s) for s in case["shapes"]]):
-        out *= max(sizes)
-    size = torch.tensor([], dtype=getattr(torch, case["dtype"])).element_size()
-    return {"flops": 1 * out, "bytes": (sum(numels) + out) * size}
+    return broadcast_cost(case, 1)

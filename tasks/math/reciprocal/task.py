@@ -17,6 +17,8 @@ for the dtype (float32 rtol = atol = 1e-5, float16 5e-3, bfloat16 1e-2).
 """
 import torch
 
+from kbx_ray.taskkit import draw, finish
+
 CATEGORY = "Math"
 LEVEL = 1
 
@@ -42,40 +44,15 @@ CASES = [
 ]
 
 
-def _draw(g: torch.Generator, case: dict) -> torch.Tensor:
-    """Standard normal values in the storage shape of the case (outliers: 0.1% of them scaled by
-    10). A transposed case ("view": "t") draws the transposed shape, a strided one ("view": "s")
-    twice the last dimension."""
-    shape = list(case["shape"])
-    if case.get("view") == "t":
-        shape = shape[::-1]
-    elif case.get("view") == "s":
-        shape[-1] *= 2
-    z = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
-    return z
-
-
-def _finish(x: torch.Tensor, case: dict, device: str) -> torch.Tensor:
-    """Cast to the case dtype, move to the device, and take the case's view (.t() or [..., ::2])."""
-    x = x.to(getattr(torch, case["dtype"])).to(device)
-    if case.get("view") == "t":
-        return x.t()
-    if case.get("view") == "s":
-        return x[..., ::2]
-    return x
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal values (outliers: 0.1% scaled by 10), so some results are large (and overflow to
     inf in float16); a zeros case sets 5% of the inputs to +0."""
     g = torch.Generator(device).manual_seed(seed)
-    z = _draw(g, case)
+    z = draw(g, case)
     x = z
     if case.get("zeros"):  # 5% exact zeros
         x = torch.where(torch.rand(z.shape, generator=g, device=g.device) < 0.05, 0.0, x)
-    return (_finish(x, case, device),), {}
+    return (finish(x, case, device),), {}
 
 
 def cost(case: dict) -> dict:

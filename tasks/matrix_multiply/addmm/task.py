@@ -21,6 +21,8 @@ scaled by K**-0.25, so the products have unit scale.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "MatrixMultiply"
 LEVEL = 3
 TOLERANCE = {"float16": (1e-2, 1e-2)}
@@ -52,13 +54,6 @@ CASES = [
 ]
 
 
-def _randn(shape: list, g: torch.Generator, outliers: bool) -> torch.Tensor:
-    x = torch.randn(shape, generator=g, device=g.device)
-    if outliers:
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
-    return x
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """input standard normal ([N] for bias "row", [M, N] for "full"; `inf_input` sets 2% of it to
     +-Inf, only with beta = 0); mat1, mat2 standard normal scaled by K**-0.25 (outliers: 0.1%
@@ -71,8 +66,8 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
         inp = torch.where(u < 0.01, float("-inf"), torch.where(u > 0.99, float("inf"), inp))
     s = k ** -0.25
     bt = case.get("b_transposed", False)
-    a = _randn([m, k], g, case.get("outliers", False)) * s
-    b = _randn([n, k] if bt else [k, n], g, case.get("outliers", False)) * s
+    a = normal(g, [m, k], case.get("outliers", False)) * s
+    b = normal(g, [n, k] if bt else [k, n], case.get("outliers", False)) * s
     inp, a, b = inp.half().to(device), a.half().to(device), b.half().to(device)
     if bt:
         b = b.t()

@@ -21,6 +21,8 @@ normal scaled by K**-0.25, so the products have unit scale.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "MatrixMultiply"
 LEVEL = 4
 TOLERANCE = {"float16": (1e-2, 1e-2)}
@@ -57,13 +59,6 @@ _INPUT_SHAPES = {"full": lambda b, m, n: [b, m, n], "shared": lambda b, m, n: [1
                  "row": lambda b, m, n: [b, 1, n], "vector": lambda b, m, n: [n]}
 
 
-def _randn(shape: list, g: torch.Generator, outliers: bool) -> torch.Tensor:
-    x = torch.randn(shape, generator=g, device=g.device)
-    if outliers:
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
-    return x
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """input standard normal in the case's broadcast shape (`inf_input`: 2% set to +-Inf, only with
     beta = 0); batch1, batch2 standard normal scaled by K**-0.25 (outliers: 0.1% scaled by 10).
@@ -76,8 +71,8 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
         inp = torch.where(u < 0.01, float("-inf"), torch.where(u > 0.99, float("inf"), inp))
     s = k ** -0.25
     bt = case.get("b_transposed", False)
-    a = _randn([bs, m, k], g, case.get("outliers", False)) * s
-    b = _randn([bs, n, k] if bt else [bs, k, n], g, case.get("outliers", False)) * s
+    a = normal(g, [bs, m, k], case.get("outliers", False)) * s
+    b = normal(g, [bs, n, k] if bt else [bs, k, n], case.get("outliers", False)) * s
     inp, a, b = inp.half().to(device), a.half().to(device), b.half().to(device)
     if bt:
         b = b.transpose(1, 2)

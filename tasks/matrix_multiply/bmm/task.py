@@ -16,6 +16,8 @@ accumulation orders. Inputs are standard normal scaled by K**-0.25, so outputs h
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "MatrixMultiply"
 LEVEL = 3
 TOLERANCE = {"float16": (1e-2, 1e-2)}
@@ -42,13 +44,6 @@ CASES = [
 ]
 
 
-def _randn(shape: list, g: torch.Generator, outliers: bool) -> torch.Tensor:
-    x = torch.randn(shape, generator=g, device=g.device)
-    if outliers:
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
-    return x
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal entries scaled by K**-0.25 (outliers: 0.1% scaled by 10); with
     `b_transposed`, `b` is `.transpose(1, 2)` of a contiguous [B, N, K] tensor."""
@@ -56,8 +51,8 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     bs, m, n, k = case["b"], case["m"], case["n"], case["k"]
     s = k ** -0.25
     bt = case.get("b_transposed", False)
-    a = _randn([bs, m, k], g, case.get("outliers", False)) * s
-    b = _randn([bs, n, k] if bt else [bs, k, n], g, case.get("outliers", False)) * s
+    a = normal(g, [bs, m, k], case.get("outliers", False)) * s
+    b = normal(g, [bs, n, k] if bt else [bs, k, n], case.get("outliers", False)) * s
     a, b = a.half().to(device), b.half().to(device)
     if bt:
         b = b.transpose(1, 2)

@@ -18,6 +18,8 @@ scaled by K**-0.25, so outputs have unit scale.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "MatrixMultiply"
 LEVEL = 4
 TOLERANCE = {"float16": (1e-2, 1e-2)}
@@ -43,13 +45,6 @@ CASES = [
 ]
 
 
-def _randn(shape: list, g: torch.Generator, outliers: bool) -> torch.Tensor:
-    x = torch.randn(shape, generator=g, device=g.device)
-    if outliers:
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
-    return x
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x and weight standard normal scaled by K**-0.25 (outliers in x: 0.1% scaled by 10); bias
     0.5 * standard normal. A sliced case returns the first K features of an x 8 columns wider."""
@@ -58,7 +53,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     k, n = shape[-1], case["n"]
     full = shape[:-1] + [k + 8] if case.get("sliced") else shape
     s = k ** -0.25
-    x = _randn(full, g, case.get("outliers", False)) * s
+    x = normal(g, full, case.get("outliers", False)) * s
     w = torch.randn(n, k, generator=g, device=g.device) * s
     b = 0.5 * torch.randn(n, generator=g, device=g.device)
     x, w, b = x.half().to(device), w.half().to(device), b.half().to(device)

@@ -16,6 +16,8 @@ Inputs are standard normal and scaled by K**-0.25 each, so outputs have unit sca
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "MatrixMultiply"
 LEVEL = 3
 TOLERANCE = {"float16": (1e-2, 1e-2)}
@@ -39,22 +41,15 @@ CASES = [
 ]
 
 
-def _randn(shape: list, g: torch.Generator, outliers: bool) -> torch.Tensor:
-    x = torch.randn(shape, generator=g, device=g.device)
-    if outliers:
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
-    return x
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal entries scaled by K**-0.25 (outliers: 0.1% scaled by 10); with
     `b_transposed`, `b` is the `.t()` view of a contiguous [N, K] tensor."""
     g = torch.Generator(device).manual_seed(seed)
     m, n, k = case["m"], case["n"], case["k"]
     s = k ** -0.25
-    a = _randn([m, k], g, case.get("outliers", False)) * s
+    a = normal(g, [m, k], case.get("outliers", False)) * s
     b_shape = [n, k] if case.get("b_transposed") else [k, n]
-    b = _randn(b_shape, g, case.get("outliers", False)) * s
+    b = normal(g, b_shape, case.get("outliers", False)) * s
     a, b = a.half().to(device), b.half().to(device)
     if case.get("b_transposed"):
         b = b.t()

@@ -20,6 +20,8 @@ K**-0.25, so outputs have unit scale.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "MatrixMultiply"
 LEVEL = 4
 TOLERANCE = {"float16": (1e-2, 1e-2)}
@@ -45,13 +47,6 @@ CASES = [
 ]
 
 
-def _randn(shape: list, g: torch.Generator, outliers: bool) -> torch.Tensor:
-    x = torch.randn(shape, generator=g, device=g.device)
-    if outliers:
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
-    return x
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal entries scaled by K**-0.25 (outliers: 0.1% scaled by 10); with
     `b_transposed`, `b` is the `.t()` view of a contiguous [N, K] tensor."""
@@ -59,8 +54,8 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     m, n, k = case["m"], case["n"], case["k"]
     s = k ** -0.25
     bt = case.get("b_transposed", False)
-    a = _randn([m, k], g, case.get("outliers", False)) * s
-    b = _randn([n, k] if bt else [k, n], g, case.get("outliers", False)) * s
+    a = normal(g, [m, k], case.get("outliers", False)) * s
+    b = normal(g, [n, k] if bt else [k, n], case.get("outliers", False)) * s
     a, b = a.half().to(device), b.half().to(device)
     if bt:
         b = b.t()

@@ -26,6 +26,8 @@ similarity >= 0.9999, relative L1 error <= 5e-3 and RMSE <= 5e-3 * RMS(reference
 """
 import torch
 
+from kbx_ray.taskkit import int8
+
 CATEGORY = "Quantization"
 LEVEL = 5
 
@@ -57,13 +59,6 @@ CASES = [
 ]
 
 
-def _int8(shape: list, g: torch.Generator, outliers: bool) -> torch.Tensor:
-    x = torch.randn(shape, generator=g, device=g.device) * 30
-    if outliers:
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
-    return x.round().clamp(-127, 127).to(torch.int8)
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """q, k, v = round(30 * normal) clamped to [-127, 127] (outliers: 0.1% scaled by 10 first);
     q_scale, k_scale uniform in [0.5, 1.5] / 30 (dequantized q, k of unit scale); v_scale uniform in
@@ -71,9 +66,9 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     g = torch.Generator(device).manual_seed(seed)
     b, h, s, d = case["b"], case["h"], case["s"], case["d"]
     outliers = case.get("outliers", False)
-    q = _int8([b, h, s, d], g, outliers)
-    k = _int8([b, h, s, d], g, outliers)
-    v = _int8([b, h, s, d], g, outliers)
+    q = int8(g, [b, h, s, d], 30, outliers)
+    k = int8(g, [b, h, s, d], 30, outliers)
+    v = int8(g, [b, h, s, d], 30, outliers)
     q_scale = (0.5 + torch.rand(b, h, s, generator=g, device=g.device)) / 30
     k_scale = (0.5 + torch.rand(b, h, s, generator=g, device=g.device)) / 30
     v_scale = (0.5 + torch.rand(b, h, d, generator=g, device=g.device)) / 30

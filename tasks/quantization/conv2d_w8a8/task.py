@@ -27,6 +27,8 @@ cosine similarity >= 0.99999 and relative L1 error <= 1e-5.
 """
 import torch
 
+from kbx_ray.taskkit import int8
+
 CATEGORY = "Quantization"
 LEVEL = 4
 
@@ -59,13 +61,6 @@ CASES = [
 ]
 
 
-def _int8(shape: list, g: torch.Generator, std: float, outliers: bool) -> torch.Tensor:
-    x = torch.randn(shape, generator=g, device=g.device) * std
-    if outliers:
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
-    return x.round().clamp(-127, 127).to(torch.int8)
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x = round(20 * normal) and weight = round(30 * normal), clamped to [-127, 127] (outliers:
     0.1% of x scaled by 10 first). x_scale = 1/20; w_scale uniform in [0.5, 1.5] / (30 * sqrt(C *
@@ -75,8 +70,8 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     n, c, h, w = case["x"]
     o, _, kh, kw = case["w"]
     shape = [n, h, w, c] if case.get("channels_last") else [n, c, h, w]
-    x = _int8(shape, g, 20.0, case.get("outliers", False))
-    weight = _int8(case["w"], g, 30.0, False)
+    x = int8(g, shape, 20.0, case.get("outliers", False))
+    weight = int8(g, case["w"], 30.0, False)
     x_scale = float(torch.tensor(1 / 20, dtype=torch.float32, device=device))
     w_scale = (0.5 + torch.rand(o, generator=g, device=g.device)) / (30 * (c * kh * kw) ** 0.5)
     bias = 0.5 * torch.randn(o, generator=g, device=g.device)

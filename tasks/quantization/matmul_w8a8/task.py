@@ -21,6 +21,8 @@ two scale multiplications), with cosine similarity >= 0.999 and relative L1 erro
 """
 import torch
 
+from kbx_ray.taskkit import int8
+
 CATEGORY = "Quantization"
 LEVEL = 4
 
@@ -47,24 +49,16 @@ CASES = [
 ]
 
 
-def _int8(shape: list, g: torch.Generator, outliers: bool) -> torch.Tensor:
-    """Quantized-activation-like int8 values: round(20 * normal), with 0.1% outliers scaled by 10,
-    clamped to [-127, 127]."""
-    x = torch.randn(shape, generator=g, device=g.device) * 20
-    if outliers:
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
-    return x.round().clamp(-127, 127).to(torch.int8)
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
-    """int8 a and b (see `_int8`); with `b_transposed`, b is the `.t()` view of a contiguous [N, K]
+    """int8 a and b: round(20 * normal) clamped to [-127, 127] (outliers: 0.1% scaled by 10 first)
+    (`kbx_ray.taskkit.int8`); with `b_transposed`, b is the `.t()` view of a contiguous [N, K]
     tensor. Scales are uniform in [0.5, 1.5] / (400 * sqrt(K)) for a and [0.5, 1.5] for b, so
     outputs are of order 1."""
     g = torch.Generator(device).manual_seed(seed)
     m, n, k = case["m"], case["n"], case["k"]
     outliers = case.get("outliers", False)
-    a = _int8([m, k], g, outliers)
-    b = _int8([n, k] if case.get("b_transposed") else [k, n], g, outliers)
+    a = int8(g, [m, k], 20, outliers)
+    b = int8(g, [n, k] if case.get("b_transposed") else [k, n], 20, outliers)
     scale_a = (0.5 + torch.rand(m, generator=g, device=g.device)) / (400 * k ** 0.5)
     scale_b = 0.5 + torch.rand(n, generator=g, device=g.device)
     a, b, scale_a, scale_b = (t.to(device) for t in (a, b, scale_a, scale_b))

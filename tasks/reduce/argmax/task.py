@@ -17,6 +17,8 @@ must match exactly, and every index must be equal.
 """
 import torch
 
+from kbx_ray.taskkit import draw, finish
+
 CATEGORY = "Reduce"
 LEVEL = 3
 
@@ -57,37 +59,19 @@ CASES = [
 ]
 
 
-def _draw(g: torch.Generator, case: dict) -> torch.Tensor:
-    """Standard normal values in the storage shape of the case (outliers: 0.1% of them scaled by
-    10); a transposed case ("view": "t") draws the transposed 2-D shape."""
-    shape = list(case["shape"])
-    if case.get("view") == "t":
-        shape = shape[::-1]
-    z = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
-    return z
-
-
-def _finish(x: torch.Tensor, case: dict, device: str) -> torch.Tensor:
-    """Cast to the case dtype, move to the device, and take the .t() view of a transposed case."""
-    x = x.to(getattr(torch, case["dtype"])).to(device)
-    return x.t() if case.get("view") == "t" else x
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal values (outliers: 0.1% scaled by 10; a negative case uses -|z| - 1, as
     for log-probabilities); a ties case uses round(2 z) clamped to [-6, 4] (many equal maxima);
     a nans case makes each value NaN with probability 0.5 / L (about 40% of the slices hold
     one)."""
     g = torch.Generator(device).manual_seed(seed)
-    z = _draw(g, case)
+    z = draw(g, case)
     x = -z.abs() - 1 if case.get("negative") else z
     if case.get("ties"):  # small integers: many equal maxima per slice
         x = torch.round(2 * z).clamp(-6, 4)
     if case.get("nans"):  # NaN with probability 0.5 / L: about 40% of the slices hold one
         x = torch.where(torch.rand(z.shape, generator=g, device=g.device) < 0.5 / case["shape"][case["dim"]], float("nan"), x)
-    return (_finish(x, case, device),), {"dim": case["dim"], "keepdim": case.get("keepdim", False)}
+    return (finish(x, case, device),), {"dim": case["dim"], "keepdim": case.get("keepdim", False)}
 
 
 def cost(case: dict) -> dict:

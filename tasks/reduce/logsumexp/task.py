@@ -21,6 +21,8 @@ for the dtype (float32 rtol = atol = 1e-5, float16 5e-3, bfloat16 1e-2).
 """
 import torch
 
+from kbx_ray.taskkit import draw, finish
+
 CATEGORY = "Reduce"
 LEVEL = 3
 
@@ -55,34 +57,16 @@ CASES = [
 ]
 
 
-def _draw(g: torch.Generator, case: dict) -> torch.Tensor:
-    """Standard normal values in the storage shape of the case (outliers: 0.1% of them scaled by
-    10); a transposed case ("view": "t") draws the transposed 2-D shape."""
-    shape = list(case["shape"])
-    if case.get("view") == "t":
-        shape = shape[::-1]
-    z = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
-    return z
-
-
-def _finish(x: torch.Tensor, case: dict, device: str) -> torch.Tensor:
-    """Cast to the case dtype, move to the device, and take the .t() view of a transposed case."""
-    x = x.to(getattr(torch, case["dtype"])).to(device)
-    return x.t() if case.get("view") == "t" else x
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Normal values with standard deviation 3 (outliers: 0.1% of the normals scaled by 10); a masked
     case sets 10% of the values to -inf and one whole slice along dim to -inf."""
     g = torch.Generator(device).manual_seed(seed)
-    z = _draw(g, case)
+    z = draw(g, case)
     x = 3 * z
     if case.get("masked"):  # 10% -inf, and one whole slice along dim is -inf (masked cases are 2-D)
         x = torch.where(torch.rand(z.shape, generator=g, device=g.device) < 0.1, float("-inf"), x)
         x.select(1 - case["dim"] % 2, 0).fill_(float("-inf"))
-    return (_finish(x, case, device),), {"dim": case["dim"], "keepdim": case.get("keepdim", False)}
+    return (finish(x, case, device),), {"dim": case["dim"], "keepdim": case.get("keepdim", False)}
 
 
 def cost(case: dict) -> dict:

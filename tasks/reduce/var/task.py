@@ -23,6 +23,8 @@ float16 and bfloat16 use the default tolerance (5e-3 and 1e-2).
 """
 import torch
 
+from kbx_ray.taskkit import draw, finish
+
 CATEGORY = "Reduce"
 LEVEL = 3
 TOLERANCE = {"float32": (1e-4, 1e-5)}
@@ -61,31 +63,13 @@ CASES = [
 ]
 
 
-def _draw(g: torch.Generator, case: dict) -> torch.Tensor:
-    """Standard normal values in the storage shape of the case (outliers: 0.1% of them scaled by
-    10); a transposed case ("view": "t") draws the transposed 2-D shape."""
-    shape = list(case["shape"])
-    if case.get("view") == "t":
-        shape = shape[::-1]
-    z = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        z = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, z * 10, z)
-    return z
-
-
-def _finish(x: torch.Tensor, case: dict, device: str) -> torch.Tensor:
-    """Cast to the case dtype, move to the device, and take the .t() view of a transposed case."""
-    x = x.to(getattr(torch, case["dtype"])).to(device)
-    return x.t() if case.get("view") == "t" else x
-
-
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal values (outliers: 0.1% scaled by 10), shifted by the case's `shift` (100 in the
     shifted cases, else 0)."""
     g = torch.Generator(device).manual_seed(seed)
-    z = _draw(g, case)
+    z = draw(g, case)
     x = z + case.get("shift", 0.0)
-    return (_finish(x, case, device),), {"dim": case["dim"], "correction": case.get("correction", 1), "keepdim": case.get("keepdim", False)}
+    return (finish(x, case, device),), {"dim": case["dim"], "correction": case.get("correction", 1), "keepdim": case.get("keepdim", False)}
 
 
 def cost(case: dict) -> dict:
