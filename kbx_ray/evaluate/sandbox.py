@@ -3,8 +3,8 @@
 The worker gets its own session (so the whole process group can be killed), a scrubbed environment
 built from an allowlist, a private temp directory as cwd and HOME, and its output redirected to a
 capped log file: Popen's own options, never `preexec_fn` (unsafe in a threaded Ray actor). First
-thing after exec it sets its resource limits, leaves the network where the kernel lets it make a
-namespace, and (CPU workers) confines itself with Landlock (confine.py, landlock.py); its hello
+thing after exec it sets its resource limits, moves into a network namespace of its own where the
+kernel allows one, and (CPU workers) confines itself with Landlock (confine.py, landlock.py); its hello
 says what took, and a worker without what the config demands is refused. The task file is copied
 into the temp dir, so the worker never learns where the repository is; every string that comes
 back is scrubbed of the parent's secret values. A hang, crash or CUDA error kills the group; the
