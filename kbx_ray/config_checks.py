@@ -9,18 +9,10 @@ before Ray starts. Every failure is one `ConfigError` line that names the key an
 """
 from __future__ import annotations
 
-import ast
 import difflib
-import importlib.util
-import logging
-from dataclasses import fields
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from kbx_ray.config import ConfigError
-
-log = logging.getLogger(__name__)
 
 # (dotted key, choices, aliases of the booleans the override grammar makes of on/off/true/false)
 _ONOFF = {"True": "on", "False": "off", "true": "on", "false": "off"}
@@ -71,38 +63,24 @@ def validate(cfg: Any) -> None:
 
 
 def check_backend(model: Any, local: bool = True) -> None:
-    """The backend exists and takes every option key given; the backends' own checks where they
-    are cheap (no engine, no request). A local weights folder that is missing names its setup."""
+    """The backend exists and takes every key given: its own check where it registered one (cheap:
+    no engine, no request), else it takes no model.options and no model.engine keys."""
     from kbx_ray.llm.base import REGISTRY
 
     backend = model.backend
     if backend not in REGISTRY:
         raise ConfigError(f"model {model.name}: unknown backend {backend!r}: choose one of "
                           f"{', '.join(sorted(REGISTRY))}")
-    if backend == "vllm":
-        from kbx_ray.llm.vllm_spec import spec_from
-
-        spec_from(model)  # options and placement keys, weights, tensor parallel
-        _check_engine_keys(model)
-        if local:
-            _check_local_weights(model)
-    elif backend == "openai":
-        from kbx_ray.llm.openai_http import settings_from
-
-        settings_from(model)
-    elif backend == "replay":
-        from kbx_ray.llm.replay import ReplayOptions
-
-        _unknown(model, "options", model.options, {f.name for f in fields(ReplayOptions)})
-    elif backend == "mutants":
-        _unknown(model, "options", model.options, {"per_operator"})
-    else:
-        _unknown(model, "options", model.options, set())
-    if backend != "vllm":
-        _unknown(model, "engine", model.engine, set())
+    check = REGISTRY.entry(backend).check
+    if check is not None:
+        check(model, local)
+        return
+    unknown_keys(model, "options", model.options, set())
+    unknown_keys(model, "engine", model.engine, set())
 
 
-def _unknown(model: Any, kind: str, given: dict, known: set[str]) -> None:
+def unknown_keys(model: Any, kind: str, given: dict, known: set[str] | frozenset[str]) -> None:
+    """One line naming the keys of model.<kind> that the backend does not take."""
     bad = sorted(set(given or {}) - known)
     if bad:
         where = f"known: {', '.join(sorted(known))}" if known else "it takes none"
@@ -112,40 +90,3 @@ def _unknown(model: Any, kind: str, given: dict, known: set[str]) -> None:
                      f"none of the {len(known)} engine arguments")
         raise ConfigError(f"model {model.name}: unknown model.{kind} keys for the {model.backend} "
                           f"backend: {', '.join(bad)} ({where})")
-
-
-def _check_engine_keys(model: Any) -> None:
-    known = engine_arg_names()
-    if known:
-        _unknown(model, "engine", {k: v for k, v in model.engine.items() if k != "model"}, known)
-
-
-@lru_cache(maxsize=1)
-def engine_arg_names() -> frozenset[str]:
-    """vLLM's AsyncEngineArgs fields, read from its source (importing vllm takes seconds); empty
-    when vllm is not installed on this machine (the replicas' nodes check them then)."""
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or not spec.submodule_search_locations:
-        return frozenset()
-    source = Path(next(iter(spec.submodule_search_locations))) / "engine" / "arg_utils.py"
-    try:
-        tree = ast.parse(source.read_text())
-    except (OSError, SyntaxError):
-        log.debug("vllm engine arguments not readable from %s; model.engine is not checked", source)
-        return frozenset()
-    names = {t.target.id for node in tree.body if isinstance(node, ast.ClassDef)
-             and node.name in ("EngineArgs", "AsyncEngineArgs") for t in node.body
-             if isinstance(t, ast.AnnAssign) and isinstance(t.target, ast.Name)}
-    return frozenset(names)
-
-
-def _check_local_weights(model: Any) -> None:
-    from kbx_ray.config import setup_hint
-
-    path = str(model.path or model.engine.get("model", ""))
-    if not path.startswith(("/", "./", "~")) or Path(path).expanduser().is_dir():
-        return
-    hint = setup_hint(model.name, path)
-    raise ConfigError(f"model {model.name}: weights folder {path} does not exist: "
-                      + (f"build it with `{hint}`" if hint else "set model.path to a local folder "
-                         "or a Hugging Face id"))

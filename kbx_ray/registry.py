@@ -40,6 +40,7 @@ class Entry:
     target: F | str                 # the factory, or "module:factory" imported when built
     requires: tuple[str, ...] = ()  # top-level modules the factory imports
     extra: str = ""                 # the pyproject extra that installs them ("" = name them)
+    check: F | None = None          # the entry's own settings check, run before anything starts
 
     def missing(self) -> str | None:
         """One line naming what to install, or None when every required module is present."""
@@ -154,12 +155,15 @@ def add_kind(kind: str, packages: tuple[str, ...]) -> Registry:
     return KINDS.setdefault(kind, Registry(kind, packages))
 
 
-def register(kind: str, name: str, *, requires: tuple[str, ...] = (),
-             extra: str = "") -> Callable[[F], F]:
-    """Register the decorated factory as `name` of `kind`; it is returned unchanged."""
+def register(kind: str, name: str, *, requires: tuple[str, ...] = (), extra: str = "",
+             check: F | None = None) -> Callable[[F], F]:
+    """Register the decorated factory as `name` of `kind`; it is returned unchanged. `check`, for
+    a backend: (model config, local) -> None, raising one ConfigError line for a setting the
+    backend does not take (config_checks.check_backend calls it; without one, a backend takes no
+    model.options and no model.engine keys)."""
 
     def wrap(factory: F) -> F:
-        registry(kind).add(Entry(kind, name, factory, tuple(requires), extra))
+        registry(kind).add(Entry(kind, name, factory, tuple(requires), extra, check))
         return factory
 
     return wrap

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
+from kbx_ray.config_checks import unknown_keys
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.llm.errors import BackendError
 from kbx_ray.per_loop import PerLoop
@@ -225,6 +226,12 @@ def settings_from(cfg: Any) -> HTTPSettings:
     return HTTPSettings(base_url=base, model=getattr(cfg, "path", "") or "", api_key=key, **opts)
 
 
-@register("backend", "openai", requires=("openai",), extra="openai")
+def check(cfg: Any, local: bool = True) -> None:
+    """Before anything starts: the options and the API key's variable; no engine keys."""
+    settings_from(cfg)
+    unknown_keys(cfg, "engine", cfg.engine, set())
+
+
+@register("backend", "openai", requires=("openai",), extra="openai", check=check)
 def build(cfg: Any) -> OpenAIBackend:
     return OpenAIBackend(settings_from(cfg))

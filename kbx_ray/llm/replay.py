@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from kbx_ray.config import ConfigError
+from kbx_ray.config_checks import unknown_keys
 from kbx_ray.llm import replay_files
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.registry import register
@@ -186,7 +187,13 @@ def unanswered(backend: ReplayBackend, cells: Iterable[Any]) -> tuple[int, int, 
     return missing, total, first
 
 
-@register("backend", "replay")
+def check(cfg: Any, local: bool = True) -> None:
+    """Before anything starts: every option is a ReplayOptions field; no engine keys."""
+    unknown_keys(cfg, "options", cfg.options, {f.name for f in fields(ReplayOptions)})
+    unknown_keys(cfg, "engine", cfg.engine, set())
+
+
+@register("backend", "replay", check=check)
 def build(cfg: Any) -> ReplayBackend:
     raw = dict(getattr(cfg, "options", {}) or {})
     known = {f.name for f in fields(ReplayOptions)}

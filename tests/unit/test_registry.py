@@ -21,6 +21,7 @@ import pytest
 
 from kbx_ray import cli
 from kbx_ray.config import ConfigError, load_config
+from kbx_ray.config_checks import validate
 from kbx_ray.llm.base import REGISTRY as BACKENDS
 from kbx_ray.llm.base import GenParams, UnknownBackendError, build_backend
 from kbx_ray.methods.base import REGISTRY as METHODS
@@ -34,6 +35,7 @@ SINKS, SUITES = registry("sink"), registry("suite")
 PLUGIN = '''
 from pathlib import Path
 
+from kbx_ray.config_checks import unknown_keys
 from kbx_ray.methods.base import finish, first_prompt, step
 from kbx_ray.prompts import Templates
 from kbx_ray.registry import register
@@ -53,7 +55,11 @@ class Echo:
         return Generation(text=f"{self.word} {params.seed} {len(messages)}", model=self.name)
 
 
-@register("backend", "tmp_echo")
+def echo_check(cfg, local):
+    unknown_keys(cfg, "options", cfg.options, {"word"})
+
+
+@register("backend", "tmp_echo", check=echo_check)
 def build(cfg):
     return Echo(cfg)
 
@@ -139,6 +145,16 @@ def test_a_backend_from_a_new_module_is_built_from_config(plugin):
     b = build_backend(SimpleNamespace(name="m", backend="tmp_echo", options={"word": "yo"}))
     g = asyncio.run(b.generate([{"role": "user", "content": "x"}], GenParams(seed=7)))
     assert isinstance(b, plugin.Echo) and g.text == "yo 7 1"
+
+
+def test_a_new_backend_checks_its_own_options_before_anything_starts(plugin):
+    validate(load_config(["model.backend=tmp_echo", "model.options.word=yo"]))
+    with pytest.raises(ConfigError, match=r"^model reference: unknown model.options keys for the "
+                       r"tmp_echo backend: wrd \(known: word\)$"):
+        validate(load_config(["model.backend=tmp_echo", "model.options.wrd=yo"]))
+    with pytest.raises(ConfigError, match=r"unknown model.options keys for the reference backend: "
+                       r"word \(it takes none\)"):  # a backend without a check takes none
+        validate(load_config(["model.options.word=yo"]))
 
 
 def test_a_method_from_a_new_module_runs_like_the_built_in_ones(plugin):
