@@ -22,7 +22,9 @@ import asyncio
 import copy
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass, field
+from functools import partial
 from math import inf
 from types import SimpleNamespace
 from typing import Any
@@ -98,15 +100,27 @@ class _Request:
     cand: Candidate
     aot: Any = None             # evaluate/aot.AotResult, or a future of one (compile_pool), or None
     future: asyncio.Future | None = None  # this try's verdict
+    tries: int = 0              # calls that ended with the evaluator dead
     moves: int = 0              # calls that ended with the evaluator's node gone (not counted)
 
 
 @dataclass
 class _Lane:
-    """Per event loop: the queue and the dispatcher that hands its requests to evaluators."""
-    queue: asyncio.Queue
+    """Per event loop: the requests waiting, and the dispatcher that hands them to evaluators."""
+    queue: deque[_Request] = field(default_factory=deque)
+    work: asyncio.Event = field(default_factory=asyncio.Event)  # set while `queue` holds any
     dispatcher: asyncio.Task | None = None
     calls: set[asyncio.Task] = field(default_factory=set)
+
+    def put(self, r: _Request) -> None:
+        self.queue.append(r)
+        self.work.set()
+
+    def take(self, n: int) -> list[_Request]:
+        batch = [self.queue.popleft() for _ in range(min(n, len(self.queue)))]
+        if not self.queue:
+            self.work.clear()
+        return batch
 
 
 def _worker_sigkilled(res: EvalResult) -> bool:
@@ -250,50 +264,46 @@ class EvaluatorPool:
         are queued again, `retries` times; then each is recorded as `infra_error`. With a compile
         pool (engine.aot_compile) its kernels are compiled for this pool's sm_XX first, and ride
         with it to the evaluator."""
-        self._lane.get()
         req = _Request(task, cand)
         if self.compiler is not None and self.pool.compute_capability:
             arch = self.pool.compute_capability
             req.aot = await self.compiler.compile(task, cand, arch) if self.aot_always \
                 else self.compiler.start_compile(task, cand, arch)
         try:
-            return await retry(lambda: self._moved(req), attempts=self.retries + 1,
+            return await retry(partial(self._queued, req), attempts=self.retries + 1,
                                transient=(EvaluatorLost,), backoff=NOW,
-                               on_retry=lambda e, n, _: self._died(req, e, n))
+                               counts=partial(self._counts, req))
         except EvaluatorLost as e:
-            self._died(req, e, self.retries + 1)
             self.stats.done += 1
             self.stats.failed += 1
             return EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id,
                               stage="compile", error_kind="infra_error",
                               error_msg=f"evaluator died {self.retries + 1} times: {e}")
 
-    async def _moved(self, req: _Request) -> EvalResult:
-        """One try, which the candidate's evaluator losing its node does not end (MOVES times)."""
+    async def _queued(self, req: _Request) -> EvalResult:
+        req.future = asyncio.get_running_loop().create_future()
+        self.stats.waiting += 1
+        self._lane.get().put(req)
+        return await req.future
 
-        def moved(e: BaseException, n: int, wait: float) -> None:
+    def _counts(self, req: _Request, e: BaseException) -> bool:
+        """Whether the loss is one of the candidate's tries: not while its evaluator's node left
+        (up to MOVES times)."""
+        if isinstance(e, NodeLost) and req.moves < MOVES:
             req.moves += 1
             self.stats.lost += 1
             log.warning("pool %s lost an evaluator with its node; %s queued again",
                         self.pool.name, req.task.task_id)
-
-        return await retry(lambda: self._queued(req), attempts=MOVES + 1 - req.moves,
-                           transient=(NodeLost,), backoff=NOW, on_retry=moved)
-
-    async def _queued(self, req: _Request) -> EvalResult:
-        req.future = asyncio.get_running_loop().create_future()
-        self.stats.waiting += 1
-        self._lane.get().queue.put_nowait(req)
-        return await req.future
-
-    def _died(self, req: _Request, e: BaseException, attempt: int) -> None:
+            return False
+        req.tries += 1
         self.stats.retried += 1
         log.warning("evaluator on pool %s died on %s (attempt %d/%d): %s", self.pool.name,
-                    req.task.task_id, attempt, self.retries + 1, e)
+                    req.task.task_id, req.tries, self.retries + 1, e)
+        return True
 
     def _bind(self) -> _Lane:
         """One dispatcher per event loop (the engine runs each sweep in a fresh one)."""
-        lane = _Lane(asyncio.Queue())
+        lane = _Lane()
         self.stats.waiting = self.stats.in_flight = 0
         lane.dispatcher = asyncio.get_running_loop().create_task(self._dispatch(lane))
         return lane
@@ -302,25 +312,33 @@ class EvaluatorPool:
         """The queue's head goes to the least busy evaluator that is up, with up to `batch` - 1
         requests queued behind it."""
         while True:
-            batch = [await lane.queue.get()]
+            await lane.work.wait()
             member = await self.members.acquire()
-            while len(batch) < self.batch and not lane.queue.empty():
-                batch.append(lane.queue.get_nowait())
-            self.stats.waiting -= len(batch)
-            self.stats.in_flight += len(batch)
-            call = asyncio.get_running_loop().create_task(self._call(member, batch))
+            if not lane.queue:  # taken meanwhile by an evaluator that stayed busy
+                await self.members.release(member)
+                continue
+            call = asyncio.get_running_loop().create_task(
+                self._serve(member, lane, lane.take(self.batch)))
             lane.calls.add(call)
             call.add_done_callback(lane.calls.discard)
 
-    async def _call(self, member: Member, batch: list[_Request]) -> None:
-        died = False
+    async def _serve(self, member: Member, lane: _Lane, batch: list[_Request]) -> None:
+        """Evaluate the batch, and the next ones while requests wait: a call leaves as soon as the
+        last returns (a hand-off through the dispatcher would cost the event loop's turns)."""
         try:
-            died = await self._settle_all(member.handle, batch)
+            while batch:
+                self.stats.waiting -= len(batch)
+                self.stats.in_flight += len(batch)
+                try:
+                    died = await self._settle_all(member.handle, batch)
+                finally:
+                    self.stats.in_flight -= len(batch)
+                if died and self.restarts:
+                    self.members.lost(member)  # no work for it until Ray has restarted it
+                    self.stats.up = self.members.n_up
+                    return
+                batch = lane.take(self.batch)
         finally:
-            self.stats.in_flight -= len(batch)
-            if died and self.restarts:
-                self.members.lost(member)  # no work for it until Ray has restarted it
-                self.stats.up = self.members.n_up
             await self.members.release(member)
 
     async def _settle_all(self, actor: Any, batch: list[_Request]) -> bool:

@@ -2,9 +2,9 @@
 
 `retry` re-runs a coroutine on the exceptions it is told are transient and re-raises the last one
 once the attempts are spent, so the caller turns it into its own one-line message. `poll` waits for
-something to come up (an actor restarting) within a time budget. The LLM replica pool and the
-openai backend use them; the evaluator and compile pools can adopt them (their own loops predate
-this module).
+something to come up (an actor restarting) within a time budget. The actor pools
+(kbx_ray/actor_pool.py: calls on a lost actor, waits for its restart), the evaluator pool (a
+candidate whose evaluator died) and the openai backend use them.
 """
 from __future__ import annotations
 
@@ -35,25 +35,30 @@ class Backoff:
 async def retry(call: Callable[[], Awaitable[T]], *, attempts: int, transient: Transient,
                 backoff: Backoff = Backoff(),
                 wait_s: Callable[[BaseException], float | None] | None = None,
-                on_retry: Callable[[BaseException, int, float], None] | None = None) -> T:
+                on_retry: Callable[[BaseException, int, float], None] | None = None,
+                counts: Callable[[BaseException], bool] | None = None) -> T:
     """`await call()`, again after a backoff on each `transient` exception, at most `attempts` times
     in all. `wait_s(exc)` may name the wait itself (a server's Retry-After); `on_retry(exc, attempt,
-    wait)` is told of each retry (1 = the first). The last exception propagates unchanged."""
+    wait)` is told of each retry (1 = the first); `counts(exc)` False: this failure does not use up
+    an attempt (an evaluator's node left: not the candidate's doing). The last exception propagates
+    unchanged."""
     if attempts < 1:
         raise ValueError("retry needs at least one attempt")
-    for attempt in range(attempts):
+    used = failed = 0
+    while True:
         try:
             return await call()
         except transient as e:
-            if attempt == attempts - 1:
+            used += counts is None or counts(e)
+            if used >= attempts:
                 raise
             asked = wait_s(e) if wait_s else None
-            wait = backoff.delay(attempt) if asked is None else asked
+            wait = backoff.delay(failed) if asked is None else asked
+            failed += 1
             if on_retry:
-                on_retry(e, attempt + 1, wait)
+                on_retry(e, failed, wait)
             if wait > 0:
                 await asyncio.sleep(wait)
-    raise AssertionError("unreachable")
 
 
 def log_retry(what: str, attempts: int) -> Callable[[BaseException, int, float], None]:

@@ -68,3 +68,16 @@ def test_poll_waits_until_up_and_gives_up_after_its_budget():
         asyncio.run(poll(f, transient=(ConnectionError,), timeout_s=0.1,
                          backoff=Backoff(first_s=0.02, max_s=0.02, jitter=0.0)))
     assert 0.1 <= time.perf_counter() - t0 < 1.0 and 5 <= f.calls <= 10
+
+
+def test_failures_that_do_not_count_leave_the_attempts_for_those_that_do():
+    """`counts` False (an evaluator's node left): retried without using up an attempt."""
+    free = {"failure 1", "failure 2", "failure 3"}
+    out = asyncio.run(retry(Flaky(4), attempts=2, transient=(ConnectionError,),
+                            backoff=Backoff(0.0), counts=lambda e: str(e) not in free))
+    assert out == 5
+    f = Flaky(9)
+    with pytest.raises(ConnectionError, match="failure 5"):
+        asyncio.run(retry(f, attempts=2, transient=(ConnectionError,), backoff=Backoff(0.0),
+                          counts=lambda e: str(e) not in free))
+    assert f.calls == 5
