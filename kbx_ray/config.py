@@ -91,8 +91,8 @@ class EngineConfig:
     evaluators: int = 0                  # evaluator actors per pool; 0: one per GPU (CPU: 1)
     evaluators_per_gpu: int = 1          # evaluators sharing each GPU: they compile and check in
     #                                      parallel; timing holds the GPU alone (evaluate/gpulock.py)
-    eval_batch: int = 0                  # candidates per evaluator call; 0: 1 (64 with mode=noop,
-    #                                      where the Ray round trip is the whole cost)
+    eval_batch: int = 0                  # candidates per evaluator call; 0: 1 (bench_engine
+    #                                      passes 64: with mode=noop the round trip is the cost)
     flush_every: int = 32                # cells per Parquet part
     flush_s: float = 10.0                # ... or seconds, whichever comes first
     flush_min_s: float = 1.0             # ... but parts at least this far apart (fast cells)
