@@ -70,6 +70,36 @@ def estimate(p: Any) -> str:
     return "\n".join(lines)
 
 
+def describe(p: Any) -> str:
+    """The estimate, then what the sweep will compile ahead and how it loads its pools."""
+    return estimate(p) + _aot_line(p) + _balance_line(p)
+
+
+def _balance_line(p: Any) -> str:
+    """Every round of a cell is evaluated on its primary pool; the others see its final candidate
+    only. Said up front, since a repair sweep then loads the primary pool many times over."""
+    if len(p.pools) < 2:
+        return ""
+    per_cell = max((max(1, m.branches) * (m.rounds + 1) for m in methods(p.cfg)), default=1)
+    if per_cell <= 1:
+        return ""
+    primary = next(iter(p.pools))
+    return (f"; imbalance: pool {primary} evaluates up to {per_cell} candidates per cell (every "
+            f"round), each other pool 1 (the final): give {primary} about {per_cell}x the "
+            "evaluators, or put the pool with the most GPUs first in hardware=")
+
+
+def _aot_line(p: Any) -> str:
+    if p.cfg.engine.aot_compile == "off":
+        return ""
+    archs = sorted({pool.compute_capability for pool in p.pools.values() if pool.compute_capability})
+    if not archs:
+        return "; engine.aot_compile: no pool has a compute_capability, nothing is compiled ahead"
+    return (f"; ahead-of-time compiles for {', '.join(f'sm_{a}' for a in archs)} on "
+            f"{p.cfg.engine.compile_workers} CPU compile worker(s) (engine.aot_compile="
+            f"{p.cfg.engine.aot_compile})")
+
+
 def check_replay(p: Any) -> None:
     """A replay model whose source cannot answer a cell's first round stops here, in one line
     (with `on_missing=skip`: one warning naming how many cells will be recorded as empty)."""

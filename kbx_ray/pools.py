@@ -43,13 +43,13 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class PoolStats:
-    done: int = 0
-    failed: int = 0
-    retried: int = 0
-    in_flight: int = 0
-    waiting: int = 0
+    """What one pool has done so far, for its progress line and the benchmarks."""
+    done: int = 0               # verdicts given (infra_error ones included)
+    failed: int = 0             # ... of which not exec_ok
+    retried: int = 0            # calls that ended with the evaluator dead (each a candidate's try)
+    in_flight: int = 0          # candidates on an evaluator now
+    waiting: int = 0            # candidates queued for one
     started: float = field(default_factory=time.monotonic)
-
     lost: int = 0               # candidates queued again after their evaluator's node left
     up: int = 0                 # evaluators up now (elastic pools: changes as nodes come and go)
 

@@ -40,7 +40,24 @@ class ReplicaTally:
                 "tokens_per_s": self.tokens / max(time.monotonic() - self.since, 1e-9)}
 
 
+def _per_replica(name: str, doc: str) -> property:
+    """One value per replica, kept on the pool's members (a test sets them, as a run would)."""
+
+    def get(self: ActorPool) -> list[int]:
+        return [getattr(m, name) for m in self.members]
+
+    def put(self: ActorPool, values: list[int]) -> None:
+        for m, v in zip(self.members, values):
+            setattr(m, name, v)
+
+    return property(get, put, doc=doc)
+
+
 class ReplicaPool(ActorPool):
+    inflight = _per_replica("inflight", "Requests on each replica now.")
+    peak = _per_replica("peak", "The most requests in flight seen per replica.")
+    served = _per_replica("served", "Calls completed per replica.")
+
     def __init__(self, replicas: list[Any], cap: int, restart_timeout_s: float = 3600.0) -> None:
         """`restart_timeout_s`: how long a retry waits for a dead replica's restart."""
         if not replicas or cap < 1:
@@ -53,30 +70,6 @@ class ReplicaPool(ActorPool):
     @property
     def replicas(self) -> list[Any]:
         return self.handles
-
-    @property
-    def inflight(self) -> list[int]:
-        return [m.inflight for m in self.members]
-
-    @property
-    def peak(self) -> list[int]:
-        """The most requests in flight seen per replica."""
-        return [m.peak for m in self.members]
-
-    @peak.setter
-    def peak(self, values: list[int]) -> None:
-        for m, v in zip(self.members, values):
-            m.peak = v
-
-    @property
-    def served(self) -> list[int]:
-        """Calls completed per replica."""
-        return [m.served for m in self.members]
-
-    @served.setter
-    def served(self, values: list[int]) -> None:
-        for m, v in zip(self.members, values):
-            m.served = v
 
     def served_one(self, m: Member, out: Any) -> None:
         self.gen[self.members.index(m)].add(out)
