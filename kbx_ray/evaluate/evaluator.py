@@ -273,6 +273,9 @@ class Evaluator:
         if info.get("tampered"):
             res.flags.append("tampered_runtime")
             return Verdict(False, "disqualified", "the candidate patched the harness runtime")
+        if info.get("side_stream_launches"):
+            return Verdict(False, "disqualified", "a Triton kernel was launched on a non-default "
+                           "CUDA stream (its time escapes the timing events)")
         if info.get("stream_changed"):
             return Verdict(False, "disqualified", "the candidate left a non-default stream current")
         if info.get("launches", 0) == 0:
@@ -413,8 +416,9 @@ class Evaluator:
             raise _Fail("timing", "timing_invalid", f"case {case['name']}: the reported event times "
                         f"({t['event_sum_ms']:.1f} ms) exceed the wall clock ({parent_wall_ms:.1f} ms)")
         if timing_mod.side_stream_suspect(timing_mod.Timing(**t)):
-            raise _Fail("timing", "disqualified", f"case {case['name']}: {t['sync_wall_ms']:.3f} ms "
-                        f"with a device sync vs {t['median_ms']:.3f} ms by events (side-stream work?)")
+            raise _Fail("timing", "disqualified", f"case {case['name']}: {t['sync_tail_ms']:.3f} ms "
+                        f"of GPU work after the call returned vs {t['median_ms']:.3f} ms by events "
+                        "(side-stream work?)")
         if t.get("feed") == "host_bound":  # a call that syncs inside: its waits are in its times
             res.flags.append(f"timing_host_bound:{case['name']}")
         if ref_t.feed == "host_bound":  # the eager reference's own (its speedup is then generous)

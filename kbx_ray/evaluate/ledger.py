@@ -41,6 +41,7 @@ class Monitor:
         self.active = False
         self.paused = 0
         self.launches = 0
+        self.side_launches = 0            # launches on a non-default CUDA stream (never reset)
         self.torch_ops: set[str] = set()
         self.spans: list[tuple[int, int]] = []   # byte ranges of the current launch's tensors
         self.tainted: set[int] = set()

@@ -13,6 +13,29 @@ from typing import Any
 from kbx_ray.evaluate.ledger import MONITOR, tensors_of
 
 
+def _side_stream_probe() -> Any:
+    """A check, run at every launch, that the current CUDA stream is the default one. A kernel on
+    another stream escapes the default-stream timing events; the wait after a timed call returns
+    shows asynchronous side work, but not side work the call waits for on the host, which the
+    gated feed hides with the rest of the host time. Triton launches on the current stream, so the
+    launch itself says where it ran."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return lambda: False
+    raw, defaults = torch._C._cuda_getCurrentRawStream, {}
+
+    def on_side_stream() -> bool:
+        dev = torch.cuda.current_device()
+        if dev not in defaults:
+            defaults[dev] = torch.cuda.default_stream(dev).cuda_stream
+        # a capture is Triton's own autotuner benchmarking through a CUDA graph (candidates may
+        # not capture: graphs are refused statically)
+        return raw(dev) != defaults[dev] and not torch.cuda.is_current_stream_capturing()
+
+    return on_side_stream
+
+
 def install_launch_counter() -> None:
     """Wrap the JIT launchers (compiled and interpreted) so every launch is counted. The monitor
     stays on during the launch: only Triton's own data movement is exempt (`INTERNAL`)."""
@@ -25,11 +48,14 @@ def install_launch_counter() -> None:
         classes.append(InterpretedFunction)
     except ImportError:  # pragma: no cover - older triton
         pass
+    on_side_stream = _side_stream_probe()
     for cls in classes:
         original = cls.run
 
         def run(self: Any, *args: Any, __orig: Any = original, **kwargs: Any) -> Any:
             MONITOR.launches += 1
+            if on_side_stream():
+                MONITOR.side_launches += 1
             try:
                 return __orig(self, *args, **kwargs)
             finally:

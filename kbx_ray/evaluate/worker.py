@@ -175,6 +175,7 @@ class Worker:
                  if rotation.same_layout(p, (args, kwargs), _scalars)]
         rot = rotation.Rotation(self.entry, args, kwargs, sets, self._mutated_args,
                                 lambda: guards.MONITOR.launches)
+        side0 = guards.MONITOR.side_launches
         try:
             t = timing.bench(rot.call, timing.TimingConfig(**req["timing"]), DEVICE, rot.between)
         except CandidateError:
@@ -184,6 +185,10 @@ class Worker:
             raise CandidateError(_error_kind(e), _candidate_tb(e, "kbx_cand_")) from None
         # the timed calls ran unguarded: a patch made only when called often enough shows up here
         self._check_tampering()
+        if guards.MONITOR.side_launches > side0:
+            raise CandidateError("disqualified", f"{guards.MONITOR.side_launches - side0} timed "
+                                 "launches ran on a non-default CUDA stream: their time escapes "
+                                 "the timing events")
         self.timed[req["case"]["name"]] = (args, kwargs)
         blobs: list[Any] = []
         samples = [{"seed": seed, "outputs": _encode(outs, blobs)} for seed, outs in rot.samples()]
@@ -220,6 +225,7 @@ class Worker:
             _poison(sum(t.numel() * t.element_size() for t in pristine))
         guards.MONITOR.reset((args, kwargs))
         guards.MONITOR.active = True
+        side0 = guards.MONITOR.side_launches
         try:
             with self._step("call"):
                 with self.mode:
@@ -246,6 +252,7 @@ class Worker:
             "mutated": [i for i, (t, p) in enumerate(zip(inputs, pristine))
                         if not any(t is m for m in mutated_args) and not _same(t, p)],
             "structure": _structure(out),
+            "side_stream_launches": guards.MONITOR.side_launches - side0,
             "stream_changed": DEVICE == "cuda"
             and torch.cuda.current_stream() != torch.cuda.default_stream(),
             "tampered": [],
