@@ -358,10 +358,11 @@ class Evaluator:
         timed buffers rotate through `timing_sets` secret input sets (rotation.py)."""
         from dataclasses import asdict
 
-        seeds = [self._seed(i) for i in range(max(1, self.cfg.timing_sets))]
+        fresh = max(0, self.cfg.fresh_sets)
+        seeds = [self._seed(i) for i in range(max(1, self.cfg.timing_sets) + fresh)]
         asked = time.perf_counter()
         reply, blobs = self._ask({"op": "time", "case": case, "seed": seeds[0], "seeds": seeds,
-                                  "timing": asdict(self.cfg.timing)},
+                                  "fresh": fresh, "timing": asdict(self.cfg.timing)},
                                  self.cfg.case_timeout_s + 4 * self.cfg.timing.budget_s, "timing")
         parent_wall_ms = (time.perf_counter() - asked) * 1e3  # our clock, not the worker's word
         return (reply["timing"], parent_wall_ms, self._ref_timing(ref_mod, task, case),
@@ -395,6 +396,21 @@ class Evaluator:
             if not v.ok:
                 raise _Fail("timing", v.kind, f"{where} (a cached or stale result?): {v.message}")
 
+    def _check_fresh_calls(self, case: dict, t: dict, checked: dict) -> None:
+        """A call on inputs never seen before costs what a timed call costs. A cache keyed by the
+        inputs' content hits on every rotated set after its first visit and misses here, where it
+        must compute (rotation.py); its outputs were compared with the reference already."""
+        times = [x for x in checked.get("fresh_ms") or [] if isinstance(x, (int, float))]
+        if not times or t["median_ms"] <= 0:
+            return
+        # on the CPU (`cpu_timing`, tests of the protocol) the host clock of a loaded box is noisy
+        ratio = self.cfg.fresh_ratio if self.device == "cuda" else max(10.0, self.cfg.fresh_ratio)
+        bound = ratio * t["median_ms"] + 0.02
+        if min(times) > bound:
+            raise _Fail("timing", "timing_invalid", f"case {case['name']}: calls on inputs never "
+                        f"seen before took {min(times):.3f} ms, against {t['median_ms']:.3f} ms "
+                        "on the timed ones (results cached by the inputs' content?)")
+
     def _check_timed_case(self, ref_mod: Any, task: Task, case: dict, cr: CaseResult,
                           res: EvalResult, t: dict, parent_wall_ms: float, ref_t: Any,
                           timed: tuple[dict, list]) -> None:
@@ -415,6 +431,7 @@ class Evaluator:
         if t["event_sum_ms"] > min(t["wall_s"] * 1e3, parent_wall_ms) * 1.02 + 1.0:
             raise _Fail("timing", "timing_invalid", f"case {case['name']}: the reported event times "
                         f"({t['event_sum_ms']:.1f} ms) exceed the wall clock ({parent_wall_ms:.1f} ms)")
+        self._check_fresh_calls(case, t, timed[0])
         if timing_mod.side_stream_suspect(timing_mod.Timing(**t)):
             raise _Fail("timing", "disqualified", f"case {case['name']}: {t['sync_tail_ms']:.3f} ms "
                         f"of GPU work after the call returned vs {t['median_ms']:.3f} ms by events "

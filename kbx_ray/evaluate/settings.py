@@ -35,5 +35,7 @@ class EvalConfig:
     secret_seeds: bool = True        # input seeds drawn per evaluation from `secrets` after the
     #                                  candidate's import (false: base_seed + i, for debugging)
     timing_sets: int = 2             # input sets the timed buffers rotate through (rotation.py)
+    fresh_sets: int = 2              # sets never seen before, each called once after timing
+    fresh_ratio: float = 2.0         # a fresh call slower than this x the timed median: a cache
     peak_gbps: float = 0.0           # filled from the hardware pool
     peak_tflops: dict[str, float] = field(default_factory=dict)

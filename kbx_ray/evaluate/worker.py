@@ -174,7 +174,7 @@ class Worker:
         sets += [(s, p) for s in seeds[1:] for p in [self._inputs(req["case"], s)]
                  if rotation.same_layout(p, (args, kwargs), _scalars)]
         rot = rotation.Rotation(self.entry, args, kwargs, sets, self._mutated_args,
-                                lambda: guards.MONITOR.launches)
+                                lambda: guards.MONITOR.launches, int(req.get("fresh", 0)))
         side0 = guards.MONITOR.side_launches
         try:
             t = timing.bench(rot.call, timing.TimingConfig(**req["timing"]), DEVICE, rot.between)
@@ -193,7 +193,7 @@ class Worker:
         blobs: list[Any] = []
         samples = [{"seed": seed, "outputs": _encode(outs, blobs)} for seed, outs in rot.samples()]
         checked = {"calls": rot.calls, "launchless": rot.launchless, "repeated": rot.repeated,
-                   "error": rot.error, "samples": samples}
+                   "error": rot.error, "samples": samples, "fresh_ms": rot.fresh_ms}
         return {"timing": t.to_dict(), "timed_check": checked}, blobs
 
     def _mutated_args(self, args: tuple, kwargs: dict) -> list[Any]:

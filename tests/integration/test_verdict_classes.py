@@ -78,6 +78,7 @@ def timed_ev():
     ("c6_pointer_cache_clone_relu", "activation/relu", "mismatch", "timed calls checked"),
     ("c6_same_object_sigmoid", "activation/sigmoid", "disqualified", "returned before"),
     ("c6_launchless_cache_tanh", "activation/tanh", "disqualified", "launched no Triton kernel"),
+    ("c6_content_cache_hash", "activation/relu", "timing_invalid", "never seen before"),
 ])
 def test_timed_calls_are_checked(timed_ev, fixture, task_id, kind, words):
     task = _one_case(task_id)
@@ -247,3 +248,19 @@ def test_an_output_that_is_the_mutated_input_is_not_aliasing(ev, tmp_path):
     other = INPLACE_SOLUTION.replace("return x\n", "return y\n")  # a non-mutated input: aliasing
     res = ev.evaluate(task, make_candidate(task.task_id, "add_", other))
     assert (res.exec_ok, res.error_kind) == (False, "output_aliases_input"), res.error_msg
+
+
+def test_a_content_cache_passes_the_rotation_alone_and_the_fresh_sets_catch_it():
+    """The attack is real: with no fresh sets every check of the rotation passes (its outputs are
+    right, its objects new, its calls launch); the fresh sets' times show the misses."""
+    task = _one_case("activation/relu")
+    path = EXPLOITS / "c6_content_cache_hash.py"
+    timing = TimingConfig(min_reps=40, max_reps=40, budget_s=0.0)
+    for fresh, want in ((0, (True, "")), (2, (False, "timing_invalid"))):
+        e = Evaluator(EvalConfig(device="cpu", cpu_timing=True, fresh_sets=fresh,
+                                 case_timeout_s=120, load_timeout_s=60, timing=timing))
+        try:
+            res = _judge(e, task, path)
+        finally:
+            e.close()
+        assert (res.exec_ok, res.error_kind) == want, res.error_msg
