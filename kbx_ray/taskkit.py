@@ -21,13 +21,16 @@ candidate runs in the worker beside it; the worker's sentinels watch this module
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 OUTLIER_RATE = 0.001   # share of the normals that `outliers` scales
 OUTLIER_SCALE = 10
 
 
-def normal(g: torch.Generator, shape: list[int], outliers: bool = False, std: float = 1.0) -> torch.Tensor:
+def normal(g: torch.Generator, shape: Sequence[int], outliers: bool | None = False,
+           std: float = 1.0) -> torch.Tensor:
     """Normal values times `std` on the generator's device; with `outliers`, a second draw picks
     0.1% of them to scale by 10 (after `std`)."""
     x = torch.randn(shape, generator=g, device=g.device)
@@ -38,7 +41,7 @@ def normal(g: torch.Generator, shape: list[int], outliers: bool = False, std: fl
     return x
 
 
-def int8(g: torch.Generator, shape: list[int], std: float, outliers: bool = False) -> torch.Tensor:
+def int8(g: torch.Generator, shape: Sequence[int], std: float, outliers: bool | None = False) -> torch.Tensor:
     """Quantized-activation-like int8 values: round(std * normal) (outliers as in `normal`),
     clamped to [-127, 127]."""
     return normal(g, shape, outliers, std).round().clamp(-127, 127).to(torch.int8)

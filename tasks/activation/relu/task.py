@@ -12,6 +12,8 @@ default tolerance for the dtype (an exact copy of the positive inputs passes tri
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Activation"
 LEVEL = 1
 
@@ -40,9 +42,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     transposed shape and returns its `.t()` view."""
     g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"][::-1] if case.get("transposed") else case["shape"]
-    x = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, shape, case.get("outliers"))
     x = x.to(getattr(torch, case["dtype"])).to(device)
     if case.get("transposed"):
         x = x.t()

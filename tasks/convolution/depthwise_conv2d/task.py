@@ -21,6 +21,8 @@ rounds to float32; compared with rtol = atol = 1e-5 (any order of the KH * KW ad
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Convolution"
 LEVEL = 3
 
@@ -58,9 +60,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     n, c, h, w = case["x"]
     kh, kw = case["k"]
     shape = [n, h, w, c] if case.get("channels_last") else [n, c, h, w]
-    x = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, shape, case.get("outliers"))
     weight = torch.randn(c, 1, kh, kw, generator=g, device=g.device) / (kh * kw) ** 0.5
     bias = 0.5 * torch.randn(c, generator=g, device=g.device)
     x, weight, bias = x.to(device), weight.to(device), bias.to(device)

@@ -17,6 +17,8 @@ dtype. The tanh approximation of GELU is not accurate enough for float32.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 2
 
@@ -50,9 +52,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"]
     x_shape = [*shape[:-2], shape[-1], shape[-2]] if case.get("transposed") else shape
-    x = torch.randn(x_shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(x_shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, x_shape, case.get("outliers"))
     y = 0.5 * torch.randn(shape, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     x, y = x.to(dtype).to(device), y.to(dtype).to(device)

@@ -14,6 +14,8 @@ The result is compared with the reference below using the default tolerance for 
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 2
 
@@ -44,9 +46,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     the `.t()` view of a contiguous tensor of the transposed shape."""
     g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"]
-    x = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, shape, case.get("outliers"))
     y_shape = shape[::-1] if case.get("transposed") else shape
     y = 0.5 * torch.randn(y_shape, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])

@@ -16,6 +16,8 @@ The result is compared with the reference below using the default tolerance for 
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 3
 
@@ -52,9 +54,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"]
     c = shape[1]
-    x = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, shape, case.get("outliers"))
     mean = 0.5 * torch.randn(c, generator=g, device=g.device)
     var = 0.25 + 2 * torch.rand(c, generator=g, device=g.device)
     weight = 1 + 0.3 * torch.randn(c, generator=g, device=g.device)

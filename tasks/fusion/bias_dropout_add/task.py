@@ -16,6 +16,8 @@ The result is compared with the reference below using the default tolerance for 
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 3
 
@@ -46,9 +48,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     normal; keep_mask: Bernoulli(1 - p)."""
     g = torch.Generator(device).manual_seed(seed)
     shape = list(case["shape"])
-    x = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, shape, case.get("outliers"))
     bias = 0.5 * torch.randn(shape[-1], generator=g, device=g.device)
     residual = torch.randn(shape, generator=g, device=g.device)
     keep = torch.rand(shape, generator=g, device=g.device) >= case["p"]

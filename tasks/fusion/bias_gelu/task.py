@@ -16,6 +16,8 @@ The result is compared with the reference below using the default tolerance for 
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 3
 
@@ -46,9 +48,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     shape = list(case["shape"])
     n = shape[-1]
     full = shape[:-1] + [n + 9] if case.get("sliced") else shape
-    x = torch.randn(full, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(full, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, full, case.get("outliers"))
     bias = 0.5 * torch.randn(n, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     x, bias = x.to(dtype).to(device), bias.to(dtype).to(device)

@@ -18,6 +18,8 @@ with their intermediate roundings) using rtol = atol = 1e-2 for float16 and 2e-2
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 4
 TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2)}
@@ -56,9 +58,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     tensor."""
     g = torch.Generator(device).manual_seed(seed)
     bt, m, n, k = case["bt"], case["m"], case["n"], case["k"]
-    a = torch.randn(bt, m, k, generator=g, device=g.device)
-    if case.get("outliers"):
-        a = torch.where(torch.rand(bt, m, k, generator=g, device=g.device) < 0.001, a * 10, a)
+    a = normal(g, [bt, m, k], case.get("outliers"))
     a = a * case.get("a_scale", 1.0)
     col_scale = 0.5 + 1.5 * torch.rand(n, generator=g, device=g.device)
     if case.get("b_transposed"):

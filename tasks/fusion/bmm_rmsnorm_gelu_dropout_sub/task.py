@@ -25,6 +25,8 @@ reference rounds five intermediates to 8 significant bits).
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 4
 TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (3e-2, 3e-2)}
@@ -66,9 +68,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     `.transpose(1, 2)` view of a contiguous [B, N, K] tensor."""
     g = torch.Generator(device).manual_seed(seed)
     bt, m, n, k = case["bt"], case["m"], case["n"], case["k"]
-    a = torch.randn(bt, m, k, generator=g, device=g.device)
-    if case.get("outliers"):
-        a = torch.where(torch.rand(bt, m, k, generator=g, device=g.device) < 0.001, a * 10, a)
+    a = normal(g, [bt, m, k], case.get("outliers"))
     a = a * case.get("a_scale", 1.0)
     col_scale = 0.5 + 1.5 * torch.rand(n, generator=g, device=g.device)
     if case.get("b_transposed"):

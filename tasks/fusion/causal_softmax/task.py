@@ -16,6 +16,8 @@ The result is compared with the reference below using the default tolerance for 
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 3
 
@@ -51,9 +53,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     g = torch.Generator(device).manual_seed(seed)
     b, h, sq, sk = case["b"], case["h"], case["sq"], case["sk"]
     shape = [b, sq, h, sk] if case.get("strided") else [b, h, sq, sk]
-    scores = 3 * torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        scores = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, scores * 10, scores)
+    scores = normal(g, shape, case.get("outliers"), 3)
     scores = scores.to(getattr(torch, case["dtype"])).to(device)
     if case.get("strided"):
         scores = scores.transpose(1, 2)

@@ -21,6 +21,8 @@ at worst).
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 4
 TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (5e-2, 5e-2)}
@@ -50,9 +52,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     2 * normal / sqrt(F)."""
     g = torch.Generator(device).manual_seed(seed)
     m, e, f = case["m"], case["e"], case["f"]
-    x = torch.randn(m, e, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(m, e, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, [m, e], case.get("outliers"))
     w_gate = torch.randn(f, e, generator=g, device=g.device) / e ** 0.5
     w_up = torch.randn(f, e, generator=g, device=g.device) / e ** 0.5
     w_down = 2 * torch.randn(e, f, generator=g, device=g.device) / f ** 0.5

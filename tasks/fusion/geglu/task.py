@@ -16,6 +16,8 @@ The result is compared with the reference below using the default tolerance for 
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 3
 
@@ -47,9 +49,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     shape = list(case["shape"])
     n = shape[-1]
     dtype = getattr(torch, case["dtype"])
-    gate = 1.5 * torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        gate = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, gate * 10, gate)
+    gate = normal(g, shape, case.get("outliers"), 1.5)
     up = torch.randn(shape, generator=g, device=g.device)
     if case.get("fused"):
         h = torch.cat([gate, up], dim=-1).to(dtype).to(device)

@@ -18,6 +18,8 @@ The result is compared with the reference below using the default tolerance for 
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 4
 
@@ -50,9 +52,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     by 10); weight: 1 + 0.2 * normal; bias: 0.2 * normal."""
     g = torch.Generator(device).manual_seed(seed)
     n, c, h, w = case["shape"]
-    x = torch.randn(n, c, h, w, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(n, c, h, w, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, [n, c, h, w], case.get("outliers"))
     x = x * (0.5 + 1.5 * torch.rand(1, c, 1, 1, generator=g, device=g.device)) + (2 * torch.rand(1, c, 1, 1, generator=g, device=g.device) - 1)
     weight = 1 + 0.2 * torch.randn(c, generator=g, device=g.device)
     bias = 0.2 * torch.randn(c, generator=g, device=g.device)

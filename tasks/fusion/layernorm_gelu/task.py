@@ -18,6 +18,8 @@ The result is compared with the reference below using the default tolerance for 
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 3
 
@@ -51,9 +53,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     shape = list(case["shape"])
     d = shape[-1]
     full = shape[:-1] + [d + 7] if case.get("sliced") else shape
-    x = torch.randn(full, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(full, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, full, case.get("outliers"))
     x = x * (0.5 + 1.5 * torch.rand(full[:-1] + [1], generator=g, device=g.device)) + 2 * torch.rand(full[:-1] + [1], generator=g, device=g.device)
     weight = 1 + 0.5 * torch.randn(d, generator=g, device=g.device)
     bias = 0.5 * torch.randn(d, generator=g, device=g.device)

@@ -21,6 +21,8 @@ with their intermediate roundings) using rtol = atol = 1e-2 for float16 and 2e-2
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 4
 TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2)}
@@ -52,9 +54,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     normal."""
     g = torch.Generator(device).manual_seed(seed)
     m, n, k = case["m"], case["n"], case["k"]
-    x = torch.randn(m, k, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(m, k, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, [m, k], case.get("outliers"))
     x = x * (0.5 + 1.5 * torch.rand(m, 1, generator=g, device=g.device)) + 2 * torch.rand(m, 1, generator=g, device=g.device)
     lw = 1 + 0.3 * torch.randn(k, generator=g, device=g.device)
     lb = 0.3 * torch.randn(k, generator=g, device=g.device)

@@ -19,6 +19,8 @@ The result is compared with the reference below using the default tolerance for 
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 3
 
@@ -52,9 +54,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     1 of a contiguous [B, 6 * D] tensor (`chunked: "shift"`: scale is a contiguous copy)."""
     g = torch.Generator(device).manual_seed(seed)
     b, s, d = case["b"], case["s"], case["d"]
-    x = torch.randn(b, s, d, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(b, s, d, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, [b, s, d], case.get("outliers"))
     x = x * (0.5 + 1.5 * torch.rand(b, s, 1, generator=g, device=g.device)) + 2 * torch.rand(b, s, 1, generator=g, device=g.device)
     mod = 0.5 * torch.randn(b, 6 * d if case.get("chunked") else 2 * d, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])

@@ -21,6 +21,8 @@ with their intermediate roundings) using rtol = atol = 1e-2 for float16 and 2e-2
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 4
 TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2)}
@@ -53,9 +55,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     given, multiplies x and bias (small activations)."""
     g = torch.Generator(device).manual_seed(seed)
     m, n, k = case["m"], case["n"], case["k"]
-    x = torch.randn(m, k, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(m, k, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, [m, k], case.get("outliers"))
     w = torch.randn(n, k, generator=g, device=g.device) / k ** 0.5
     bias = 1 + 0.5 * torch.randn(n, generator=g, device=g.device)
     x, bias = x * case.get("act_scale", 1.0), bias * case.get("act_scale", 1.0)

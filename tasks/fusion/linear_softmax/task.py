@@ -17,6 +17,8 @@ differences over K.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 4
 TOLERANCE = {"float32": (1e-4, 1e-5)}
@@ -46,9 +48,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     standard deviation about 2)."""
     g = torch.Generator(device).manual_seed(seed)
     m, e, k = case["m"], case["e"], case["k"]
-    x = torch.randn(m, k, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(m, k, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, [m, k], case.get("outliers"))
     w = 2 * torch.randn(e, k, generator=g, device=g.device) / k ** 0.5
     dtype = getattr(torch, case["dtype"])
     return (x.to(dtype).to(device), w.to(dtype).to(device)), {}

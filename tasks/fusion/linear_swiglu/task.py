@@ -20,6 +20,8 @@ bfloat16 (the reference rounds gate, up, silu(gate) and the product to bfloat16 
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 4
 TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (3e-2, 3e-2)}
@@ -48,9 +50,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: standard normal (outliers: 0.1% scaled by 10); w_gate_up: normal / sqrt(K)."""
     g = torch.Generator(device).manual_seed(seed)
     m, f, k = case["m"], case["f"], case["k"]
-    x = torch.randn(m, k, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(m, k, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, [m, k], case.get("outliers"))
     w = torch.randn(2 * f, k, generator=g, device=g.device) / k ** 0.5
     dtype = getattr(torch, case["dtype"])
     return (x.to(dtype).to(device), w.to(dtype).to(device)), {}

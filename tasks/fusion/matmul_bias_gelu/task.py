@@ -18,6 +18,8 @@ which absorbs the different accumulation orders and the reference's intermediate
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 4
 TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2)}
@@ -47,9 +49,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     normal."""
     g = torch.Generator(device).manual_seed(seed)
     lead, n, k = case["lead"], case["n"], case["k"]
-    x = torch.randn(lead + [k], generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(lead + [k], generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, lead + [k], case.get("outliers"))
     w = torch.randn(n, k, generator=g, device=g.device) / k ** 0.5
     bias = 0.5 * torch.randn(n, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])

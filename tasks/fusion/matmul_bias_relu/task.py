@@ -18,6 +18,8 @@ Inputs are scaled so that outputs are of order 1.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 4
 TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2)}
@@ -49,9 +51,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     normal. With `w_transposed`, weight is the `.t()` view of a contiguous [K, N] tensor."""
     g = torch.Generator(device).manual_seed(seed)
     m, n, k = case["m"], case["n"], case["k"]
-    x = torch.randn(m, k, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(m, k, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, [m, k], case.get("outliers"))
     w = torch.randn([k, n] if case.get("w_transposed") else [n, k], generator=g, device=g.device) / k ** 0.5
     bias = 0.5 * torch.randn(n, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])

@@ -19,6 +19,8 @@ bfloat16.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 4
 TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2)}
@@ -51,9 +53,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     normal."""
     g = torch.Generator(device).manual_seed(seed)
     m, n, k = case["m"], case["n"], case["k"]
-    x = torch.randn(m, k, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(m, k, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, [m, k], case.get("outliers"))
     x = x * case.get("x_scale", 1.0)
     w = torch.randn(n, k, generator=g, device=g.device) / k ** 0.5 * (0.5 + 1.5 * torch.rand(n, 1, generator=g, device=g.device))
     nw = 1 + 0.2 * torch.randn(n, generator=g, device=g.device)

@@ -15,6 +15,8 @@ The result is compared with the reference below using the default tolerance for 
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 2
 
@@ -46,9 +48,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"]
     t_shape = shape[::-1] if case.get("transposed") else shape
-    x = torch.randn(t_shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(t_shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, t_shape, case.get("outliers"))
     y = torch.randn(shape, generator=g, device=g.device)
     z = torch.randn(t_shape, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])

@@ -17,6 +17,8 @@ Implement `qkv_bias_split_heads(qkv, bias, num_heads)` for `qkv` of shape `[B, S
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 3
 
@@ -52,9 +54,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     b, s, h, dh = case["b"], case["s"], case["h"], case["dh"]
     e3 = 3 * h * dh
     width = e3 + 8 if case.get("sliced") else e3
-    qkv = torch.randn(b, s, width, generator=g, device=g.device)
-    if case.get("outliers"):
-        qkv = torch.where(torch.rand(b, s, width, generator=g, device=g.device) < 0.001, qkv * 10, qkv)
+    qkv = normal(g, [b, s, width], case.get("outliers"))
     bias = 0.5 * torch.randn(e3, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     qkv, bias = qkv.to(dtype).to(device), bias.to(dtype).to(device)

@@ -18,6 +18,8 @@ The result is compared with the reference below using the default tolerance for 
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 3
 
@@ -55,9 +57,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     g = torch.Generator(device).manual_seed(seed)
     shape = list(case["shape"])
     d = shape[-1]
-    x = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, shape, case.get("outliers"))
     zfull = 1.5 * torch.randn(shape[:-1] + [2 * d] if case.get("z_sliced") else shape, generator=g, device=g.device)
     weight = 1 + 0.2 * torch.randn(d, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])

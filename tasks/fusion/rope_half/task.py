@@ -23,6 +23,8 @@ modified. Both are compared with the reference below using the default tolerance
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 3
 
@@ -67,9 +69,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     g = torch.Generator(device).manual_seed(seed)
     t, hq, hk, d, r = case["t"], case["hq"], case["hk"], case["d"], case["r"]
     h = hq + 2 * hk
-    qkv = torch.randn(t, h, d, generator=g, device=g.device)
-    if case.get("outliers"):
-        qkv = torch.where(torch.rand(t, h, d, generator=g, device=g.device) < 0.001, qkv * 10, qkv)
+    qkv = normal(g, [t, h, d], case.get("outliers"))
     p = t + 37
     inv_freq = 1.0 / (10000.0 ** (torch.arange(0, r, 2, dtype=torch.float64, device=device) / r))
     ang = torch.arange(p, dtype=torch.float64, device=device)[:, None] * inv_freq[None, :]

@@ -19,6 +19,8 @@ The result is compared with the reference below using the default tolerance for 
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 3
 
@@ -54,9 +56,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     g = torch.Generator(device).manual_seed(seed)
     b, s, h, d = case["b"], case["s"], case["h"], case["d"]
     shape = [b, h, s, d] if case.get("bhsd") else [b, s, h, d]
-    x = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, shape, case.get("outliers"))
     start = int(torch.randint(0, 1000, (1,), generator=g, device=g.device))
     inv_freq = 1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.float64, device=device) / d))
     ang = torch.arange(start, start + s, dtype=torch.float64, device=device)[:, None] * inv_freq[None, :]

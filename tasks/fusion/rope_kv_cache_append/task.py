@@ -26,6 +26,8 @@ default tolerance for the dtype.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 4
 MUTATES = ("key_cache", "value_cache")
@@ -79,9 +81,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     t, hq, hk, d, nb, bs = case["t"], case["hq"], case["hk"], case["d"], case["blocks"], case["block_size"]
     h = hq + 2 * hk
     dtype = getattr(torch, case["dtype"])
-    qkv = torch.randn(t, h, d, generator=g, device=g.device)
-    if case.get("outliers"):
-        qkv = torch.where(torch.rand(t, h, d, generator=g, device=g.device) < 0.001, qkv * 10, qkv)
+    qkv = normal(g, [t, h, d], case.get("outliers"))
     p = t + 37
     inv_freq = 1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.float64, device=device) / d))
     ang = torch.arange(p, dtype=torch.float64, device=device)[:, None] * inv_freq[None, :]

@@ -15,6 +15,8 @@ The result is compared with the reference below using the default tolerance for 
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 3
 
@@ -43,9 +45,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     gate is the `.t()` view of a contiguous [C, B] tensor."""
     g = torch.Generator(device).manual_seed(seed)
     b, c, h, w = case["shape"]
-    x = torch.randn(b, c, h, w, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(b, c, h, w, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, [b, c, h, w], case.get("outliers"))
     gate = 2 * torch.randn(c, b, generator=g, device=g.device) if case.get("gate_t") else 2 * torch.randn(b, c, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])
     x, gate = x.to(dtype).to(device), gate.to(dtype).to(device)

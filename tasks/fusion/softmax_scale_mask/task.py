@@ -17,6 +17,8 @@ The result is compared with the reference below using the default tolerance for 
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 3
 
@@ -49,9 +51,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     scale = 1 / sqrt(64). With `empty_row`, query row 1 of sequence 0 is fully masked."""
     g = torch.Generator(device).manual_seed(seed)
     b, h, sq, sk = case["b"], case["h"], case["sq"], case["sk"]
-    scores = 3 * torch.randn(b, h, sq, sk, generator=g, device=g.device)
-    if case.get("outliers"):
-        scores = torch.where(torch.rand(b, h, sq, sk, generator=g, device=g.device) < 0.001, scores * 10, scores)
+    scores = normal(g, [b, h, sq, sk], case.get("outliers"), 3)
     lengths = torch.randint(1, sk + 1, (b,), generator=g, device=g.device)
     keep = torch.arange(sk, device=device)[None, None, :] < lengths[:, None, None]
     keep = keep & (torch.rand(b, sq, sk, generator=g, device=g.device) >= 0.1)

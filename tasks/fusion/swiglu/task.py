@@ -15,6 +15,8 @@ The result is compared with the reference below using the default tolerance for 
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Fusion"
 LEVEL = 3
 
@@ -43,9 +45,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """x: 1.5 * standard normal (outliers: 0.1% scaled by 10)."""
     g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"]
-    x = 1.5 * torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, shape, case.get("outliers"), 1.5)
     return (x.to(getattr(torch, case["dtype"])).to(device),), {}
 
 

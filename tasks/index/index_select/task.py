@@ -14,6 +14,8 @@ match exactly (rtol = atol = 0).
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Index"
 LEVEL = 2
 TOLERANCE = {"float32": (0.0, 0.0), "float16": (0.0, 0.0), "bfloat16": (0.0, 0.0)}
@@ -49,9 +51,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     n, d, k = case["n"], case["d"], case["k"]
     layout = case.get("layout", "contiguous")
     shape = {"contiguous": [n, d], "sliced": [n, d + 13], "transposed": [d, n]}[layout]
-    x = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, shape, case.get("outliers"))
     index = torch.randint(0, n, (k,), generator=g, dtype=torch.int64, device=g.device)
     x = x.to(getattr(torch, case["dtype"])).to(device)
     if layout == "sliced":

@@ -20,6 +20,8 @@ and of the divisions is free: dividing the dot product by n1 * n2 once is equall
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "LinearAlgebra"
 LEVEL = 3
 TOLERANCE = {"float32": (1e-4, 1e-5)}
@@ -52,9 +54,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     g = torch.Generator(device).manual_seed(seed)
     r, d = case["r"], case["d"]
     width = d + 3 if case.get("sliced") else d
-    x1 = torch.randn(r, width, generator=g, device=g.device)
-    if case.get("outliers"):
-        x1 = torch.where(torch.rand(r, width, generator=g, device=g.device) < 0.001, x1 * 10, x1)
+    x1 = normal(g, [r, width], case.get("outliers"))
     sign = torch.where(torch.rand(r, 1, generator=g, device=g.device) < 0.5, -1.0, 1.0)
     if case.get("broadcast"):
         x2 = torch.randn(1, width, generator=g, device=g.device)

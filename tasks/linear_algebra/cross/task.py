@@ -19,6 +19,8 @@ either difference changes the result by up to half an ulp of the products, which
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "LinearAlgebra"
 LEVEL = 2
 TOLERANCE = {"float32": (1e-5, 1e-4)}
@@ -49,9 +51,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     shape = [3, r] if case.get("soa") else [r, 3]
     out = []
     for _ in range(2):
-        v = torch.randn(shape, generator=g, device=g.device)
-        if case.get("outliers"):
-            v = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, v * 10, v)
+        v = normal(g, shape, case.get("outliers"))
         v = v.to(device)
         out.append(v.t() if case.get("soa") else v)
     return tuple(out), {}

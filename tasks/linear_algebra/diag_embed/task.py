@@ -17,6 +17,8 @@ The result is compared with the PyTorch call above exactly (it is a copy; rtol =
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "LinearAlgebra"
 LEVEL = 2
 TOLERANCE = {"float32": (0.0, 0.0), "float16": (0.0, 0.0), "bfloat16": (0.0, 0.0)}
@@ -48,9 +50,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     g = torch.Generator(device).manual_seed(seed)
     b, n = case["b"], case["n"]
     shape = [n, b] if case.get("transposed") else [b, n]
-    x = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, shape, case.get("outliers"))
     x = x.to(getattr(torch, case["dtype"])).to(device)
     if case.get("transposed"):
         x = x.t()

@@ -18,6 +18,8 @@ additions is free). Inputs are scaled by N**-0.25, so the result has unit scale.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "LinearAlgebra"
 LEVEL = 3
 TOLERANCE = {"float32": (1e-4, 1e-3)}
@@ -48,9 +50,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     n, s = case["n"], case.get("stride", 1)
     vecs = []
     for s in (s, case.get("stride_y", s)):
-        v = torch.randn(n * s, generator=g, device=g.device)
-        if case.get("outliers"):
-            v = torch.where(torch.rand(n * s, generator=g, device=g.device) < 0.001, v * 10, v)
+        v = normal(g, [n * s], case.get("outliers"))
         vecs.append((v * n ** -0.25).to(device)[::s])
     if n == 1:  # a single product: keep it away from zero
         vecs[0] = vecs[0] + 2.0

@@ -17,6 +17,8 @@ Compared with the PyTorch call above with rtol = atol = 1e-4 (the order of the a
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "LinearAlgebra"
 LEVEL = 3
 TOLERANCE = {"float32": (1e-4, 1e-4)}
@@ -47,9 +49,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     g = torch.Generator(device).manual_seed(seed)
     b, m, n = case["shape"]
     shape = [b, n, m] if case.get("transposed") else [b, m, n]
-    x = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, shape, case.get("outliers"))
     x = x * (0.2 + 1.8 * torch.rand(b, 1, 1, generator=g, device=g.device))
     x = x.to(device)
     if case.get("transposed"):

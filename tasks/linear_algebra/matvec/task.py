@@ -14,6 +14,8 @@ tolerance is rtol = atol = 1e-4. Inputs are scaled so that outputs have unit sca
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "LinearAlgebra"
 LEVEL = 2
 TOLERANCE = {"float32": (1e-4, 1e-4)}
@@ -43,9 +45,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     g = torch.Generator(device).manual_seed(seed)
     m, n = case["m"], case["n"]
     shape = [n, m] if case.get("column_major") else [m, n]
-    a = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        a = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, a * 10, a)
+    a = normal(g, shape, case.get("outliers"))
     x = torch.randn(n, generator=g, device=g.device) / n ** 0.5
     a, x = a.to(device), x.to(device)
     if case.get("column_major"):

@@ -23,6 +23,8 @@ rtol = atol = 1e-4.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "LinearAlgebra"
 LEVEL = 4
 TOLERANCE = {"float32": (1e-4, 1e-4)}
@@ -58,9 +60,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     diag = 1 + torch.rand(bsz, n, generator=g, device=g.device)
     a = torch.tril(low, -1) + torch.triu(up, 1) + torch.diag_embed(diag)
     w = k + 5 if case.get("sliced") else k
-    rhs = torch.randn(bsz, n, w, generator=g, device=g.device)
-    if case.get("outliers"):
-        rhs = torch.where(torch.rand(bsz, n, w, generator=g, device=g.device) < 0.001, rhs * 10, rhs)
+    rhs = normal(g, [bsz, n, w], case.get("outliers"))
     a, rhs = a.to(device), rhs.to(device)
     if case.get("sliced"):
         rhs = rhs[..., :k]

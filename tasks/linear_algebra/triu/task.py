@@ -17,6 +17,8 @@ The result is compared with `torch.triu(x, diagonal)` exactly (it is a copy; rto
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "LinearAlgebra"
 LEVEL = 1
 TOLERANCE = {"float32": (0.0, 0.0), "float16": (0.0, 0.0), "bfloat16": (0.0, 0.0)}
@@ -51,9 +53,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     shape = list(case["shape"])
     if case.get("transposed"):
         shape[-1], shape[-2] = shape[-2], shape[-1]
-    x = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, shape, case.get("outliers"))
     x = x.to(getattr(torch, case["dtype"])).to(device)
     if case.get("transposed"):
         x = x.transpose(-1, -2)

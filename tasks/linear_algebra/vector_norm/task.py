@@ -18,6 +18,8 @@ rtol = atol = 1e-4; float16 and bfloat16 use their default tolerances.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "LinearAlgebra"
 LEVEL = 2
 TOLERANCE = {"float32": (1e-4, 1e-4)}
@@ -52,9 +54,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     shape = list(case["shape"])
     d = shape[-1]
     full = shape[:-1] + [d + 9] if case.get("sliced") else shape
-    x = torch.randn(full, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(full, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, full, case.get("outliers"))
     x = x * (0.1 + 1.9 * torch.rand(full[:-1] + [1], generator=g, device=g.device))
     x = x.to(getattr(torch, case["dtype"])).to(device)
     if case.get("sliced"):

@@ -19,6 +19,8 @@ rtol = atol = 1e-4 (the order of the additions in the row sums and the mean is f
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Loss"
 LEVEL = 3
 TOLERANCE = {"float32": (1e-4, 1e-4)}
@@ -49,9 +51,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     g = torch.Generator(device).manual_seed(seed)
     n, c = case["n"], case["c"]
     shape = [n, c + 5] if case.get("sliced") else [n, c]
-    logits = 3 * torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        logits = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, logits * 10, logits)
+    logits = normal(g, shape, case.get("outliers"), 3)
     target = torch.randint(0, c, (n,), generator=g, dtype=torch.int64, device=g.device)
     logits = logits.to(device)
     if case.get("sliced"):

@@ -21,6 +21,8 @@ Compared with the PyTorch call above with rtol = atol = 1e-4 (the order of the a
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Loss"
 LEVEL = 3
 TOLERANCE = {"float32": (1e-4, 1e-4)}
@@ -52,9 +54,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     g = torch.Generator(device).manual_seed(seed)
     n, c = case["n"], case["c"]
     width = c + 3 if case.get("sliced") else c
-    logits = 2 * torch.randn(n, width, generator=g, device=g.device)
-    if case.get("outliers"):
-        logits = torch.where(torch.rand(n, width, generator=g, device=g.device) < 0.001, logits * 10, logits)
+    logits = normal(g, [n, width], case.get("outliers"), 2)
     inp = torch.log_softmax(logits[:, :c], dim=1)
     if case.get("sliced"):
         inp = torch.cat([inp, torch.zeros(n, 3, device=device)], dim=1)

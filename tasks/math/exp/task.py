@@ -15,6 +15,8 @@ magnitude), and infinities must sit in the same places.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Math"
 LEVEL = 1
 
@@ -44,9 +46,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     in places); a transposed case draws the transposed shape and returns its `.t()` view."""
     g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"][::-1] if case.get("transposed") else case["shape"]
-    x = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, shape, case.get("outliers"))
     x = x.to(getattr(torch, case["dtype"])).to(device)
     if case.get("transposed"):
         x = x.t()

@@ -17,6 +17,8 @@ K**-0.25, so outputs have unit scale.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "MatrixMultiply"
 LEVEL = 3
 TOLERANCE = {"float16": (1e-2, 1e-2)}
@@ -48,9 +50,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     s = k ** -0.25
     mats = []
     for shape in ([m, k], [k, n]):
-        x = torch.randn(shape, generator=g, device=g.device)
-        if case.get("outliers"):
-            x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+        x = normal(g, shape, case.get("outliers"))
         mats.append((x * s).half().to(device))
     return tuple(mats), {}
 

@@ -19,6 +19,8 @@ by K**-0.25, so outputs have unit scale.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "MatrixMultiply"
 LEVEL = 4
 TOLERANCE = {"float16": (1e-2, 1e-2)}
@@ -50,9 +52,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     s = k ** -0.25
     mats = []
     for shape in ([k, m], [k, n]):
-        x = torch.randn(shape, generator=g, device=g.device)
-        if case.get("outliers"):
-            x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+        x = normal(g, shape, case.get("outliers"))
         mats.append((x * s).half().to(device))
     return tuple(mats), {}
 

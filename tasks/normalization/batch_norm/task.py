@@ -18,6 +18,8 @@ into one scale and shift changes results by a few ulps only).
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Normalization"
 LEVEL = 2
 
@@ -50,9 +52,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     c = shape[1]
     cl = case.get("channels_last", False)
     draw = [shape[0], shape[2], shape[3], c] if cl else shape
-    x = torch.randn(draw, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(draw, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, draw, case.get("outliers"))
     offset = 2 * torch.randn(c, generator=g, device=g.device)
     x = x + (offset if cl else offset.reshape([c] + [1] * (len(shape) - 2)))
     mean = offset + 0.1 * torch.randn(c, generator=g, device=g.device)

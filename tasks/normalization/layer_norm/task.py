@@ -18,6 +18,8 @@ the default tolerance for the dtype.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Normalization"
 LEVEL = 3
 
@@ -54,9 +56,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     shape = list(case["shape"])
     d = shape[-1]
     full = shape[:-1] + [d + 7] if case.get("sliced") else shape
-    x = torch.randn(full, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(full, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, full, case.get("outliers"))
     scale = 0.5 + 1.5 * torch.rand(full[:-1] + [1], generator=g, device=g.device)
     offset = 2 * torch.rand(full[:-1] + [1], generator=g, device=g.device)
     x = x * scale + offset

@@ -19,6 +19,8 @@ default tolerance for the dtype.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Normalization"
 LEVEL = 3
 
@@ -52,9 +54,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     shape = list(case["shape"])
     d = shape[-1]
     full = shape[:-1] + [d + 5] if case.get("sliced") else shape
-    x = torch.randn(full, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(full, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, full, case.get("outliers"))
     x = x * (0.2 + 2.8 * torch.rand(full[:-1] + [1], generator=g, device=g.device))
     weight = 1 + 0.3 * torch.randn(d, generator=g, device=g.device)
     dtype = getattr(torch, case["dtype"])

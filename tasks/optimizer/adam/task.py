@@ -24,6 +24,8 @@ import math
 
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Optimizer"
 LEVEL = 3
 MUTATES = ("param", "exp_avg", "exp_avg_sq")
@@ -65,9 +67,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"]
     param = torch.randn(shape, generator=g, device=g.device)
-    grad = 0.1 * torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        grad = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, grad * 10, grad)
+    grad = normal(g, shape, case.get("outliers"), 0.1)
     exp_avg = 0.05 * torch.randn(shape, generator=g, device=g.device)
     exp_avg_sq = 0.01 * torch.rand(shape, generator=g, device=g.device)
     args = tuple(t.to(device) for t in (param, grad, exp_avg, exp_avg_sq))

@@ -19,6 +19,8 @@ using the default float32 tolerance.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Optimizer"
 LEVEL = 2
 MUTATES = ("param", "exp_avg")
@@ -56,9 +58,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     hp = case["hparams"]
     beta1 = hp.get("beta1", 0.9)
     param = torch.randn(shape, generator=g, device=g.device)
-    grad = 0.1 * torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        grad = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, grad * 10, grad)
+    grad = normal(g, shape, case.get("outliers"), 0.1)
     exp_avg = 0.05 * torch.randn(shape, generator=g, device=g.device)
     c = beta1 * exp_avg + (1 - beta1) * grad
     grad = torch.where(c.abs() < 1e-5, grad + 0.01, grad)

@@ -27,6 +27,8 @@ The final states of all four mutated tensors (`param`, `square_avg`, `grad_avg`,
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Optimizer"
 LEVEL = 3
 MUTATES = ("param", "square_avg", "grad_avg", "momentum_buffer")
@@ -81,9 +83,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     g = torch.Generator(device).manual_seed(seed)
     shape = case["shape"]
     param = torch.randn(shape, generator=g, device=g.device)
-    grad = 0.1 * torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        grad = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, grad * 10, grad)
+    grad = normal(g, shape, case.get("outliers"), 0.1)
     grad_avg = 0.05 * torch.randn(shape, generator=g, device=g.device)
     square_avg = grad_avg * grad_avg + 0.01 * (0.1 + torch.rand(shape, generator=g, device=g.device))
     buf = 0.1 * torch.randn(shape, generator=g, device=g.device)

@@ -23,6 +23,8 @@ rtol = atol = 1e-5, float16 5e-3, bfloat16 1e-2).
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Pooling"
 LEVEL = 3
 
@@ -67,9 +69,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     g = torch.Generator(device).manual_seed(seed)
     n, c, h, w = case["shape"]
     shape = [n, h, w, c] if case.get("channels_last") else [n, c, h, w]
-    x = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, shape, case.get("outliers"))
     x = (x + 1).to(getattr(torch, case["dtype"])).to(device)
     if case.get("channels_last"):
         x = x.permute(0, 3, 1, 2)

@@ -19,6 +19,8 @@ Compared with the PyTorch call above using the default tolerance for the dtype.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Pooling"
 LEVEL = 2
 
@@ -59,9 +61,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     g = torch.Generator(device).manual_seed(seed)
     n, c, length = case["shape"]
     shape = [n, length, c] if case.get("permuted") else [n, c, length]
-    x = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, shape, case.get("outliers"))
     x = (x + 1).to(getattr(torch, case["dtype"])).to(device)
     if case.get("permuted"):
         x = x.permute(0, 2, 1)

@@ -24,6 +24,8 @@ reference's.
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Quantization"
 LEVEL = 4
 
@@ -57,9 +59,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     g = torch.Generator(device).manual_seed(seed)
     m, d = case["m"], case["d"]
     width = d + 6 if case.get("sliced") else d
-    x = torch.randn(m, width, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(m, width, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, [m, width], case.get("outliers"))
     x = x * (0.5 + 1.5 * torch.rand(m, 1, generator=g, device=g.device)) + 2 * torch.rand(m, 1, generator=g, device=g.device)
     weight = 1 + 0.3 * torch.randn(d, generator=g, device=g.device)
     bias = 0.3 * torch.randn(d, generator=g, device=g.device)

@@ -25,6 +25,8 @@ relative + 1e-2 absolute of the reference (outputs have unit scale), with cosine
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "Quantization"
 LEVEL = 4
 
@@ -59,9 +61,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     standard deviation about 4.6), so outputs have unit scale."""
     g = torch.Generator(device).manual_seed(seed)
     m, n, k, gs = case["m"], case["n"], case["k"], case["group"]
-    x = torch.randn(m, k, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(m, k, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, [m, k], case.get("outliers"))
     u = torch.randint(0, 16, (n, k), generator=g, dtype=torch.int32, device=g.device)
     qweight = (u[:, 0::2] | (u[:, 1::2] << 4)).to(torch.uint8)
     scales = (0.5 + torch.rand(n, k // gs, generator=g, device=g.device)) / (4.6 * k ** 0.5)

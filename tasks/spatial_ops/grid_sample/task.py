@@ -27,6 +27,8 @@ evaluation order (PyTorch's own float32 kernel included) is off by up to about 4
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "SpatialOps"
 LEVEL = 4
 TOLERANCE = {"float32": (1e-3, 1e-3)}
@@ -63,9 +65,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     n, c, h, w = case["x"]
     oh, ow = case["out"]
     shape = [n, h, w, c] if case.get("channels_last") else [n, c, h, w]
-    x = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, shape, case.get("outliers"))
     grid = 2.3 * torch.rand(n, oh, ow, 2, generator=g, device=g.device) - 1.15
     x, grid = x.to(device), grid.to(device)
     if case.get("channels_last"):

@@ -32,6 +32,8 @@ evaluation order (PyTorch's own float32 kernels included) is off by up to about 
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "SpatialOps"
 LEVEL = 5
 TOLERANCE = {"float32": (1e-3, 1e-3)}
@@ -70,9 +72,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     n, c, h, w = case["x"]
     oh, ow = case["out"]
     shape = [n, h, w, c] if case.get("channels_last") else [n, c, h, w]
-    x = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, shape, case.get("outliers"))
     u = torch.rand(n, 6, generator=g, device=g.device)
     ang, sx, sy = (u[:, 0] - 0.5), 0.8 + 0.45 * u[:, 1], 0.8 + 0.45 * u[:, 2]
     shear, tx, ty = 0.4 * u[:, 3] - 0.2, 0.5 * u[:, 4] - 0.25, 0.5 * u[:, 5] - 0.25

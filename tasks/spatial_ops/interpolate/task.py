@@ -25,6 +25,8 @@ so an equally valid evaluation order (e.g. fused multiply-adds) can differ by mo
 """
 import torch
 
+from kbx_ray.taskkit import normal
+
 CATEGORY = "SpatialOps"
 LEVEL = 3
 TOLERANCE = {"float32": (1e-4, 1e-4)}
@@ -62,9 +64,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     g = torch.Generator(device).manual_seed(seed)
     n, c, h, w = case["shape"]
     shape = [n, h, w, c] if case.get("channels_last") else [n, c, h, w]
-    x = torch.randn(shape, generator=g, device=g.device)
-    if case.get("outliers"):
-        x = torch.where(torch.rand(shape, generator=g, device=g.device) < 0.001, x * 10, x)
+    x = normal(g, shape, case.get("outliers"))
     x = x.to(getattr(torch, case["dtype"])).to(device)
     if case.get("channels_last"):
         x = x.permute(0, 3, 1, 2)
