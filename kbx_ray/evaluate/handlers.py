@@ -1,0 +1,238 @@
+"""The worker's requests (hello, load, run, time, recheck) -> replies: what runs the candidate.
+
+Each handler takes a request header and returns the reply header and its raw blobs; a
+`CandidateError` is the candidate's failure (the entry, `worker.py`, turns it into the reply).
+The candidate runs in this process, so this module's globals and the `Worker` class are watched by
+the sentinels with the rest of the harness. Imported by `worker.py` after it set up the process
+(confinement, `TRITON_INTERPRET` on the CPU). Standard library, torch and triton only.
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import sys
+import time
+from typing import Any
+
+import torch
+
+from kbx_ray.evaluate import guards, poison, rotation, timing
+from kbx_ray.evaluate.call_checks import observe, refill, same, scalars
+from kbx_ray.evaluate.candidate_errors import CandidateError, candidate_tb, error_kind
+from kbx_ray.evaluate.candidate_errors import import_path
+from kbx_ray.evaluate.inputs import InputCache
+from kbx_ray.evaluate.outputs import encode
+
+DEVICE = os.environ.get("KBX_DEVICE", "cpu")
+_tensors, _overlaps = rotation.tensors, rotation.overlaps  # one walk, one storage test
+
+
+class Worker:
+    def __init__(self, harness: tuple[dict[str, Any], ...] = ()) -> None:
+        self.task: Any = None
+        self.entry: Any = None
+        self.mutates: tuple[str, ...] = ()
+        self.sig: inspect.Signature | None = None
+        guards.install_launch_counter()
+        guards.install_value_readers()
+        if DEVICE == "cpu":
+            guards.install_bounds_checker()
+            from kbx_ray.evaluate import interp_compat  # bf16, autotune, libdevice as on a GPU
+
+            interp_compat.install()
+            guards.install_interpreter_namespace()
+        self.mode = guards.make_dispatch_mode()
+        self.sentinels = guards.Sentinels((*harness, vars(sys.modules[__name__]), vars(Worker)))
+        self.inputs = InputCache(int(os.environ.get("KBX_INPUT_CACHE_MB", "4096")) << 20)
+        self.tasks: dict[str, Any] = {}
+        self.last: tuple | None = None  # (case name, args, kwargs, reused): the last run's buffers
+        self.timed: dict[str, tuple] = {}  # case name -> (args, kwargs): buffers `time` used
+        self.landlocked = False  # set once main() has confined the process (landlock.py)
+        self.task_ids: dict[str, dict[str, int]] = {}  # identities of each task module's names
+        self.task_key = ""
+        self.prof: dict[str, float] = {}  # seconds per step since the last reply (profiling)
+
+    def _inputs(self, case: dict, seed: int) -> tuple[tuple, dict]:
+        with self._step("inputs"):
+            return self.inputs.get(self.task, self.task_key, case, seed, DEVICE)
+
+    @contextlib.contextmanager
+    def _step(self, name: str) -> Any:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.prof[name] = self.prof.get(name, 0.0) + time.perf_counter() - t0
+
+    def _take_prof(self) -> dict[str, float]:
+        prof, self.prof = self.prof, {}
+        return {k: round(v, 6) for k, v in prof.items()}  # us: an encode can take 30 us
+
+    # ---- ops -------------------------------------------------------------------------------
+    def hello(self, req: dict) -> tuple[dict, list[Any]]:
+        info = {"device": DEVICE, "torch": torch.__version__, "gpu_name": "", "driver": ""}
+        import triton
+
+        info["triton"] = triton.__version__
+        info["landlock"] = self.landlocked
+        if DEVICE == "cuda":
+            info["gpu_name"] = torch.cuda.get_device_name(0)
+            info["driver"] = str(getattr(torch.version, "cuda", "") or "")
+        return info, []
+
+    def load(self, req: dict) -> tuple[dict, list[Any]]:
+        self.task_key = req.get("task_key") or req["task_path"]
+        if self.task_key not in self.tasks:
+            mod = import_path(f"kbx_task_{req['module']}", req["task_path"])
+            self.tasks[self.task_key] = mod
+            self.task_ids[self.task_key] = {k: id(v) for k, v in vars(mod).items()}
+        self.task = self.tasks[self.task_key]
+        guards.MONITOR.movement = guards.movement_task(self.task)  # copies there are the answer
+        self.last = None
+        # A new candidate never sees inputs an earlier one could have written to (cached pristine
+        # tensors live in this process); drawing them again on the device costs milliseconds.
+        self.inputs.clear()
+        self.timed = {}
+        self.mutates = tuple(getattr(self.task, "MUTATES", ()))
+        self.sig = inspect.signature(getattr(self.task, req["entry"]))
+        try:
+            module = import_path(f"kbx_cand_{req['module']}", req["code_path"])
+        except BaseException as e:  # noqa: BLE001 - SystemExit at import is the candidate's doing
+            self._check_tampering()
+            raise CandidateError("import_error", candidate_tb(e, req["code_path"])) from None
+        self._check_tampering()
+        entry = getattr(module, req["entry"], None)
+        if not callable(entry):
+            raise CandidateError("missing_entry", f"the module defines no function {req['entry']!r}")
+        bind = getattr(self.task, "bind_candidate", None)
+        if bind is not None:  # the task builds the per-case callable (KernelBench: ModelNew(*init))
+            try:
+                entry = bind(entry, DEVICE)
+            except BaseException as e:  # noqa: BLE001 - the candidate's constructor ran
+                self._check_tampering()
+                raise CandidateError("runtime_error", candidate_tb(e, req["code_path"])) from None
+            self._check_tampering()
+        self.entry = entry
+        return {}, []
+
+    def run(self, req: dict) -> tuple[dict, list[Any]]:
+        """Each seed's outputs, encoded as soon as they exist. Every other seed of a case reuses
+        the previous seed's buffers with fresh values written in (across requests), so a result
+        cached by pointer, tensor identity or shape comes back stale; the first seed runs twice,
+        to check determinism and that the second call did not hand back the first call's output
+        buffer."""
+        results: list[dict] = []
+        blobs: list[Any] = []
+        for i, seed in enumerate(req["seeds"]):
+            args, kwargs = self._inputs(req["case"], seed)
+            last, reused = self.last, False
+            if (last and not (i == 0 and req.get("repeat", True)) and last[0] == req["case"]["name"]
+                    and not last[3] and refill((last[1], last[2]), (args, kwargs))):
+                args, kwargs, reused = last[1], last[2], True
+            self.last = (req["case"]["name"], args, kwargs, reused)
+            info, returned, mutated = self._call_checked(args, kwargs)
+            outs = returned + mutated
+            with self._step("encode"):
+                info["outputs"] = encode(outs, blobs)
+            if i == 0 and req.get("repeat", True):
+                args2, kwargs2 = self._inputs(req["case"], seed)
+                _, returned2, mutated2 = self._call_checked(args2, kwargs2)
+                if any(_overlaps(a, b) for a in returned for b in returned2):
+                    raise CandidateError("disqualified", "the second call returned the first "
+                                         "call's output buffer: results are cached across calls")
+                outs2 = returned2 + mutated2
+                info["nondeterministic"] = len(outs) != len(outs2) or not all(
+                    same(a, b) for a, b in zip(outs, outs2))
+            results.append(info)
+        return {"results": results, "prof": self._take_prof()}, blobs
+
+    def time(self, req: dict) -> tuple[dict, list[Any]]:
+        """Time the candidate on one case; its buffers are kept for `recheck`, which the parent asks
+        for next, outside the exclusive GPU lock (the check needs no quiet GPU). Between timed
+        calls the buffers get the next input set's values (`rotation.py`); the last output of each
+        set goes back, for the parent to compare."""
+        seeds = [int(s) for s in req.get("seeds") or [req["seed"]]]
+        args, kwargs = self._inputs(req["case"], seeds[0])
+        sets = [(seeds[0], self._inputs(req["case"], seeds[0]))]
+        sets += [(s, p) for s in seeds[1:] for p in [self._inputs(req["case"], s)]
+                 if rotation.same_layout(p, (args, kwargs), scalars)]
+        rot = rotation.Rotation(self.entry, args, kwargs, sets, self._mutated_args,
+                                lambda: guards.MONITOR.launches, int(req.get("fresh", 0)))
+        side0 = guards.MONITOR.side_launches
+        try:
+            t = timing.bench(rot.call, timing.TimingConfig(**req["timing"]), DEVICE, rot.between)
+        except CandidateError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a timed call raised: the candidate's error
+            self._check_tampering()
+            raise CandidateError(error_kind(e, DEVICE), candidate_tb(e, "kbx_cand_")) from None
+        # the timed calls ran unguarded: a patch made only when called often enough shows up here
+        self._check_tampering()
+        if guards.MONITOR.side_launches > side0:
+            raise CandidateError("disqualified", f"{guards.MONITOR.side_launches - side0} timed "
+                                 "launches ran on a non-default CUDA stream: their time escapes "
+                                 "the timing events")
+        self.timed[req["case"]["name"]] = (args, kwargs)
+        blobs: list[Any] = []
+        samples = [{"seed": seed, "outputs": encode(outs, blobs)} for seed, outs in rot.samples()]
+        checked = {"calls": rot.calls, "launchless": rot.launchless, "repeated": rot.repeated,
+                   "error": rot.error, "samples": samples, "fresh_ms": rot.fresh_ms}
+        return {"timing": t.to_dict(), "timed_check": checked}, blobs
+
+    def _mutated_args(self, args: tuple, kwargs: dict) -> list[Any]:
+        bound = self.sig.bind(*args, **kwargs).arguments if self.sig and self.mutates else {}
+        return [bound[m] for m in self.mutates if m in bound]
+
+    def recheck(self, req: dict) -> tuple[dict, list[Any]]:
+        """Fresh values written into the very buffers that were just timed, then one checked call:
+        a cache keyed by pointer, shape or call count now returns a stale answer, which the parent
+        rejects."""
+        if req["case"]["name"] not in self.timed:
+            raise RuntimeError(f"recheck of case {req['case']['name']!r} without timing it first")
+        args, kwargs = self.timed.pop(req["case"]["name"])
+        fresh_args, fresh_kwargs = self._inputs(req["case"], req["fresh_seed"])
+        if not refill((args, kwargs), (fresh_args, fresh_kwargs)):
+            # the seed decides sizes (random sequence lengths): new buffers, so a cache keyed by
+            # pointer or shape misses anyway and must recompute
+            args, kwargs = fresh_args, fresh_kwargs
+        info, returned, mutated = self._call_checked(args, kwargs)
+        blobs: list[Any] = []
+        with self._step("encode"):
+            info["outputs"] = encode(returned + mutated, blobs)
+        return {"check": info, "prof": self._take_prof()}, blobs
+
+    # ---- one checked call ------------------------------------------------------------------
+    def _call_checked(self, args: tuple, kwargs: dict) -> tuple[dict, list[Any], list[Any]]:
+        with self._step("poison"):
+            pristine = [t.clone() for t in _tensors((args, kwargs))]
+            poison.poison(DEVICE, sum(t.numel() * t.element_size() for t in pristine))
+        guards.MONITOR.reset((args, kwargs))
+        guards.MONITOR.active = True
+        side0 = guards.MONITOR.side_launches
+        try:
+            with self._step("call"):
+                with self.mode:
+                    out = self.entry(*args, **kwargs)
+                if DEVICE == "cuda":
+                    torch.cuda.synchronize()
+        except BaseException as e:  # noqa: BLE001
+            self._check_tampering()
+            raise CandidateError(error_kind(e, DEVICE), candidate_tb(e, "kbx_cand_")) from None
+        finally:
+            guards.MONITOR.active = False
+        self._check_tampering()
+        return observe(out, args, kwargs, pristine, self.sig, self.mutates, DEVICE, side0)
+
+    def _check_tampering(self) -> None:
+        changed = self._tampered()
+        if changed:
+            raise CandidateError("disqualified", "the candidate patched the harness runtime ("
+                                 f"{', '.join(changed)})", fatal=True)
+
+    def _tampered(self) -> list[str]:
+        """Harness, library or task-module names the candidate replaced (see guards.Sentinels)."""
+        changed = self.sentinels.changed()
+        ids = self.task_ids.get(self.task_key, {})
+        changed += [f"task.{k}" for k, v in vars(self.task).items() if k in ids and ids[k] != id(v)]
+        return changed[:5]
