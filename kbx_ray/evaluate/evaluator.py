@@ -11,29 +11,25 @@ import logging
 import math
 import secrets
 import time
-
+from dataclasses import asdict
 from typing import Any
 
-from kbx_ray.evaluate import timing as timing_mod
+from kbx_ray.evaluate import case_checks
+from kbx_ray.evaluate.case_checks import Fail as _Fail
 from kbx_ray.evaluate.checks import static_check
-from kbx_ray.evaluate.settings import EvalConfig
-from kbx_ray.evaluate.correctness import Verdict, compare, flatten, seed_dependence, layout_problem
+from kbx_ray.evaluate.correctness import Verdict
 from kbx_ray.evaluate.gpulock import GpuLock, NoLock
 from kbx_ray.evaluate.inputs import InputCache
 from kbx_ray.evaluate.protocol import tensor_from_wire
-from kbx_ray.evaluate.roofline import compute_dtype, roofline
+from kbx_ray.evaluate.reference_cache import References, RefOutputs
 from kbx_ray.evaluate.sandbox import Sandbox, WorkerDied, scrub_paths
+from kbx_ray.evaluate.settings import EvalConfig
+from kbx_ray.evaluate.timing_judgement import judge_timing, timing_groups
 from kbx_ray.metrics import geomean
 from kbx_ray.suite import load_module
 from kbx_ray.types import Candidate, CaseResult, EvalResult, Task, trim
 
 log = logging.getLogger(__name__)
-
-
-class _Fail(Exception):
-    def __init__(self, stage: str, kind: str, msg: str) -> None:
-        super().__init__(msg)
-        self.stage, self.kind, self.msg = stage, kind, msg
 
 
 def resolve_device(requested: str) -> str:
@@ -55,10 +51,8 @@ class Evaluator:
         self.device = resolve_device(self.cfg.device)
         self.cfg.sandbox.device = self.device
         self.sandbox = Sandbox(self.cfg.sandbox)
-        self.ref_times: dict[tuple, timing_mod.Timing] = {}
         self.inputs = InputCache()
-        self.ref_outputs: dict[tuple, tuple[list, str, list]] = {}  # reference outputs per seed
-        self.case_dtypes: dict[tuple, str] = {}  # the dtype whose peak bounds each case
+        self.refs = References(self.cfg, self.device, self.inputs)  # outputs per seed, timings
         self.count = 0
         self.deadline = math.inf  # the running evaluation's end (perf_counter), `eval_budget_s`
         self.seeds: list[int] = []  # the seeds drawn for the running evaluation
@@ -122,13 +116,13 @@ class Evaluator:
                                              "fault: re-run it"))
             return False
         finally:
-            self.ref_outputs.clear()  # keyed by this evaluation's secret seeds: no later hits
+            self.refs.outputs.clear()  # keyed by this evaluation's secret seeds: no later hits
             self.inputs.clear()
         return True
 
     def _recover(self) -> None:
         """After a failure here: drop what this process holds and start the worker afresh."""
-        self.ref_outputs.clear()
+        self.refs.outputs.clear()
         self.inputs.clear()
         self.sandbox.kill()
         if self.device == "cuda":
@@ -145,20 +139,7 @@ class Evaluator:
 
     # ---- stages ----------------------------------------------------------------------------
     def _run(self, task: Task, cand: Candidate, res: EvalResult) -> None:
-        t_run = time.perf_counter()
-        if cand.error_kind:
-            raise _Fail("extract", cand.error_kind, cand.error_msg)
-        res.stage = "static"
-        try:
-            tree = ast.parse(cand.code)
-        except SyntaxError as e:
-            raise _Fail("static", "syntax_error", f"line {e.lineno}: {e.msg}") from None
-        rep = static_check(tree, task.name)
-        res.flags += rep.flags
-        if rep.violations:
-            raise _Fail("static", "disqualified", "; ".join(rep.violations))
-        res.stage = "compile"
-        mark = self._clock(res, "static", t_run)
+        mark = self._static(task, cand, res)
         module = f"{cand.candidate_id}_{self.count}"
         path = self.sandbox.write_code(f"kbx_cand_{module}", cand.code)
         self._ask({"op": "load", "code_path": path, "task_path": task.path, "entry": task.name,
@@ -179,6 +160,33 @@ class Evaluator:
             return
         if self.device != "cuda":
             res.flags.append("cpu_timing")  # the protocol ran; its figures mean nothing
+        self._time_cases(ref_mod, task, cases, res)
+        self._clock(res, "timing", mark)
+        timed = [c.speedup for c in res.cases if c.speedup]
+        if timed:
+            res.speedup = geomean(timed)
+        sols = [c.sol_fraction for c in res.cases if c.sol_fraction]
+        if sols:
+            res.sol_fraction = geomean(sols)
+
+    def _static(self, task: Task, cand: Candidate, res: EvalResult) -> float:
+        """The extraction's error, the syntax and the static checks; the clock after them."""
+        t_run = time.perf_counter()
+        if cand.error_kind:
+            raise _Fail("extract", cand.error_kind, cand.error_msg)
+        res.stage = "static"
+        try:
+            tree = ast.parse(cand.code)
+        except SyntaxError as e:
+            raise _Fail("static", "syntax_error", f"line {e.lineno}: {e.msg}") from None
+        rep = static_check(tree, task.name)
+        res.flags += rep.flags
+        if rep.violations:
+            raise _Fail("static", "disqualified", "; ".join(rep.violations))
+        res.stage = "compile"
+        return self._clock(res, "static", t_run)
+
+    def _time_cases(self, ref_mod: Any, task: Task, cases: list[dict], res: EvalResult) -> None:
         res.stage = "timing"
         timed = [(c, cr) for c, cr in zip(cases, res.cases) if self._timed(c, cases)]
         for group in self._timing_groups(ref_mod, timed):
@@ -188,13 +196,6 @@ class Evaluator:
                 measured = [self._time_case(ref_mod, task, case) for case, _ in group]
             for (case, cr), m in zip(group, measured):
                 self._check_timed_case(ref_mod, task, case, cr, res, *m)
-        self._clock(res, "timing", mark)
-        timed = [c.speedup for c in res.cases if c.speedup]
-        if timed:
-            res.speedup = geomean(timed)
-        sols = [c.sol_fraction for c in res.cases if c.sol_fraction]
-        if sols:
-            res.sol_fraction = geomean(sols)
 
     @staticmethod
     def _clock(res: EvalResult, stage: str, since: float) -> float:
@@ -258,10 +259,7 @@ class Evaluator:
                 cr.error_kind, cr.message = v.kind, f"seed {seed}: {v.message}"
                 return cr
         if task.random and len(outs_by_seed) > 1:
-            pairs = list(zip(*outs_by_seed[:2]))
-            why = ("different seeds gave identical outputs" if all(
-                a.shape == b.shape and bool((a == b).all()) for a, b in pairs) else next(
-                (w for w in (seed_dependence(a, b) for a, b in pairs) if w), ""))
+            why = case_checks.seed_problem(outs_by_seed)
             if why:
                 cr.error_kind, cr.message = "mismatch", why
                 return cr
@@ -269,95 +267,24 @@ class Evaluator:
         return cr
 
     def _integrity(self, info: dict, task: Task, res: EvalResult) -> Verdict | None:
-        """Worker observations that fail a candidate whatever its values."""
-        if info.get("tampered"):
-            res.flags.append("tampered_runtime")
-            return Verdict(False, "disqualified", "the candidate patched the harness runtime")
-        if info.get("side_stream_launches"):
-            return Verdict(False, "disqualified", "a Triton kernel was launched on a non-default "
-                           "CUDA stream (its time escapes the timing events)")
-        if info.get("stream_changed"):
-            return Verdict(False, "disqualified", "the candidate left a non-default stream current")
-        if info.get("launches", 0) == 0:
-            return Verdict(False, "disqualified", "no Triton kernel was launched")
-        if info.get("torch_ops"):
-            flag = "torch_compute:" + ",".join(info["torch_ops"][:5])
-            if flag not in res.flags:
-                res.flags.append(flag)
-            if self.cfg.torch_compute == "fail":
-                return Verdict(False, "disqualified", f"computes with torch ops {info['torch_ops'][:5]}")
-        if info.get("aliased"):
-            return Verdict(False, "output_aliases_input", "an output shares memory with an input")
-        if info.get("mutated"):
-            return Verdict(False, "input_mutated", f"inputs {info['mutated']} changed but the task "
-                                                   "does not declare them mutated")
-        if info.get("nondeterministic"):
-            return Verdict(False, "nondeterministic", "two runs on the same inputs disagree")
-        return None
+        return case_checks.integrity(info, self.cfg.torch_compute, res)
 
-    def _reference(self, ref_mod: Any, task: Task, case: dict,
-                   seed: int) -> tuple[list, str, list]:
-        """The reference's outputs for (task, case, seed): the same for every candidate, so kept."""
-        key = (task.task_hash, case["name"], seed)
-        if key not in self.ref_outputs:
-            def size(entry: tuple[list, str, list]) -> int:
-                return sum(t.numel() * t.element_size() for t in entry[0])
-
-            while self.ref_outputs and (len(self.ref_outputs) >= self.cfg.ref_cache_entries or sum(
-                    size(e) for e in self.ref_outputs.values()) > self.cfg.ref_cache_mb << 20):
-                self.ref_outputs.pop(next(iter(self.ref_outputs)))
-            self.ref_outputs[key] = self._run_reference(ref_mod, task, case, seed)
-        return self.ref_outputs[key]
-
-    def _run_reference(self, ref_mod: Any, task: Task, case: dict,
-                       seed: int) -> tuple[list, str, list]:
-        """Outputs (row-major copies: the comparison walks them in flat chunks), the structure, and
-        whether each output was contiguous (the layout the candidate's must match)."""
-        args, kwargs = self.inputs.get(ref_mod, task.task_hash, case, seed, self.device)
-        out = getattr(ref_mod, task.name)(*args, **kwargs)
-        import inspect
-
-        import torch
-
-        bound = inspect.signature(getattr(ref_mod, task.name)).bind(*args, **kwargs).arguments
-        tensors = flatten(out) + [bound[m] for m in task.mutates if m in bound]
-        shape = "none" if out is None else ("tensor" if len(flatten(out)) == 1 and not
-                                            isinstance(out, (tuple, list)) else f"tuple{len(out)}")
-        contiguous = [t.is_contiguous() for t in tensors]
-        return [t.detach().clone(memory_format=torch.contiguous_format) for t in tensors], shape, \
-            contiguous
+    def _reference(self, ref_mod: Any, task: Task, case: dict, seed: int) -> RefOutputs:
+        return self.refs.outputs_for(ref_mod, task, case, seed)
 
     def _verdict(self, ref_mod: Any, task: Task, case: dict, seed: int, outs: list,
                  info: dict) -> Verdict:
-        ref, shape, contiguous = self._reference(ref_mod, task, case, seed)
-        if info.get("structure") != shape:
-            return Verdict(False, "shape_mismatch", f"returned {info.get('structure')}, expected {shape}")
-        for i, (meta, c) in enumerate(zip(info.get("outputs", []), contiguous)):
-            why = layout_problem(meta.get("shape", []), meta.get("stride", []), c)
-            if why:
-                return Verdict(False, "shape_mismatch", f"output {i}: {why}")
-        return compare(outs, ref, ref_mod, case)
+        return case_checks.verdict(self._reference(ref_mod, task, case, seed), outs, info,
+                                   ref_mod, case)
 
     def _timing_groups(self, ref_mod: Any, timed: list[tuple]) -> list[list[tuple]]:
-        """Consecutive timed cases whose inputs and outputs fit `timing_group_mb` together: the
-        worker keeps each timed case's buffers until its post-timing check."""
-        groups: list[list[tuple]] = []
-        room = 0.0
-        for item in timed:
-            mb = (ref_mod.cost(item[0]).get("bytes") or 0) / 2**20
-            if not groups or mb > room:
-                groups.append([])
-                room = float(self.cfg.timing_group_mb)
-            groups[-1].append(item)
-            room -= mb
-        return groups
+        """Consecutive timed cases that share one exclusive GPU hold (`timing_group_mb`)."""
+        return timing_groups(ref_mod, timed, self.cfg.timing_group_mb)
 
     def _time_case(self, ref_mod: Any, task: Task,
                    case: dict) -> tuple[dict, float, Any, tuple[dict, list]]:
         """The candidate's and the reference's timing loops (the caller holds the GPU alone). The
         timed buffers rotate through `timing_sets` secret input sets (rotation.py)."""
-        from dataclasses import asdict
-
         fresh = max(0, self.cfg.fresh_sets)
         seeds = [self._seed(i) for i in range(max(1, self.cfg.timing_sets) + fresh)]
         asked = time.perf_counter()
@@ -365,51 +292,8 @@ class Evaluator:
                                   "fresh": fresh, "timing": asdict(self.cfg.timing)},
                                  self.cfg.case_timeout_s + 4 * self.cfg.timing.budget_s, "timing")
         parent_wall_ms = (time.perf_counter() - asked) * 1e3  # our clock, not the worker's word
-        return (reply["timing"], parent_wall_ms, self._ref_timing(ref_mod, task, case),
-                (reply.get("timed_check") or {}, blobs))
-
-    def _check_timed_calls(self, ref_mod: Any, task: Task, case: dict, checked: dict,
-                           blobs: list) -> None:
-        """Every timed call launched a kernel and returned a new object, and the last output on
-        each input set is right for that set's values."""
-        where = f"case {case['name']}, its timed calls checked after timing"
-        if checked.get("error"):
-            raise _Fail("timing", "runtime_error", f"{where}: {checked['error']}")
-        if checked.get("launchless"):
-            raise _Fail("timing", "disqualified", f"{where}: {checked['launchless']} of "
-                        f"{checked.get('calls')} timed calls launched no Triton kernel")
-        if checked.get("repeated"):
-            raise _Fail("timing", "disqualified", f"{where}: {checked['repeated']} timed calls "
-                        "returned an output object returned before (a cached result)")
-        if not checked.get("samples"):
-            raise _Fail("timing", "infra_error", f"{where}: the worker sent no timed outputs")
-        k = 0
-        for sample in checked["samples"]:
-            metas = sample["outputs"]
-            outs = [tensor_from_wire(m, b).to(self.device) for m, b in zip(metas, blobs[k:])]
-            k += len(metas)
-            ref, _, contiguous = self._reference(ref_mod, task, case, int(sample["seed"]))
-            v = compare(outs, ref, ref_mod, case)
-            for i, (meta, c) in enumerate(zip(metas, contiguous)):
-                why = layout_problem(meta.get("shape", []), meta.get("stride", []), c)
-                v = Verdict(False, "shape_mismatch", f"output {i}: {why}") if why and v.ok else v
-            if not v.ok:
-                raise _Fail("timing", v.kind, f"{where} (a cached or stale result?): {v.message}")
-
-    def _check_fresh_calls(self, case: dict, t: dict, checked: dict) -> None:
-        """A call on inputs never seen before costs what a timed call costs. A cache keyed by the
-        inputs' content hits on every rotated set after its first visit and misses here, where it
-        must compute (rotation.py); its outputs were compared with the reference already."""
-        times = [x for x in checked.get("fresh_ms") or [] if isinstance(x, (int, float))]
-        if not times or t["median_ms"] <= 0:
-            return
-        # on the CPU (`cpu_timing`, tests of the protocol) the host clock of a loaded box is noisy
-        ratio = self.cfg.fresh_ratio if self.device == "cuda" else max(10.0, self.cfg.fresh_ratio)
-        bound = ratio * t["median_ms"] + 0.02
-        if min(times) > bound:
-            raise _Fail("timing", "timing_invalid", f"case {case['name']}: calls on inputs never "
-                        f"seen before took {min(times):.3f} ms, against {t['median_ms']:.3f} ms "
-                        "on the timed ones (results cached by the inputs' content?)")
+        ref_t = self.refs.timing(ref_mod, task, case, self.sandbox.info.get("gpu_name"))
+        return reply["timing"], parent_wall_ms, ref_t, (reply.get("timed_check") or {}, blobs)
 
     def _check_timed_case(self, ref_mod: Any, task: Task, case: dict, cr: CaseResult,
                           res: EvalResult, t: dict, parent_wall_ms: float, ref_t: Any,
@@ -418,7 +302,8 @@ class Evaluator:
         then the timing's own checks."""
         fresh = self._seed(len(self.seeds))
         with self.lock.shared():
-            self._check_timed_calls(ref_mod, task, case, *timed)
+            case_checks.check_timed_calls(case, *timed, self.device, ref_mod,
+                                          lambda seed: self._reference(ref_mod, task, case, seed))
             reply, blobs = self._ask({"op": "recheck", "case": case, "fresh_seed": fresh},
                                      self.cfg.case_timeout_s, "timing", res)
             check = reply["check"]
@@ -428,38 +313,5 @@ class Evaluator:
         if not v.ok:
             raise _Fail("timing", v.kind, f"case {case['name']}, after timing (a cached or stale "
                                           f"result?): {v.message}")
-        if t["event_sum_ms"] > min(t["wall_s"] * 1e3, parent_wall_ms) * 1.02 + 1.0:
-            raise _Fail("timing", "timing_invalid", f"case {case['name']}: the reported event times "
-                        f"({t['event_sum_ms']:.1f} ms) exceed the wall clock ({parent_wall_ms:.1f} ms)")
-        self._check_fresh_calls(case, t, timed[0])
-        if timing_mod.side_stream_suspect(timing_mod.Timing(**t)):
-            raise _Fail("timing", "disqualified", f"case {case['name']}: {t['sync_tail_ms']:.3f} ms "
-                        f"of GPU work after the call returned vs {t['median_ms']:.3f} ms by events "
-                        "(side-stream work?)")
-        if t.get("feed") == "host_bound":  # a call that syncs inside: its waits are in its times
-            res.flags.append(f"timing_host_bound:{case['name']}")
-        if ref_t.feed == "host_bound":  # the eager reference's own (its speedup is then generous)
-            res.flags.append(f"timing_host_bound_ref:{case['name']}")
-        cr.cand_ms, cr.cand_p20_ms, cr.cand_p80_ms = t["median_ms"], t["p20_ms"], t["p80_ms"]
-        cr.cand_reps, cr.ref_ms, cr.ref_reps = t["reps"], ref_t.median_ms, ref_t.reps
-        cr.speedup = ref_t.median_ms / t["median_ms"] if t["median_ms"] > 0 else None
-        dtype = self.case_dtypes.get((task.task_hash, case["name"]), "float32")
-        peak = self.cfg.peak_tflops.get(dtype, 0.0)
-        cr.gbps, cr.tflops, cr.sol_fraction = roofline(ref_mod.cost(case), t["median_ms"],
-                                                       self.cfg.peak_gbps, peak)
-        if cr.sol_fraction and cr.sol_fraction > self.cfg.sol_limit:
-            raise _Fail("timing", "timing_invalid", f"case {case['name']}: {cr.sol_fraction:.0%} of "
-                        "the hardware's peak is physically impossible")
-
-    def _ref_timing(self, ref_mod: Any, task: Task, case: dict) -> timing_mod.Timing:
-        import torch
-
-        key = (task.task_id, task.task_hash, case["name"], self.sandbox.info.get("gpu_name"),
-               torch.__version__)
-        if key not in self.ref_times:
-            args, kwargs = self.inputs.get(ref_mod, task.task_hash, case, self.cfg.base_seed, self.device)
-            self.case_dtypes[(task.task_hash, case["name"])] = compute_dtype((args, kwargs))
-            fn = getattr(ref_mod, task.name)
-            self.ref_times[key] = timing_mod.bench(lambda: fn(*args, **kwargs), self.cfg.timing,
-                                                   self.device)
-        return self.ref_times[key]
+        judge_timing(self.cfg, self.device, case, cr, res, t, parent_wall_ms, ref_t, timed[0],
+                     ref_mod, self.refs.dtype(task, case))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray.evaluate import evaluator as evaluator_mod
+from kbx_ray.evaluate import case_checks as case_checks_mod  # the parent's comparison
 from kbx_ray.evaluate.evaluator import Evaluator
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.evaluate.timing import TimingConfig
@@ -121,7 +121,7 @@ def test_a_parent_failure_is_infra_error_retried_once(ev, monkeypatch):
 
     task = _one_case("activation/relu", "size1")
     code = Path(task.solution_path).read_text()
-    real, calls = evaluator_mod.compare, []
+    real, calls = case_checks_mod.compare, []
 
     def oom_once(*a, **k):
         calls.append(1)
@@ -129,18 +129,18 @@ def test_a_parent_failure_is_infra_error_retried_once(ev, monkeypatch):
             raise torch.OutOfMemoryError("CUDA out of memory (simulated in the parent)")
         return real(*a, **k)
 
-    monkeypatch.setattr(evaluator_mod, "compare", oom_once)
+    monkeypatch.setattr(case_checks_mod, "compare", oom_once)
     res = ev.evaluate(task, make_candidate(task.task_id, "relu", code))
     assert res.exec_ok and "retried_infra_error" in res.flags, res.error_msg
 
     def always(*a, **k):
         raise torch.OutOfMemoryError("CUDA out of memory (simulated in the parent)")
 
-    monkeypatch.setattr(evaluator_mod, "compare", always)
+    monkeypatch.setattr(case_checks_mod, "compare", always)
     res = ev.evaluate(task, make_candidate(task.task_id, "relu", code))
     assert (res.exec_ok, res.error_kind) == (False, "infra_error")
     assert "OutOfMemoryError" in res.error_msg and "retried_infra_error" in res.flags
-    monkeypatch.setattr(evaluator_mod, "compare", real)
+    monkeypatch.setattr(case_checks_mod, "compare", real)
     assert ev.evaluate(task, make_candidate(task.task_id, "relu", code)).exec_ok
 
 

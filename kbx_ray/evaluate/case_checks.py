@@ -1,0 +1,97 @@
+"""A worker's reply for one case -> the parent's verdict: its observations, then its values.
+
+The worker only reports (launches, torch ops, aliasing, mutation, determinism, the outputs' bytes);
+these checks judge them, and compare the outputs with the reference the parent computed itself
+(`reference_cache.py`). A failed stage is a `Fail`, which the evaluator records on the result.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from kbx_ray.evaluate.correctness import Verdict, compare, layout_problem, seed_dependence
+from kbx_ray.evaluate.protocol import tensor_from_wire
+from kbx_ray.evaluate.reference_cache import RefOutputs
+from kbx_ray.types import EvalResult
+
+
+class Fail(Exception):
+    def __init__(self, stage: str, kind: str, msg: str) -> None:
+        super().__init__(msg)
+        self.stage, self.kind, self.msg = stage, kind, msg
+
+
+def integrity(info: dict, torch_compute: str, res: EvalResult) -> Verdict | None:
+    """Worker observations that fail a candidate whatever its values."""
+    if info.get("tampered"):
+        res.flags.append("tampered_runtime")
+        return Verdict(False, "disqualified", "the candidate patched the harness runtime")
+    if info.get("side_stream_launches"):
+        return Verdict(False, "disqualified", "a Triton kernel was launched on a non-default "
+                       "CUDA stream (its time escapes the timing events)")
+    if info.get("stream_changed"):
+        return Verdict(False, "disqualified", "the candidate left a non-default stream current")
+    if info.get("launches", 0) == 0:
+        return Verdict(False, "disqualified", "no Triton kernel was launched")
+    if info.get("torch_ops"):
+        flag = "torch_compute:" + ",".join(info["torch_ops"][:5])
+        if flag not in res.flags:
+            res.flags.append(flag)
+        if torch_compute == "fail":
+            return Verdict(False, "disqualified", f"computes with torch ops {info['torch_ops'][:5]}")
+    if info.get("aliased"):
+        return Verdict(False, "output_aliases_input", "an output shares memory with an input")
+    if info.get("mutated"):
+        return Verdict(False, "input_mutated", f"inputs {info['mutated']} changed but the task "
+                                               "does not declare them mutated")
+    if info.get("nondeterministic"):
+        return Verdict(False, "nondeterministic", "two runs on the same inputs disagree")
+    return None
+
+
+def verdict(reference: RefOutputs, outs: list, info: dict, ref_mod: Any, case: dict) -> Verdict:
+    """The outputs against the reference's: structure, layout, then values."""
+    ref, shape, contiguous = reference
+    if info.get("structure") != shape:
+        return Verdict(False, "shape_mismatch", f"returned {info.get('structure')}, expected {shape}")
+    for i, (meta, c) in enumerate(zip(info.get("outputs", []), contiguous)):
+        why = layout_problem(meta.get("shape", []), meta.get("stride", []), c)
+        if why:
+            return Verdict(False, "shape_mismatch", f"output {i}: {why}")
+    return compare(outs, ref, ref_mod, case)
+
+
+def seed_problem(outs_by_seed: list[list]) -> str:
+    """Why a random task's outputs do not depend on the seed as they must ("" when they do)."""
+    pairs = list(zip(*outs_by_seed[:2]))
+    return ("different seeds gave identical outputs" if all(
+        a.shape == b.shape and bool((a == b).all()) for a, b in pairs) else next(
+        (w for w in (seed_dependence(a, b) for a, b in pairs) if w), ""))
+
+
+def check_timed_calls(case: dict, checked: dict, blobs: list, device: str, ref_mod: Any,
+                      reference: Callable[[int], RefOutputs]) -> None:
+    """Every timed call launched a kernel and returned a new object, and the last output on
+    each input set is right for that set's values (`reference(seed)`)."""
+    where = f"case {case['name']}, its timed calls checked after timing"
+    if checked.get("error"):
+        raise Fail("timing", "runtime_error", f"{where}: {checked['error']}")
+    if checked.get("launchless"):
+        raise Fail("timing", "disqualified", f"{where}: {checked['launchless']} of "
+                   f"{checked.get('calls')} timed calls launched no Triton kernel")
+    if checked.get("repeated"):
+        raise Fail("timing", "disqualified", f"{where}: {checked['repeated']} timed calls "
+                   "returned an output object returned before (a cached result)")
+    if not checked.get("samples"):
+        raise Fail("timing", "infra_error", f"{where}: the worker sent no timed outputs")
+    k = 0
+    for sample in checked["samples"]:
+        metas = sample["outputs"]
+        outs = [tensor_from_wire(m, b).to(device) for m, b in zip(metas, blobs[k:])]
+        k += len(metas)
+        ref, _, contiguous = reference(int(sample["seed"]))
+        v = compare(outs, ref, ref_mod, case)
+        for i, (meta, c) in enumerate(zip(metas, contiguous)):
+            why = layout_problem(meta.get("shape", []), meta.get("stride", []), c)
+            v = Verdict(False, "shape_mismatch", f"output {i}: {why}") if why and v.ok else v
+        if not v.ok:
+            raise Fail("timing", v.kind, f"{where} (a cached or stale result?): {v.message}")

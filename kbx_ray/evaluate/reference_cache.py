@@ -1,0 +1,75 @@
+"""(task, case, seed) -> the reference's outputs, and (task, case, GPU, torch) -> its eager timing.
+
+The parent runs the reference itself, never the worker. Both are the same for every candidate, so
+they are kept: the outputs for the running evaluation only (they are keyed by its secret seeds),
+bounded by `ref_cache_entries` and `ref_cache_mb`; the eager timings for the evaluator's life.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from kbx_ray.evaluate import timing as timing_mod
+from kbx_ray.evaluate.correctness import flatten
+from kbx_ray.evaluate.inputs import InputCache
+from kbx_ray.evaluate.roofline import compute_dtype
+from kbx_ray.evaluate.settings import EvalConfig
+from kbx_ray.types import Task
+
+RefOutputs = tuple[list, str, list]  # outputs, their structure, whether each was contiguous
+
+
+class References:
+    """The reference's outputs per seed and eager timings per case, with the dtype whose peak
+    bounds each timed case (`dtype`)."""
+
+    def __init__(self, cfg: EvalConfig, device: str, inputs: InputCache) -> None:
+        self.cfg, self.device, self.inputs = cfg, device, inputs
+        self.outputs: dict[tuple, RefOutputs] = {}  # reference outputs per seed
+        self.times: dict[tuple, timing_mod.Timing] = {}
+        self.dtypes: dict[tuple, str] = {}  # the dtype whose peak bounds each case
+
+    def outputs_for(self, ref_mod: Any, task: Task, case: dict, seed: int) -> RefOutputs:
+        """The reference's outputs for (task, case, seed): the same for every candidate, so kept."""
+        key = (task.task_hash, case["name"], seed)
+        if key not in self.outputs:
+            def size(entry: RefOutputs) -> int:
+                return sum(t.numel() * t.element_size() for t in entry[0])
+
+            while self.outputs and (len(self.outputs) >= self.cfg.ref_cache_entries or sum(
+                    size(e) for e in self.outputs.values()) > self.cfg.ref_cache_mb << 20):
+                self.outputs.pop(next(iter(self.outputs)))
+            self.outputs[key] = self._run(ref_mod, task, case, seed)
+        return self.outputs[key]
+
+    def _run(self, ref_mod: Any, task: Task, case: dict, seed: int) -> RefOutputs:
+        """Outputs (row-major copies: the comparison walks them in flat chunks), the structure, and
+        whether each output was contiguous (the layout the candidate's must match)."""
+        args, kwargs = self.inputs.get(ref_mod, task.task_hash, case, seed, self.device)
+        out = getattr(ref_mod, task.name)(*args, **kwargs)
+        import torch
+
+        bound = inspect.signature(getattr(ref_mod, task.name)).bind(*args, **kwargs).arguments
+        tensors = flatten(out) + [bound[m] for m in task.mutates if m in bound]
+        shape = "none" if out is None else ("tensor" if len(flatten(out)) == 1 and not
+                                            isinstance(out, (tuple, list)) else f"tuple{len(out)}")
+        contiguous = [t.is_contiguous() for t in tensors]
+        return [t.detach().clone(memory_format=torch.contiguous_format) for t in tensors], shape, \
+            contiguous
+
+    def timing(self, ref_mod: Any, task: Task, case: dict, gpu_name: Any) -> timing_mod.Timing:
+        """The eager reference timed with the worker's own `bench`, once per case and GPU."""
+        import torch
+
+        key = (task.task_id, task.task_hash, case["name"], gpu_name, torch.__version__)
+        if key not in self.times:
+            args, kwargs = self.inputs.get(ref_mod, task.task_hash, case, self.cfg.base_seed,
+                                           self.device)
+            self.dtypes[(task.task_hash, case["name"])] = compute_dtype((args, kwargs))
+            fn = getattr(ref_mod, task.name)
+            self.times[key] = timing_mod.bench(lambda: fn(*args, **kwargs), self.cfg.timing,
+                                               self.device)
+        return self.times[key]
+
+    def dtype(self, task: Task, case: dict) -> str:
+        return self.dtypes.get((task.task_hash, case["name"]), "float32")

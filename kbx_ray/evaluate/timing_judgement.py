@@ -1,0 +1,75 @@
+"""The worker's timing of one case -> the parent's judgement: believable or not, and what it gives.
+
+The parent distrusts the worker's figures: the event times must fit in the wall clock it measured
+itself, calls on never-seen inputs must cost what timed ones cost, no GPU work may trail the call
+(side streams), and no case may beat the hardware's peak. What passes becomes the case's speedup
+over the eager reference and its roofline figures.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kbx_ray.evaluate import timing as timing_mod
+from kbx_ray.evaluate.case_checks import Fail
+from kbx_ray.evaluate.roofline import roofline
+from kbx_ray.evaluate.settings import EvalConfig
+from kbx_ray.types import CaseResult, EvalResult
+
+
+def timing_groups(ref_mod: Any, timed: list[tuple], limit_mb: float) -> list[list[tuple]]:
+    """Consecutive timed cases whose inputs and outputs fit `limit_mb` (`timing_group_mb`)
+    together: the worker keeps each timed case's buffers until its post-timing check."""
+    groups: list[list[tuple]] = []
+    room = 0.0
+    for item in timed:
+        mb = (ref_mod.cost(item[0]).get("bytes") or 0) / 2**20
+        if not groups or mb > room:
+            groups.append([])
+            room = float(limit_mb)
+        groups[-1].append(item)
+        room -= mb
+    return groups
+
+
+def check_fresh_calls(case: dict, t: dict, checked: dict, fresh_ratio: float,
+                      device: str) -> None:
+    """A call on inputs never seen before costs what a timed call costs. A cache keyed by the
+    inputs' content hits on every rotated set after its first visit and misses here, where it
+    must compute (rotation.py); its outputs were compared with the reference already."""
+    times = [x for x in checked.get("fresh_ms") or [] if isinstance(x, (int, float))]
+    if not times or t["median_ms"] <= 0:
+        return
+    # on the CPU (`cpu_timing`, tests of the protocol) the host clock of a loaded box is noisy
+    ratio = fresh_ratio if device == "cuda" else max(10.0, fresh_ratio)
+    bound = ratio * t["median_ms"] + 0.02
+    if min(times) > bound:
+        raise Fail("timing", "timing_invalid", f"case {case['name']}: calls on inputs never "
+                   f"seen before took {min(times):.3f} ms, against {t['median_ms']:.3f} ms "
+                   "on the timed ones (results cached by the inputs' content?)")
+
+
+def judge_timing(cfg: EvalConfig, device: str, case: dict, cr: CaseResult, res: EvalResult,
+                 t: dict, parent_wall_ms: float, ref_t: timing_mod.Timing, checked: dict,
+                 ref_mod: Any, dtype: str) -> None:
+    """The timing's own checks, then its figures onto `cr` (speedup, GB/s, TFLOP/s, SOL)."""
+    if t["event_sum_ms"] > min(t["wall_s"] * 1e3, parent_wall_ms) * 1.02 + 1.0:
+        raise Fail("timing", "timing_invalid", f"case {case['name']}: the reported event times "
+                   f"({t['event_sum_ms']:.1f} ms) exceed the wall clock ({parent_wall_ms:.1f} ms)")
+    check_fresh_calls(case, t, checked, cfg.fresh_ratio, device)
+    if timing_mod.side_stream_suspect(timing_mod.Timing(**t)):
+        raise Fail("timing", "disqualified", f"case {case['name']}: {t['sync_tail_ms']:.3f} ms "
+                   f"of GPU work after the call returned vs {t['median_ms']:.3f} ms by events "
+                   "(side-stream work?)")
+    if t.get("feed") == "host_bound":  # a call that syncs inside: its waits are in its times
+        res.flags.append(f"timing_host_bound:{case['name']}")
+    if ref_t.feed == "host_bound":  # the eager reference's own (its speedup is then generous)
+        res.flags.append(f"timing_host_bound_ref:{case['name']}")
+    cr.cand_ms, cr.cand_p20_ms, cr.cand_p80_ms = t["median_ms"], t["p20_ms"], t["p80_ms"]
+    cr.cand_reps, cr.ref_ms, cr.ref_reps = t["reps"], ref_t.median_ms, ref_t.reps
+    cr.speedup = ref_t.median_ms / t["median_ms"] if t["median_ms"] > 0 else None
+    peak = cfg.peak_tflops.get(dtype, 0.0)
+    cr.gbps, cr.tflops, cr.sol_fraction = roofline(ref_mod.cost(case), t["median_ms"],
+                                                   cfg.peak_gbps, peak)
+    if cr.sol_fraction and cr.sol_fraction > cfg.sol_limit:
+        raise Fail("timing", "timing_invalid", f"case {case['name']}: {cr.sol_fraction:.0%} of "
+                   "the hardware's peak is physically impossible")
