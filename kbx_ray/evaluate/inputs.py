@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from kbx_ray.evaluate.trees import tensors
+
 
 def fresh_copy(obj: Any) -> Any:
     """The same sizes, strides and values in fresh memory (storage offset 0), as each call gets."""
@@ -28,13 +30,8 @@ def fresh_copy(obj: Any) -> Any:
 
 
 def _nbytes(obj: Any) -> int:
-    if isinstance(obj, torch.Tensor):
-        return obj.untyped_storage().nbytes()
-    if isinstance(obj, (tuple, list)):
-        return sum(_nbytes(x) for x in obj)
-    if isinstance(obj, dict):
-        return sum(_nbytes(x) for x in obj.values())
-    return 0
+    """The bytes of the storages behind `obj`'s tensors (a shared storage counts each time)."""
+    return sum(t.untyped_storage().nbytes() for t in tensors(obj))
 
 
 class InputCache:

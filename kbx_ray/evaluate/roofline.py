@@ -32,18 +32,13 @@ def compute_dtype(inputs: Any) -> str:
     """
     import torch
 
-    stack = [inputs]
-    while stack:
-        x = stack.pop(0)
-        if isinstance(x, (list, tuple)):
-            stack[:0] = list(x)
-        elif isinstance(x, dict):
-            stack[:0] = list(x.values())
-        elif isinstance(x, torch.Tensor):
-            if x.dtype in (torch.int8, torch.uint8):
-                return "int8"
-            if x.dtype in (torch.float16, torch.bfloat16):
-                return str(x.dtype).replace("torch.", "")
-            if x.dtype == torch.float32:
-                return "tf32"
+    from kbx_ray.evaluate.trees import tensors
+
+    for x in tensors(inputs):  # depth first, dicts in insertion order
+        if x.dtype in (torch.int8, torch.uint8):
+            return "int8"
+        if x.dtype in (torch.float16, torch.bfloat16):
+            return str(x.dtype).replace("torch.", "")
+        if x.dtype == torch.float32:
+            return "tf32"
     return "float32"
