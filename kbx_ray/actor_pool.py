@@ -13,6 +13,7 @@ What belongs to one event loop (the condition slots wait on, the waits for resta
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -39,6 +40,8 @@ class Member:
     inflight: int = 0           # calls on it now, in this event loop
     peak: int = 0               # the most calls it held at once
     served: int = 0             # calls it completed
+    freed: int = 0              # when it last had a slot freed (the pool's count): ties go to
+    #                             the member idle longest, so idle members take turns
 
 
 @dataclass
@@ -57,6 +60,7 @@ class ActorPool:
         self.members = [Member(h) for h in handles]
         self.cap, self.ready, self.revival = cap, ready, revival
         self.owned, self.name, self.on_up = owned, name, on_up
+        self._freed = itertools.count(1)
         self._here: PerLoop[_Here] = PerLoop(self._bind)
 
     @property
@@ -135,13 +139,14 @@ class ActorPool:
         return any(m.up and m.inflight < self.cap for m in self.members)
 
     async def acquire(self, avoid: Member | None = None) -> Member:
-        """A slot on the least busy member that is up (`avoid` last), once one has room."""
+        """A slot on the least busy member that is up (`avoid` last; of those equally busy, the
+        one idle longest), once one has room."""
         cond = self._here.get().cond
         async with cond:
             while True:
                 free = [m for m in self.members if m.up and m.inflight < self.cap]
                 if free:
-                    pick = min(free, key=lambda m: (m is avoid, m.inflight))
+                    pick = min(free, key=lambda m: (m is avoid, m.inflight, m.freed))
                     pick.inflight += 1
                     pick.peak = max(pick.peak, pick.inflight)
                     return pick
@@ -151,6 +156,7 @@ class ActorPool:
         cond = self._here.get().cond
         async with cond:
             m.inflight -= 1
+            m.freed = next(self._freed)
             cond.notify()
 
     async def call(self, method: str, *args: Any, attempts: int = 2,
