@@ -166,6 +166,12 @@ class Monitor:
                     self.torch_ops.add(f"{self.written[p]} wrote the {kind} (only kernels may)")
                 elif kind == "output" and p not in own and p not in self.fresh:
                     self.torch_ops.add("an output not allocated by torch.empty/zeros/full (only kernels may fill one)")
+                elif kind == "output" and p in self.fresh and p not in self.by_kernel \
+                        and self.sizes_read:
+                    # a constant fill no kernel touched, after values were read back: its constant
+                    # was computed on the host from kernel results (a host epilogue)
+                    self.torch_ops.add("an output filled on the host after reading kernel results "
+                                       "back (only kernels may write one)")
 
 
 def _layout(t: Any) -> tuple:
