@@ -29,6 +29,9 @@ _tensors, _overlaps = rotation.tensors, rotation.overlaps  # one walk, one stora
 
 
 class Worker:
+    """The worker's state across requests: the loaded task and candidate, the guards, the input
+    cache and the buffers kept between a case's seeds and between `time` and `recheck`."""
+
     def __init__(self, harness: tuple[dict[str, Any], ...] = ()) -> None:
         self.task: Any = None
         self.entry: Any = None
