@@ -71,9 +71,18 @@ def task_from_file(path: Path, root: Path) -> Task:
         reference_source=inspect.getsource(ref), path=str(path.resolve()),
         solution_path=str(solution.resolve()) if solution.exists() else "",
         cases=tuple(dict(c, small=bool(c.get("small", False))) for c in cases),
-        task_hash=hashlib.sha256(path.read_bytes()).hexdigest()[:16],
+        task_hash=task_file_hash(path),
         mutates=tuple(getattr(module, "MUTATES", ())), random=bool(getattr(module, "RANDOM", False)),
     )
+
+
+def task_file_hash(path: Path) -> str:
+    """The task's version: its file, and the shared draw helpers it imports (kbx_ray/taskkit.py),
+    so a change to how inputs are drawn is a new version of every task that draws through it."""
+    data = path.read_bytes()
+    if b"kbx_ray.taskkit" in data:
+        data += (Path(__file__).parent / "taskkit.py").read_bytes()
+    return hashlib.sha256(data).hexdigest()[:16]
 
 
 def load_suite(root: str | Path | None = None, include: list[str] | None = None,

@@ -77,3 +77,17 @@ def test_the_small_cases_of_the_suite_take_every_branch_of_taskkit(tmp_path: Pat
     bodies = {n.lineno for f in funcs for s in f.body if not (isinstance(s, ast.Expr) and isinstance(
         s.value, ast.Constant)) for n in ast.walk(s) if isinstance(n, ast.stmt)}  # docstrings aside
     assert sorted(bodies & set(info["missing_lines"])) == [] and info["missing_branches"] == []
+
+
+def test_task_hash_covers_the_shared_draw_helpers(tmp_path):
+    """A task's version changes when the taskkit it draws through changes, not only its file."""
+    from kbx_ray import suite
+
+    src = (suite.Path(suite.__file__).parent.parent / "tasks" / "activation" / "relu" / "task.py")
+    text = src.read_bytes()
+    assert b"kbx_ray.taskkit" in text
+    plain = tmp_path / "task.py"
+    plain.write_bytes(text.replace(b"kbx_ray.taskkit", b"kbx_ray.other_kit"))
+    with_kit = suite.task_file_hash(src)
+    assert with_kit != suite.hashlib.sha256(text).hexdigest()[:16]
+    assert suite.task_file_hash(plain) == suite.hashlib.sha256(plain.read_bytes()).hexdigest()[:16]
