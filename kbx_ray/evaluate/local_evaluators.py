@@ -27,7 +27,7 @@ def _serve(cfg: EvalConfig, todo: Any, done: Any, cache_mb: int) -> None:
         while (item := todo.get()) is not None:
             i, task, cand, cold = item
             if cold:  # as if this evaluator had never seen the task
-                ev.ref_times.clear(), ev.ref_outputs.clear(), ev.inputs.clear()
+                ev.refs.times.clear(), ev.refs.outputs.clear(), ev.inputs.clear()
             done.put(("result", i, ev.evaluate(task, cand)))
     finally:
         ev.close()
@@ -54,6 +54,12 @@ class LocalEvaluators:
                 return self.done.get(timeout=5)
             except queue.Empty:
                 waited += 5
+                dead = [(i, p.exitcode) for i, p in enumerate(self.procs)
+                        if not p.is_alive() and p.exitcode]
+                if dead:  # its candidate went with it: waiting on would wait for ever
+                    i, code = dead[0]
+                    raise RuntimeError(f"local evaluator process {i} exited with code {code} (its "
+                                       "traceback is above); the candidate it held is lost") from None
                 if not any(p.is_alive() for p in self.procs):
                     raise RuntimeError("every local evaluator process exited") from None
                 if waited >= timeout:
