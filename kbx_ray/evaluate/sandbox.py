@@ -177,6 +177,8 @@ class Sandbox:
         self.spawns = 0
 
     def _spawn(self) -> None:
+        # read once per worker, not per request: /proc/meminfo on every round trip is a hot path
+        self.reply_cap = reply_cap_bytes(self.cfg.max_output_mb)
         self.home = tempfile.mkdtemp(prefix="kbx_sbx_")
         r_fd, w_fd = os.pipe()
         protocol.widen_pipe(r_fd)  # replies carry outputs of up to GBs
@@ -269,7 +271,7 @@ class Sandbox:
                 self.kill()
                 raise late
             try:
-                reply, blobs = protocol.recv(self.reply, reply_cap_bytes(self.cfg.max_output_mb))
+                reply, blobs = protocol.recv(self.reply, self.reply_cap)
             except protocol.ProtocolError as e:
                 if expired.is_set():
                     self.kill()
