@@ -237,7 +237,7 @@ def to_dict(cfg: Config) -> dict[str, Any]:
 # evaluation settings that can change a verdict or a timing; the rest (timeouts, sandbox limits,
 # caches) may change between a run and its resume
 VERDICT_KEYS = ("device", "seeds", "large_seeds", "base_seed", "small_only", "torch_compute",
-                "timing", "sol_limit", "timing_cases", "cpu_timing")
+                "timing", "sol_limit", "timing_cases", "cpu_timing", "unseen_cases")
 
 
 def sweep_id(cfg: Config) -> str:

@@ -59,4 +59,5 @@ def evaluation_row(sweep_id: str, cell: Any, task: Task, a: Any, started: float,
         "peer_verdict": getattr(a.generation, "peer_verdict", "") or None,
         "stricter_reason": peer.of_result(r) or None,
         "seeds": [int(s) for s in getattr(r, "seeds", ())],
+        "unseen_cases": list(getattr(r, "unseen_cases", ())),
     }

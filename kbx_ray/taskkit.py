@@ -15,6 +15,9 @@ The draws are part of every recorded result: for a seed they must stay bit-ident
 to the generator, in the same order, with the same arithmetic). tests/unit/test_task_inputs_stable.py
 checks a change against a table recorded before it.
 
+A task's shape family (`SHAPES = family(...)`: which sizes the evaluator's unseen cases may draw,
+kbx_ray/unseen.py) is declared with `family`, re-exported here.
+
 The task module is imported by the trusted parent and by the sandbox worker (which copies only the
 task file): both import this module from the installed package, so it uses torch alone. The
 candidate runs in the worker beside it; the worker's sentinels watch this module's names.
@@ -24,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+
+from kbx_ray.unseen import family  # noqa: F401 - re-exported: tasks declare SHAPES through taskkit
 
 OUTLIER_RATE = 0.001   # share of the normals that `outliers` scales
 OUTLIER_SCALE = 10

@@ -133,6 +133,8 @@ class EvalResult:
     stage_s: dict[str, float] = field(default_factory=dict)  # wall seconds per stage (profiling)
     seeds: list[int] = field(default_factory=list)  # every input seed drawn, in order (secret
     #                                                 per evaluation: kept for reproduction)
+    unseen_cases: list[dict] = field(default_factory=list)  # the cases drawn for this evaluation
+    #                                 from the task's shape family (kbx_ray/unseen.py), in full
     node_id: str = ""               # the Ray node the evaluator ran on ("" outside Ray)
     node_accelerator: str = ""      # that node's advertised accelerator type
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 import ast
 import logging
 import math
+import random
 import secrets
 import time
 from dataclasses import asdict
 from typing import Any
 
+from kbx_ray import unseen
 from kbx_ray.evaluate import case_checks
 from kbx_ray.evaluate.case_checks import Fail as _Fail
 from kbx_ray.evaluate.checks import static_check
@@ -66,9 +68,22 @@ class Evaluator:
         self.sandbox.close()
         self.lock.close()
 
+    def small_only(self) -> bool:
+        """Only the small (interpreter-sized) cases run here."""
+        return self.cfg.small_only == "true" or (self.cfg.small_only == "auto" and self.device == "cpu")
+
     def cases_for(self, task: Task) -> list[dict]:
-        small = self.cfg.small_only == "true" or (self.cfg.small_only == "auto" and self.device == "cpu")
+        small = self.small_only()
         return [c for c in task.cases if c["small"] or not small]
+
+    def _unseen(self, ref_mod: Any, task: Task, res: EvalResult) -> list[dict]:
+        """`unseen_cases` cases no task file lists, drawn from the task's shape family
+        (kbx_ray/unseen.py) with a secret seed after the candidate's import, recorded in
+        `EvalResult.unseen_cases`; checked on every seed, never timed."""
+        seed = secrets.randbelow(2**63) if self.cfg.secret_seeds else self.cfg.base_seed
+        res.unseen_cases = unseen.cases(ref_mod, task.cases, self.cfg.unseen_cases,
+                                        random.Random(seed), self.small_only())
+        return res.unseen_cases
 
     def evaluate(self, task: Task, cand: Candidate) -> EvalResult:
         """The verdict. A failure of this process (an OOM in the reference or the comparison) is
@@ -143,12 +158,14 @@ class Evaluator:
         module = f"{cand.candidate_id}_{self.count}"
         path = self.sandbox.write_code(f"kbx_cand_{module}", cand.code)
         self._ask({"op": "load", "code_path": path, "task_path": task.path, "entry": task.name,
-                   "module": module, "task_key": task.task_hash}, self.cfg.load_timeout_s, "compile")
+                   "module": module, "task_key": task.task_hash,
+                   "deny": self.cfg.torch_compute == "fail"}, self.cfg.load_timeout_s, "compile")
         mark = self._clock(res, "load", mark)
         ref_mod = load_module(task.path)
-        cases = self.cases_for(task)
+        cases = self.cases_for(task) + self._unseen(ref_mod, task, res)
         for i, case in enumerate(cases):
-            n = self.cfg.seeds if case["small"] or task.random else max(1, self.cfg.large_seeds)
+            n = self.cfg.seeds if case["small"] or task.random or case.get("unseen") else \
+                max(1, self.cfg.large_seeds)
             seeds = [self._seed(j) for j in range(n)]  # fresh per case: no case tells another's
             cr = self._check_case(ref_mod, task, case, seeds, res, first=i == 0)
             res.cases.append(cr)
@@ -205,6 +222,8 @@ class Evaluator:
 
     def _timed(self, case: dict, cases: list[dict]) -> bool:
         """Which cases are timed: the realistic (non-small) ones, unless a task has none."""
+        if case.get("unseen"):  # drawn afresh each evaluation: no reference timing to compare
+            return False
         if self.cfg.timing_cases == "all" or all(c["small"] for c in cases):
             return True
         return not case["small"]

@@ -34,6 +34,9 @@ class EvalConfig:
     #                                  the worker is killed and the record says `timeout`
     secret_seeds: bool = True        # input seeds drawn per evaluation from `secrets` after the
     #                                  candidate's import (false: base_seed + i, for debugging)
+    unseen_cases: int = 1            # cases drawn per evaluation from the task's shape family
+    #                                  (kbx_ray/unseen.py), checked on every seed, never timed;
+    #                                  0 turns them off (debugging: public cases only)
     timing_sets: int = 2             # input sets the timed buffers rotate through (rotation.py)
     fresh_sets: int = 2              # sets never seen before, each called once after timing
     fresh_ratio: float = 2.0         # a fresh call slower than this x the timed median: a cache

@@ -70,11 +70,12 @@ EVALUATION_SCHEMA = pa.schema([
     ("peer_verdict", pa.string()),        # replayed kernels: the peer harness's verdict, if given
     ("stricter_reason", pa.string()),     # why we fail what the peer's check would not (suites/peer)
     ("seeds", pa.list_(pa.int64())),      # every input seed the evaluation drew (secret, per run)
+    ("unseen_cases", pa.string()),        # JSON: the cases drawn from the task's shape family
 ])
 
 SCHEMAS: dict[str, pa.Schema] = {"generations": GENERATION_SCHEMA, "evaluations": EVALUATION_SCHEMA}
 # stored as JSON text; lists and dicts are encoded
-JSON_COLUMNS = frozenset({"prompt", "cases", "stage_s"})
+JSON_COLUMNS = frozenset({"prompt", "cases", "stage_s", "unseen_cases"})
 _PANDAS_TYPES = {pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype(),
                  pa.bool_(): pd.BooleanDtype()}  # keep ints and bools typed when they hold nulls
 

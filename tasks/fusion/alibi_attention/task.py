@@ -17,6 +17,8 @@ The result is compared with the float32 reference below using rtol = atol = 1e-2
 """
 import torch
 
+from kbx_ray.taskkit import family
+
 CATEGORY = "Fusion"
 LEVEL = 4
 TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2)}
@@ -45,6 +47,9 @@ CASES = [
     {"name": "fp16_2x24x3000x96_outliers", "small": False, "b": 2, "h": 24, "s": 3000, "d": 96,
      "dtype": "float16", "outliers": True},
 ]
+
+# Unseen cases (kbx_ray/unseen.py): D <= 256 by contract.
+SHAPES = family(most={"d": 256})
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:

@@ -20,6 +20,8 @@ PV product). Inputs are standard normal, so scores have unit scale.
 """
 import torch
 
+from kbx_ray.taskkit import family
+
 CATEGORY = "Fusion"
 LEVEL = 4
 TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2)}
@@ -41,6 +43,9 @@ CASES = [
     {"name": "fp16_2x32x4100x80_outliers", "small": False, "b": 2, "h": 32, "s": 4100, "d": 80,
      "dtype": "float16", "outliers": True},
 ]
+
+# Unseen cases (kbx_ray/unseen.py): D <= 256 by contract.
+SHAPES = family(most={"d": 256})
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:

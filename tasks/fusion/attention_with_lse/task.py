@@ -20,6 +20,8 @@ computed from the same half-precision inputs, so only accumulation order differs
 """
 import torch
 
+from kbx_ray.taskkit import family
+
 CATEGORY = "Fusion"
 LEVEL = 4
 TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2), "float32": (1e-4, 1e-3)}
@@ -48,6 +50,9 @@ CASES = [
     {"name": "fp16_4x16x3000x96_outliers", "small": False, "b": 4, "h": 16, "s": 3000, "d": 96,
      "dtype": "float16", "outliers": True},
 ]
+
+# Unseen cases (kbx_ray/unseen.py): D <= 256 by contract.
+SHAPES = family(most={"d": 256})
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:

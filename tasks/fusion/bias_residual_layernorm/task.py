@@ -18,7 +18,7 @@ The result is compared with the reference below using the default tolerance for 
 """
 import torch
 
-from kbx_ray.taskkit import normal
+from kbx_ray.taskkit import family, normal
 
 CATEGORY = "Fusion"
 LEVEL = 3
@@ -44,6 +44,9 @@ CASES = [
     {"name": "bf16_8192x4100", "small": False, "shape": [8192, 4100], "dtype": "bfloat16"},
     {"name": "fp16_2048x16384", "small": False, "shape": [2048, 16384], "dtype": "float16"},
 ]
+
+# Unseen cases (kbx_ray/unseen.py): D <= 16384 by contract.
+SHAPES = family(most={"shape.-1": 16384})
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:

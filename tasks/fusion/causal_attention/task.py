@@ -18,6 +18,8 @@ using rtol = atol = 1e-2 for float16 and 2e-2 for bfloat16.
 """
 import torch
 
+from kbx_ray.taskkit import family
+
 CATEGORY = "Fusion"
 LEVEL = 4
 TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2)}
@@ -40,6 +42,9 @@ CASES = [
     {"name": "fp16_2x32x3000x96_outliers", "small": False, "b": 2, "h": 32, "s": 3000, "d": 96,
      "dtype": "float16", "outliers": True},
 ]
+
+# Unseen cases (kbx_ray/unseen.py): D <= 256 by contract.
+SHAPES = family(most={"d": 256})
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:

@@ -16,7 +16,7 @@ The result is compared with the reference below using the default tolerance for 
 """
 import torch
 
-from kbx_ray.taskkit import normal
+from kbx_ray.taskkit import family, normal
 
 CATEGORY = "Fusion"
 LEVEL = 3
@@ -45,6 +45,9 @@ CASES = [
     {"name": "fp32_strided_8x12x1024x1024", "small": False, "b": 8, "h": 12, "sq": 1024, "sk": 1024,
      "dtype": "float32", "strided": True},
 ]
+
+# Unseen cases (kbx_ray/unseen.py): Sk <= 16384 by contract.
+SHAPES = family(most={"sk": 16384})
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:

@@ -21,6 +21,8 @@ The result is compared with the float32 reference below using rtol = atol = 1e-2
 """
 import torch
 
+from kbx_ray.taskkit import family
+
 CATEGORY = "Fusion"
 LEVEL = 4
 TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2)}
@@ -52,6 +54,9 @@ CASES = [
     {"name": "fp16_32x32q32kv_2048x128_outliers", "small": False, "b": 32, "hq": 32, "hkv": 32, "smax": 2048,
      "d": 128, "dtype": "float16", "outliers": True, "force_len1": True},
 ]
+
+# Unseen cases (kbx_ray/unseen.py): Hq stays a multiple of Hkv (held); D <= 256.
+SHAPES = family(hold=("hkv",), multiple={"hq": "hkv"}, most={"d": 256})
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:

@@ -21,6 +21,8 @@ using rtol = atol = 1e-2 for float16 and 2e-2 for bfloat16.
 """
 import torch
 
+from kbx_ray.taskkit import family
+
 CATEGORY = "Fusion"
 LEVEL = 4
 TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2)}
@@ -55,6 +57,9 @@ CASES = [
     {"name": "fp16_16x2048_40q8kv_64_outliers", "small": False, "b": 16, "sq": 2048, "sk": 2048, "hq": 40,
      "hkv": 8, "d": 64, "dtype": "float16", "outliers": True},
 ]
+
+# Unseen cases (kbx_ray/unseen.py): Hq stays a multiple of Hkv (held); D <= 256.
+SHAPES = family(hold=("hkv",), multiple={"hq": "hkv"}, most={"d": 256})
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:

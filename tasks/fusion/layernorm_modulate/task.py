@@ -19,7 +19,7 @@ The result is compared with the reference below using the default tolerance for 
 """
 import torch
 
-from kbx_ray.taskkit import normal
+from kbx_ray.taskkit import family, normal
 
 CATEGORY = "Fusion"
 LEVEL = 3
@@ -46,6 +46,9 @@ CASES = [
      "outliers": True, "chunked": True},
     {"name": "fp32_4x4096x3072", "small": False, "b": 4, "s": 4096, "d": 3072, "dtype": "float32"},
 ]
+
+# Unseen cases (kbx_ray/unseen.py): D <= 16384 by contract.
+SHAPES = family(most={"d": 16384})
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:

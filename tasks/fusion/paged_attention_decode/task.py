@@ -26,6 +26,8 @@ The result is compared with the float32 reference below using rtol = atol = 1e-2
 """
 import torch
 
+from kbx_ray.taskkit import family
+
 CATEGORY = "Fusion"
 LEVEL = 5
 TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2)}
@@ -62,6 +64,9 @@ CASES = [
     {"name": "fp16_128seq_32q32kv_128_bs32_1000_outliers", "small": False, "b": 128, "hq": 32, "hkv": 32,
      "d": 128, "block_size": 32, "max_len": 1000, "dtype": "float16", "outliers": True, "force_len1": True},
 ]
+
+# Unseen cases (kbx_ray/unseen.py): Hq stays a multiple of Hkv (held); D <= 256.
+SHAPES = family(hold=("hkv",), multiple={"hq": "hkv"}, most={"d": 256})
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:

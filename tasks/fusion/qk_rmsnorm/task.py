@@ -19,6 +19,8 @@ Both outputs are compared with the reference below using the default tolerance f
 """
 import torch
 
+from kbx_ray.taskkit import family
+
 CATEGORY = "Fusion"
 LEVEL = 3
 
@@ -48,6 +50,9 @@ CASES = [
     {"name": "fp32_2x4096_16q4k_96", "small": False, "b": 2, "s": 4096, "hq": 16, "hk": 4, "dh": 96,
      "dtype": "float32"},
 ]
+
+# Unseen cases (kbx_ray/unseen.py): Dh <= 1024 by contract.
+SHAPES = family(most={"dh": 1024})
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:

@@ -19,6 +19,8 @@ float32 rounding of y can flip a few roundings; everything else must match exact
 """
 import torch
 
+from kbx_ray.taskkit import family
+
 CATEGORY = "Fusion"
 LEVEL = 4
 
@@ -44,6 +46,9 @@ CASES = [
      "outliers": True},
     {"name": "fp16_32768x5120", "small": False, "m": 32768, "n": 5120, "dtype": "float16"},
 ]
+
+# Unseen cases (kbx_ray/unseen.py): N <= 16384 by contract.
+SHAPES = family(most={"n": 16384})
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:

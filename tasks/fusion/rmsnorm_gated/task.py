@@ -18,7 +18,7 @@ The result is compared with the reference below using the default tolerance for 
 """
 import torch
 
-from kbx_ray.taskkit import normal
+from kbx_ray.taskkit import family, normal
 
 CATEGORY = "Fusion"
 LEVEL = 3
@@ -48,6 +48,9 @@ CASES = [
      "dtype": "float16", "outliers": True},
     {"name": "fp32_16384x2560_g320", "small": False, "shape": [16384, 2560], "group": 320, "dtype": "float32"},
 ]
+
+# Unseen cases (kbx_ray/unseen.py): D stays a multiple of the group size.
+SHAPES = family(multiple={"shape.-1": "group"}, most={"group": 8192})
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:

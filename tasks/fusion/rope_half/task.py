@@ -23,7 +23,7 @@ modified. Both are compared with the reference below using the default tolerance
 """
 import torch
 
-from kbx_ray.taskkit import normal
+from kbx_ray.taskkit import family, normal
 
 CATEGORY = "Fusion"
 LEVEL = 3
@@ -59,6 +59,9 @@ CASES = [
     {"name": "fp32_partial_8192tok_32q32k_80r32", "small": False, "t": 8192, "hq": 32, "hk": 32, "d": 80, "r": 32,
      "dtype": "float32"},
 ]
+
+# Unseen cases (kbx_ray/unseen.py): D and the rotary dimension R stay even.
+SHAPES = family(multiple={"d": 2, "r": 2})
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:

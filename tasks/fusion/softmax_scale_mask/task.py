@@ -17,7 +17,7 @@ The result is compared with the reference below using the default tolerance for 
 """
 import torch
 
-from kbx_ray.taskkit import normal
+from kbx_ray.taskkit import family, normal
 
 CATEGORY = "Fusion"
 LEVEL = 3
@@ -43,6 +43,9 @@ CASES = [
      "dtype": "bfloat16", "outliers": True, "empty_row": True},
     {"name": "fp32_8x12x512x512", "small": False, "b": 8, "h": 12, "sq": 512, "sk": 512, "dtype": "float32"},
 ]
+
+# Unseen cases (kbx_ray/unseen.py): Sk <= 16384 by contract.
+SHAPES = family(most={"sk": 16384})
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:

@@ -23,7 +23,7 @@ rtol = atol = 1e-4.
 """
 import torch
 
-from kbx_ray.taskkit import normal
+from kbx_ray.taskkit import family, normal
 
 CATEGORY = "LinearAlgebra"
 LEVEL = 4
@@ -47,6 +47,9 @@ CASES = [
     {"name": "b65536_n16_k1", "small": False, "b": 65536, "n": 16, "k": 1},
     {"name": "b4096_n37_k100_sliced", "small": False, "b": 4096, "n": 37, "k": 100, "sliced": True},
 ]
+
+# Unseen cases (kbx_ray/unseen.py): N <= 128 by contract.
+SHAPES = family(most={"n": 128})
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:

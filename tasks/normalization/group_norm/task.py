@@ -23,6 +23,8 @@ in the statistics is free), float16 with the default 5e-3.
 """
 import torch
 
+from kbx_ray.taskkit import family
+
 CATEGORY = "Normalization"
 LEVEL = 4
 TOLERANCE = {"float32": (1e-4, 1e-4)}
@@ -51,6 +53,9 @@ CASES = [
     {"name": "fp32_many_small_groups_256x192x14x14_g96", "small": False, "shape": [256, 192, 14, 14],
      "groups": 96, "dtype": "float32"},
 ]
+
+# Unseen cases (kbx_ray/unseen.py): C stays a multiple of num_groups.
+SHAPES = family(multiple={"shape.1": "groups"})
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:

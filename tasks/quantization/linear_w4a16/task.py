@@ -25,7 +25,7 @@ relative + 1e-2 absolute of the reference (outputs have unit scale), with cosine
 """
 import torch
 
-from kbx_ray.taskkit import normal
+from kbx_ray.taskkit import family, normal
 
 CATEGORY = "Quantization"
 LEVEL = 4
@@ -53,6 +53,9 @@ CASES = [
      "group": 128, "outliers": True},
     {"name": "odd_333x3000_to_1000_g40", "small": False, "m": 333, "n": 1000, "k": 3000, "group": 40},
 ]
+
+# Unseen cases (kbx_ray/unseen.py): K stays a multiple of the group size.
+SHAPES = family(multiple={"k": "group"})
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
