@@ -40,5 +40,9 @@ class EvalConfig:
     timing_sets: int = 2             # input sets the timed buffers rotate through (rotation.py)
     fresh_sets: int = 2              # sets never seen before, each called once after timing
     fresh_ratio: float = 2.0         # a fresh call slower than this x the timed median: a cache
+    fresh_floor_us: float = 100.0    # ... and slower than the median + this (a call timed alone
+    #                                  pays its whole host launch path, 20-40 us per Triton launch
+    #                                  from Python, and cold caches: logspace, 4 us timed, took 45 us
+    #                                  on its first fresh call on the H200)
     peak_gbps: float = 0.0           # filled from the hardware pool
     peak_tflops: dict[str, float] = field(default_factory=dict)
