@@ -9,7 +9,8 @@ A task declares its family once, as `SHAPES = family(...)` (re-exported by `kbx_
 that declares nothing gets `family()`, the default derivation:
 
 - the base is the largest case that runs here (on the CPU: the largest small case), by elements
-  (`cost(case)["bytes"]` over its dtype's size);
+  (`cost(case)["bytes"]` over its dtype's size), or the next one down where no size of that one
+  can pass the public maximum within the bound;
 - the size-like integers of its free keys (ints, lists of ints and lists of such lists; by default
   every key but those in `NOT_SIZES` and in `hold`) are mapped value by value, consistently (equal
   dims stay equal: matmul K, broadcast dims) and monotonically (order relations such as k <= n
@@ -17,8 +18,9 @@ that declares nothing gets `family()`, the default derivation:
   their meaning);
 - at least one value is pushed past the largest value the public cases that run here give that
   key and axis, where it fits past the power of two at or above it (a BLOCK sized to cover the
-  largest public case no longer covers the unseen one), while the whole case
-  stays within `CPU_GROWTH` (2x, interpreter-cheap) or `GPU_GROWTH` (1.5x) of the base's bytes.
+  largest public case no longer covers the unseen one), while the whole case stays within
+  `CPU_GROWTH` (2x, interpreter-cheap) or `GPU_GROWTH` (1.5x) of the largest case's bytes; where
+  growing every size does not fit, one size is pushed alone and the others made odd while they fit.
 
 A task whose dims carry other constraints holds those keys (`hold=("hq", "hkv")`: head counts whose
 ratio matters), names its free keys (`free=(...)`), gives multiples (`multiple={"d": 2}`: the drawn
@@ -36,7 +38,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-CPU_GROWTH = 2.0   # an unseen small case holds at most this many times its base's bytes
+CPU_GROWTH = 2.0   # an unseen small case holds at most this many times the largest one's bytes
 GPU_GROWTH = 1.5   # ... and a large one (bounded in memory: 3 seeds of it are checked)
 ATTEMPTS = 24      # draws tried before the minimal fallback (every size to the next odd value)
 
@@ -130,7 +132,9 @@ def _odd_above(v: int, step: int = 1) -> int:
 def cases(module: Any, public: list[dict] | tuple[dict, ...], count: int, rng: random.Random,
           small: bool) -> list[dict]:
     """`count` unseen cases for the task `module`, drawn with `rng` from the public cases that run
-    here (`small`: the interpreter's). Empty when the task has no family."""
+    here (`small`: the interpreter's), each named `unseen_<i>`, its `unseen` key naming the public
+    case it was drawn from. Empty when the task has no family, or none of those cases has a size
+    that can grow within the bound (a task cut down to its size-1 case)."""
     fam = family_of(module)
     if fam.fixed or count <= 0:
         return []
@@ -140,42 +144,75 @@ def cases(module: Any, public: list[dict] | tuple[dict, ...], count: int, rng: r
     out = []
     for i in range(count):
         case = draw_one(fam, pool, rng, size, limit_ratio)
-        out.append({**case, "name": f"unseen_{i}", "small": small, "unseen": True})
+        if case is None:
+            return []
+        out.append({**case, "name": f"unseen_{i}", "small": small, "unseen": case["name"]})
     return out
 
 
 def draw_one(fam: Family, pool: list[dict], rng: random.Random, size: Callable[[dict], int],
-             limit_ratio: float) -> dict:
-    """One case from the largest of `pool` (module docstring)."""
-    base = max(pool, key=lambda c: size(c) / _itemsize(c))  # the most elements, then bytes
-    limit = limit_ratio * size(base)
+             limit_ratio: float) -> dict | None:
+    """One case (module docstring): from the case with the most elements, or the next one down
+    where no size of that one can pass the public maximum within the bound."""
+    order = sorted(pool, key=lambda c: -size(c) / _itemsize(c))  # the most elements first (stable)
+    limit = limit_ratio * max(map(size, pool))
     if fam.draw is not None:
-        return fam.draw(rng, dict(base), pool, limit, size)
-    keys = fam.keys(base)
-    where = positions(base, fam)
-    if not any(v >= 2 for v in where.values()):
-        raise ValueError(f"case {base['name']}: no size >= 2 in its free keys {keys}: declare the "
-                         "task's family (SHAPES = family(...))")
+        return fam.draw(rng, dict(order[0]), pool, limit, size)
     top: dict[tuple, int] = {}
     for c in pool:
         for p, v in positions(c, fam).items():
             top[p] = max(top.get(p, v), v)
+    for base in order:
+        case = _draw_from(fam, base, rng, size, limit, top)
+        if case is not None:
+            return case
+    return None  # nothing can grow (a pool of size-1 cases): tests/integration/test_conformance.py
+    #              makes sure that every task of the suite draws one
+
+
+def _draw_from(fam: Family, base: dict, rng: random.Random, size: Callable[[dict], int],
+               limit: float, top: dict[tuple, int]) -> dict | None:
+    keys = fam.keys(base)
+    where = positions(base, fam)
     step: dict[int, int] = {}
     for p, v in where.items():  # a value shared by keys with multiples takes all of them
         step[v] = math.lcm(step.get(v, 1), multiple_at(fam, base, p))
     values = sorted({v for v in where.values() if v >= 2})
-    pushable = [p for p, v in where.items() if v >= 2 and top[p] >= v]
+    pushable = [p for p, v in where.items() if v >= 2]
+    if not pushable:
+        return None
+
+    def fits(mapping: dict[int, int]) -> dict | None:
+        case = _apply(fam, base, keys, mapping)
+        past = any(v > top[p] for p, v in positions(case, fam).items())
+        return case if past and size(case) <= limit else None
+
     for attempt in range(ATTEMPTS):
         growth = 0.3 * (1 - attempt / ATTEMPTS)
         push = rng.choice(pushable)
         # first past the power of two at or above the public maximum (a BLOCK sized to cover it),
         # then past the maximum itself
         past = _pow2(top[push]) if attempt < ATTEMPTS // 2 else top[push]
-        mapping = _mapping(values, step, rng, growth, {where[push]: past})
-        case = _apply(fam, base, keys, mapping)
-        if size(case) <= limit and case != base:
+        case = fits(_mapping(values, step, rng, growth, {where[push]: past}))
+        if case is not None:
             return case
-    return _apply(fam, base, keys, _mapping(values, step, rng, 0.0, {}))  # each to its next odd
+    # Too large with every size grown: push one size alone, then make the others odd (their next
+    # odd value) one at a time while the case still fits.
+    for push in rng.sample(pushable, len(pushable)):
+        v = where[push]
+        mapping = {v: _mapping([v], step, rng, 0.0, {v: top[push]})[v]}
+        if fits(mapping) is None:
+            continue
+        for w in rng.sample(values, len(values)):
+            if w in mapping:
+                continue
+            new = _mapping([w], step, rng, 0.0, {})[w]
+            if any((w < u) != (new < n) for u, n in mapping.items()):
+                continue  # it would change the order of two sizes
+            if fits({**mapping, w: new}) is not None:
+                mapping[w] = new
+        return fits(mapping)
+    return None
 
 
 def multiple_at(fam: Family, case: dict, position: tuple) -> int:

@@ -80,10 +80,14 @@ class Evaluator:
         """`unseen_cases` cases no task file lists, drawn from the task's shape family
         (kbx_ray/unseen.py) with a secret seed after the candidate's import, recorded in
         `EvalResult.unseen_cases`; checked on every seed, never timed."""
-        seed = secrets.randbelow(2**63) if self.cfg.secret_seeds else self.cfg.base_seed
         res.unseen_cases = unseen.cases(ref_mod, task.cases, self.cfg.unseen_cases,
-                                        random.Random(seed), self.small_only())
+                                        random.Random(self._unseen_seed(task)), self.small_only())
         return res.unseen_cases
+
+    def _unseen_seed(self, task: Task) -> int:
+        """The seed of this evaluation's unseen cases: secret like the input seeds (base_seed
+        without `secret_seeds`); the drawn cases themselves are what the result records."""
+        return secrets.randbelow(2**63) if self.cfg.secret_seeds else self.cfg.base_seed
 
     def evaluate(self, task: Task, cand: Candidate) -> EvalResult:
         """The verdict. A failure of this process (an OOM in the reference or the comparison) is

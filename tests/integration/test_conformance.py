@@ -1,19 +1,28 @@
 """Every task keeps the contract, and its own solution passes on every interpreter case.
 
-This is the suite's gate: a new task lands only when this test is green for it.
+This is the suite's gate: a new task lands only when this test is green for it. That includes the
+task's shape family (kbx_ray/unseen.py): its unseen cases are new, odd, larger than the public ones
+that run there, drawable and computable, and the solution passes one (in the same evaluation as
+the public cases).
 """
 from __future__ import annotations
+
+import math
+import random
 
 import pytest
 import torch
 
+from kbx_ray import unseen
 from kbx_ray.prompts import build_prompt
 from kbx_ray.suite import load_module, load_suite
-from kbx_ray.types import CATEGORIES
+from kbx_ray.types import CATEGORIES, stable_hash
 from tests.conftest import make_candidate
 
 TASKS = load_suite()
 IDS = [t.task_id for t in TASKS]
+# Tasks for which a shape family makes no sense (`SHAPES = family(fixed="why")`): keep it short.
+NO_FAMILY: dict[str, str] = {}
 
 
 def _flat(out):
@@ -77,10 +86,66 @@ def test_solution_never_in_prompt(task):
 
 
 @pytest.mark.parametrize("task", TASKS, ids=IDS)
-def test_solution_passes_every_interpreter_case(task, cpu_evaluator):
+def test_solution_passes_every_interpreter_case(task, cpu_evaluator, monkeypatch):
+    """The public small cases and one unseen case, drawn from a seed fixed per task (the evaluator
+    draws it secretly: here a failure must be reproducible)."""
+    monkeypatch.setattr(cpu_evaluator, "_unseen_seed", lambda t: int(stable_hash(t.task_id), 16))
     code = open(task.solution_path).read()
     res = cpu_evaluator.evaluate(task, make_candidate(task.task_id, task.name, code))
-    assert res.exec_ok, f"{res.error_kind}: {res.error_msg}"
+    assert res.exec_ok, f"{res.error_kind}: {res.error_msg} (unseen: {res.unseen_cases})"
     assert res.call_ok and res.stage == "done"
-    assert len(res.cases) == len([c for c in task.cases if c["small"]])
+    drawn = 0 if task.task_id in NO_FAMILY else 1
+    assert len(res.cases) == len([c for c in task.cases if c["small"]]) + drawn
+    assert len(res.unseen_cases) == drawn and [c.case for c in res.cases[len(res.cases) - drawn:]] \
+        == [c["name"] for c in res.unseen_cases]
     assert "no GPU" in res.timing_skipped
+
+
+def _without(case: dict) -> dict:
+    return {k: v for k, v in case.items() if k not in ("name", "small", "unseen")}
+
+
+def _check_family(task, mod, small: bool, seed: int) -> dict:
+    """One unseen case drawn as the evaluator does on the CPU (`small`) or a GPU, checked against
+    the public cases that run there."""
+    fam = unseen.family_of(mod)
+    pool = [c for c in task.cases if c["small"] or not small]
+    (case,) = unseen.cases(mod, task.cases, 1, random.Random(seed), small)
+    assert case["name"] == "unseen_0" and case["small"] == small
+    assert all(_without(case) != _without(c) for c in task.cases), "an unseen case is public"
+    (base,) = [c for c in pool if c["name"] == case["unseen"]]  # the case it was drawn from
+    new, old = unseen.positions(case, fam), unseen.positions(base, fam)
+    free = fam.keys(base)
+    assert new.keys() == old.keys() and {k: v for k, v in _without(case).items() if k not in free} \
+        == {k: v for k, v in _without(base).items() if k not in free}, "more than sizes changed"
+    for p, v in new.items():  # every changed size is odd (or the multiple the family asks for)
+        if v != old[p]:  # (a size shared by keys takes the multiples of all of them)
+            m = math.lcm(*[unseen.multiple_at(fam, base, q) for q, w in old.items() if w == old[p]])
+            assert v > old[p] and v % m == 0 and (v % 2 == 1 or m % 2 == 0), (p, old[p], v)
+    top = {}
+    for c in pool:
+        for p, v in unseen.positions(c, fam).items():
+            top[p] = max(top.get(p, v), v)
+    assert any(v > top[p] for p, v in new.items()), "no size past the largest public one"
+    size = lambda c: mod.cost(c)["bytes"]  # noqa: E731
+    growth = unseen.CPU_GROWTH if small else unseen.GPU_GROWTH
+    assert size(case) > size(base) and size(case) <= growth * max(map(size, pool))
+    return case
+
+
+@pytest.mark.parametrize("task", TASKS, ids=IDS)
+def test_unseen_cases_are_new_odd_larger_and_computable(task):
+    """Several draws from fixed seeds, on the CPU (inputs and reference computed) and for a GPU
+    (the bounds only: the cases are GPU-sized)."""
+    mod = load_module(task.path)
+    fam = unseen.family_of(mod)
+    if fam.fixed or task.task_id in NO_FAMILY:
+        assert fam.fixed and NO_FAMILY.get(task.task_id), "list it in NO_FAMILY with its reason"
+        assert unseen.cases(mod, task.cases, 1, random.Random(0), True) == []
+        return
+    ref = getattr(mod, task.name)
+    for seed in range(4):
+        case = _check_family(task, mod, True, seed)
+        args, kwargs = mod.make_inputs(case, seed, "cpu")
+        ref(*args, **kwargs)
+        _check_family(task, mod, False, seed)
