@@ -19,6 +19,52 @@ _ENTRY_DECORATORS = {"torch.no_grad", "torch.inference_mode"}
 _INTERP_ATTRS = frozenset({"handle", "data", "base"})
 
 
+_VIEWS = frozenset({"where", "broadcast_to", "reshape", "view", "expand_dims", "permute", "trans",
+                    "join", "cat", "multiple_of", "max_contiguous", "max_constancy"})
+
+
+def _ptrish(e: ast.AST, ptrs: set[str]) -> bool:
+    """`e` may be pointer-valued: a name in `ptrs`, or sums, selections and views of one."""
+    if isinstance(e, ast.Name):
+        return e.id in ptrs
+    if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
+        return _ptrish(e.left, ptrs) or _ptrish(e.right, ptrs)
+    if isinstance(e, ast.IfExp):
+        return _ptrish(e.body, ptrs) or _ptrish(e.orelse, ptrs)
+    if isinstance(e, (ast.Subscript, ast.Starred)):
+        return _ptrish(e.value, ptrs)
+    if isinstance(e, (ast.Tuple, ast.List)):
+        return any(_ptrish(x, ptrs) for x in e.elts)
+    if isinstance(e, ast.Call):
+        f = e.func
+        fname = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+        if fname in _VIEWS:
+            recv = [f.value] if isinstance(f, ast.Attribute) else []
+            return any(_ptrish(x, ptrs) for x in [*recv, *e.args])
+    return False
+
+
+_MEMORY = frozenset({"load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_and",
+                     "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas",
+                     "make_tensor_descriptor", "make_block_ptr"})
+
+
+_CASTS = frozenset({"cast", "full", "zeros", "bitcast", "to"})
+
+
+def _derived(body: list[ast.AST], ptrs: set[str]) -> set[str]:
+    """`ptrs` and the local names pointer arithmetic on them binds (a few rounds: loops)."""
+    ptrs = set(ptrs)
+    for _ in range(4):
+        for n in body:
+            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value is not None:
+                tgts = n.targets if isinstance(n, ast.Assign) else [n.target]
+                if _ptrish(n.value, ptrs) or (isinstance(n, ast.AugAssign)
+                                              and _ptrish(n.target, ptrs)):
+                    ptrs |= {t.id for t in tgts if isinstance(t, ast.Name)}
+    return ptrs
+
+
 class FormChecks(AliasScope):
     def _try(self, node: ast.AST) -> None:
         for h in getattr(node, "handlers", []):
@@ -48,6 +94,8 @@ class FormChecks(AliasScope):
                 self.bad(f"class {name} subclasses torch.Tensor (outputs must be plain tensors)")
 
     def _call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Name) and node.func.id == "super" and "super" not in self.aliases:
+            self._super(node)
         chain = self._expand(node.func)
         if chain and chain[0] == "torch" and chain[-1] not in P.TORCH_ALLOC:
             self.rep.flags.append(f"torch_call:{'.'.join(chain)}")
@@ -58,6 +106,19 @@ class FormChecks(AliasScope):
             elif _FORMAT_FIELD.search(recv.value):
                 self.bad("a format string that reads attributes or items of its arguments")
 
+
+    def _super(self, node: ast.Call) -> None:
+        """`super(torch.Tensor, x).tolist()` reaches a base class's readers, which no wrapper on
+        torch.Tensor sees (issue 26, class 4): only the plain `super()` of a method of a class the
+        candidate defines is admitted."""
+        if node.args or node.keywords:
+            self.bad("calls super(...) with arguments (reaches a base class's methods on any value)")
+            return
+        up = self.parent.get(id(node))
+        while up is not None and not isinstance(up, FUNCS):
+            up = self.parent.get(id(up))
+        if up is None or not isinstance(self.parent.get(id(up)), ast.ClassDef):
+            self.bad("calls super() outside a method of a class the module defines")
 
     # ---- the module's shape ------------------------------------------------------------------
     def _check_structure(self) -> None:
@@ -90,6 +151,7 @@ class FormChecks(AliasScope):
             n.name for n in self.tree.body if isinstance(n, ast.ClassDef)}
         for name in self.rep.kernels:
             local = bindings(funcs[name])
+            self._pointer_types(name, funcs[name])
             for node in walk_local(funcs[name]):
                 if isinstance(node, ast.Attribute) and node.attr in _INTERP_ATTRS:
                     self.bad(f"kernel {name} reads .{node.attr} (the interpreter's host arrays)")
@@ -99,6 +161,34 @@ class FormChecks(AliasScope):
                 if root and root[0] in plain and root[0] not in local:
                     self.bad(f"kernel {name} calls {root[0]}, a Python function or class of the "
                              "module (a kernel may call only Triton and @triton.jit functions)")
+
+    def _pointer_types(self, name: str, fn: ast.AST) -> None:
+        """A kernel may not name the type of a pointer (`x.to(y_ptr.dtype)`, `tl.cast(a,
+        p.type)`): cast to it, an integer becomes an address no argument handed over (issue 26,
+        class 1). `.dtype.element_ty` (the element type) and comparisons stay allowed. Pointers
+        are the parameters and what pointer arithmetic, `where` and views make of them."""
+        body = walk_local(fn)
+        params = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
+        used = [c.args[0] for c in body if isinstance(c, ast.Call) and c.args and (
+            getattr(c.func, "attr", getattr(c.func, "id", "")) in _MEMORY)]
+        ptrs = {p for p in params if any(_ptrish(u, _derived(body, {p})) for u in used)}
+        ptrs = _derived(body, ptrs)
+        casts = {id(a) for c in body if isinstance(c, ast.Call) and getattr(
+            c.func, "attr", getattr(c.func, "id", "")) in _CASTS for a in c.args[1:]}
+        casts |= {id(c.args[0]) for c in body if isinstance(c, ast.Call) and c.args
+                  and getattr(c.func, "attr", "") == "to"}
+        casts |= {id(k.value) for c in body if isinstance(c, ast.Call) for k in c.keywords
+                  if k.arg in ("dtype", "dst_ty")}
+        for n in body:
+            if (isinstance(n, ast.Attribute) and n.attr in ("dtype", "type")
+                    and (_ptrish(n.value, ptrs) or (id(n) in casts and _ptrish(n.value, params)))
+                    and not isinstance(self.parent.get(id(n)), (ast.Attribute, ast.Compare))):
+                self.bad(f"kernel {name} names the pointer type {ast.unparse(n)} (a cast to it "
+                         "turns an integer into an address)")
+            if n is not fn and isinstance(n, ast.Attribute) and n.attr == "type" and isinstance(
+                    self.parent.get(id(n)), ast.Attribute) and _ptrish(n.value, ptrs) and (
+                    self.parent[id(n)].attr in ("element_ty", "scalar")):
+                self.bad(f"kernel {name} names the pointer type {ast.unparse(self.parent[id(n)])}")
 
     def _is_jit(self, dec: ast.AST) -> bool:
         target = dec.func if isinstance(dec, ast.Call) else dec

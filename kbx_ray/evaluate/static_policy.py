@@ -88,6 +88,9 @@ BANNED_ATTRS = frozenset({
     "classes", "load_inline", "cpp_extension", "add_pre_run_hook", "pre_run_hooks",
     "launch_enter_hook", "launch_exit_hook", "untyped_storage", "storage", "typed_storage",
     "knobs", "set_", "__array__", "from_dlpack", "to_dlpack", "apply_", "map_", "map2_",
+    # raw addresses (issue 26, class 1): a kernel addresses only the tensors it is handed
+    "data_ptr", "pointer_type", "const_pointer_type", "str_to_ty", "int_to_ptr",
+    "create_int_to_ptr", "extern_elementwise",
 })
 
 # torch/triton submodules that reach native code, other streams, the compiler stack, files,
@@ -111,7 +114,8 @@ BANNED_OBJECTS = (
     "torch.cuda.MemPool", "torch.cuda.use_mem_pool", "torch.cuda.graph", "torch.cuda.CUDAGraph",
     "torch.cuda.make_graphed_callables", "torch.UntypedStorage", "torch.TypedStorage",
     "triton.compile", "triton.language.inline_asm_elementwise", "torch.frombuffer",
-    "torch.from_numpy", "torch.from_dlpack", "torch.asarray",
+    "torch.from_numpy", "torch.from_dlpack", "torch.asarray", "triton.language.pointer_type",
+    "triton.language.str_to_ty",
 )
 
 # Torch functions a candidate may call freely: allocation, views and queries. Other torch calls
