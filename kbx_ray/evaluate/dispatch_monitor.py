@@ -34,11 +34,15 @@ _HARNESS_FILES = tuple(f"kbx_ray/evaluate/{m}.py" for m in (
     "interp_compat"))
 
 
+_READER_FILES = ("kbx_ray/evaluate/dispatch_monitor.py", "kbx_ray/evaluate/host_values.py")
+
+
 def _internal(frame: Any) -> bool:
     """True when the innermost frame outside torch's own Python is Triton's or the harness's data
     movement: such ops are not the candidate's."""
-    while frame is not None and frame.f_code.co_filename.startswith(_TORCH_DIR + "/torch/"):
-        frame = frame.f_back
+    while frame is not None and (frame.f_code.co_filename.startswith(_TORCH_DIR + "/torch/")
+                                 or frame.f_code.co_filename.endswith(_READER_FILES[1])):
+        frame = frame.f_back  # torch's own Python, and the host-values mode that called it
     if frame is None:
         return False
     code = frame.f_code
@@ -69,19 +73,77 @@ def make_dispatch_mode() -> Any:
 
 
 def install_value_readers() -> None:
-    """`Tensor.tolist/numpy/__array__` read values, and `apply_/map_/map2_` compute on them,
-    without dispatching an op: report them."""
+    """Values leave torch for the host without a dispatched op: report and mark them.
+
+    `tolist/numpy/__array__` are reported to the ledger (a read of input data), `apply_/map_/
+    map2_` (a Python callable per element) are host compute. What `item`/`tolist` return from
+    input-derived data is marked (`host_values`: `read`, `input` for a scalar parameter); `numpy`/
+    `__array__` of kernel results, whose values no mark follows, are refused; `float(t)`/`int(t)`
+    may not return a marked number (CPython drops the subclass), so their value is kept
+    (`host_values.note`). TensorBase cannot be patched, but inside the call the TorchFunctionMode
+    (`host_values.make_mode`) routes every method call, base-class ones included
+    (`super(torch.Tensor, x).tolist()`), through `torch.Tensor.<name>`, i.e. through these
+    wrappers; a wrapper that sees the mode enabled lets the mode's own call do the accounting, so
+    each read is counted once. Also wraps `math` (`host_values.install_math`) and the legacy
+    constructor `torch.Tensor([...])`, which the mode does not see."""
     import torch
 
-    for name in ("tolist", "numpy", "__array__"):
+    from kbx_ray.evaluate import host_values as hv
+
+    mode_on = torch._C._is_torch_function_mode_enabled
+
+    def kind(t: Any) -> Any:
+        if not MONITOR.watching():
+            return None
+        p = _storage(t)
+        k = hv.INPUT if p in MONITOR.scalars else hv.READ if p in MONITOR.tainted else None
+        if k is None:
+            return None
+        frame = sys._getframe(2)  # past the readers and the mode: whose read is it?
+        while frame is not None and frame.f_code.co_filename.endswith(_READER_FILES):
+            frame = frame.f_back
+        return None if _internal(frame) else k
+
+    def wrap(name: str, after: Any) -> None:
         original = getattr(torch.Tensor, name)
 
-        def reader(self: Any, *a: Any, __orig: Any = original, __name: str = name,
-                   **k: Any) -> Any:
-            MONITOR.read(self, __name.strip("_"))
-            return __orig(self, *a, **k)
-
+        def reader(self: Any, *a: Any, **k: Any) -> Any:
+            if mode_on():
+                return original(self, *a, **k)
+            return after(self, original(self, *a, **k))
+        reader.__name__ = reader.__qualname__ = name
         setattr(torch.Tensor, name, reader)
+
+    def reported(name: str) -> Any:
+        how = name.strip("_")
+
+        def after(self: Any, r: Any) -> Any:
+            MONITOR.read(self, how)
+            k = kind(self)
+            if k == hv.READ and how != "tolist":
+                hv.refuse(f"{how}() of kernel results or input values (their numbers carry no "
+                          "mark; read a count with item())")
+            return hv.mark(r, k) if k else r
+        return after
+
+    def marked(self: Any, r: Any) -> Any:
+        k = kind(self)
+        return hv.mark(r, k) if k else r
+
+    def converted(self: Any, r: Any) -> Any:
+        k = kind(self)
+        if k == hv.READ and (not isinstance(r, int) or self.is_floating_point()):
+            hv.refuse("float()/complex() of kernel results or input values (a float is never a "
+                      "size, and CPython drops a mark from what __float__ returns)")
+        if k and isinstance(r, (int, float)) and (isinstance(r, float) or self.is_floating_point()):
+            hv.note(float(r), k)
+        return r
+
+    for name in ("tolist", "numpy", "__array__"):
+        wrap(name, reported(name))
+    wrap("item", marked)
+    for name in ("__float__", "__int__", "__index__", "__complex__"):
+        wrap(name, converted)
     for name in ("apply_", "map_", "map2_"):
         original = getattr(torch.Tensor, name)
 
@@ -91,4 +153,22 @@ def install_value_readers() -> None:
             return __orig(self, *a, **k)
 
         setattr(torch.Tensor, name, mapper)
+    import torch._dynamo  # noqa: F401 - its polyfills check Tensor.__new__'s signature at import
 
+    base_new = torch.Tensor.__new__
+
+    def __new__(cls: Any, *a: Any, **k: Any) -> Any:
+        if MONITOR.watching() and hv.find((a, k)):
+            hv.refuse("torch.Tensor() was handed a number read back to the host or a float "
+                      "argument of the call")
+        return base_new(cls, *a, **k)
+
+    torch.Tensor.__new__ = staticmethod(__new__)  # type: ignore[assignment]
+    hv.install_math()
+
+
+def _storage(t: Any) -> int:
+    try:
+        return t.untyped_storage().data_ptr() if t.numel() else 0
+    except Exception:  # noqa: BLE001 - a tensor without storage (meta, sparse)
+        return 0

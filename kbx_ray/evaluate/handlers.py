@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from kbx_ray.evaluate import guards, poison, rotation, timing
+from kbx_ray.evaluate import guards, host_values, poison, rotation, timing
 from kbx_ray.evaluate.call_checks import observe, refill, same, scalars
 from kbx_ray.evaluate.candidate_errors import CandidateError, candidate_tb, error_kind
 from kbx_ray.evaluate.candidate_errors import import_path
@@ -46,6 +46,7 @@ class Worker:
             interp_compat.install()
             guards.install_interpreter_namespace()
         self.mode = guards.make_dispatch_mode()
+        self.values = host_values.make_mode()  # numbers read back: sizes only (host_values.py)
         self.sentinels = guards.Sentinels((*harness, vars(sys.modules[__name__]), vars(Worker)))
         self.inputs = InputCache(int(os.environ.get("KBX_INPUT_CACHE_MB", "4096")) << 20)
         self.tasks: dict[str, Any] = {}
@@ -211,17 +212,21 @@ class Worker:
             pristine = [t.clone() for t in _tensors((args, kwargs))]
             poison.poison(DEVICE, sum(t.numel() * t.element_size() for t in pristine))
         guards.MONITOR.reset((args, kwargs))
+        marked_args, marked_kwargs = host_values.mark_inputs(args, kwargs)  # floats: `input`
+        host_values.begin()
         guards.MONITOR.active = True
         side0 = guards.MONITOR.side_launches
         try:
             with self._step("call"):
-                with self.mode:
-                    out = self.entry(*args, **kwargs)
+                with self.mode, self.values:
+                    out = self.entry(*marked_args, **marked_kwargs)
+                    host_values.check_output(out)
                 if DEVICE == "cuda":
                     torch.cuda.synchronize()
         except BaseException as e:  # noqa: BLE001
             self._check_tampering()
-            raise CandidateError(error_kind(e, DEVICE), candidate_tb(e, "kbx_cand_")) from None
+            kind = "disqualified" if host_values.REFUSED else error_kind(e, DEVICE)
+            raise CandidateError(kind, candidate_tb(e, "kbx_cand_")) from None
         finally:
             guards.MONITOR.active = False
         self._check_tampering()

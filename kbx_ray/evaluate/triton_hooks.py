@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbx_ray.evaluate.host_values import launch_values
 from kbx_ray.evaluate.ledger import MONITOR, tensors_of
 
 
@@ -53,6 +54,7 @@ def install_launch_counter() -> None:
         original = cls.run
 
         def run(self: Any, *args: Any, __orig: Any = original, **kwargs: Any) -> Any:
+            args, kwargs = launch_values(args, kwargs)  # numbers read back: never kernel values
             MONITOR.launches += 1
             if on_side_stream():
                 MONITOR.side_launches += 1

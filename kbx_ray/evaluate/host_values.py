@@ -1,0 +1,305 @@
+"""Numbers that left a tensor for the host, marked: what they may size, and where they may not go.
+
+A value read back from input-derived data (`item`, `tolist`; INTEGRITY.md, class 4) is a `read`
+number: an int or float subclass that stays marked through arithmetic (every numeric dunder,
+reflected ones included, `round/abs/divmod/pow`, `sum` of a list, `min/max`, and the `math`
+functions, wrapped by `install_math`). The call's own float arguments (eps, alpha, logspace's
+start/end) are `input` numbers. A marked number may size an allocation, a view/reshape/narrow/
+slice and a grid or loop bound (`triton.cdiv`, `range`). It may never be
+
+- a kernel's scalar argument or constexpr, for `read` numbers (`launch_values`, called from the
+  launch counter; `input` numbers may: an honest kernel takes eps), and every marked number is
+  made a plain int/float before Triton sees it, so specialisation and its cache are unchanged;
+- a value a torch function computes with or builds a tensor from: `torch.tensor/as_tensor/full/
+  fill_/new_full/full_like`, `x[i] = v`, `torch.Tensor([...])`, `x + v`, `arange(v)`, for either
+  kind (`check_torch_call`, from the TorchFunctionMode that `make_mode` builds and the worker
+  holds around the candidate's call; only the size arguments of the functions in `SIZES` and the
+  `size` of `full/new_full` take them);
+- part of an output (`check_output`).
+
+CPython drops a subclass wherever it converts (`int(v)`, `float(v)`, `operator.index(v)`, `str(v)`,
+and `float(t)/int(t)` of a tensor, whose `__float__` may not return a subclass). A float number's
+value is then kept (`LAUNDERED`) when it passes through one of these (or when a float tensor is
+converted): a plain float (or int) equal to it, other than 0 and +-1, counts as marked at the
+same places. Ints are not kept that way: a size is an int channel by design (`torch.empty(n)
+.numel()` is n again), so an int read stays bounded by the ledger's 8 one-value reads per call.
+A refusal is recorded in the ledger (`MONITOR.torch_ops`: a candidate that catches it is still
+disqualified) and raises `HostValueError`. Standard library and torch only (the worker imports it).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kbx_ray.evaluate.ledger import MONITOR
+
+READ, INPUT = "read", "input"
+LAUNDERED: dict[float, str] = {}  # float values of marked numbers that a conversion made plain
+REFUSED: list[str] = []           # this call's refusals (the worker files them as disqualified)
+_TRIVIAL = frozenset({0.0, 1.0, -1.0})
+
+
+class HostValueError(RuntimeError):
+    """A number read back to the host (or a float argument of the call) went where it may not."""
+
+
+HostValueError.__module__ = "builtins"  # its traceback line names no harness module
+
+
+_BINARY = ("add sub mul truediv floordiv mod pow lshift rshift and or xor divmod").split()
+_UNARY = ("neg", "pos", "abs", "invert", "trunc", "floor", "ceil")
+
+
+def _make(base: type, kind: str) -> type:
+    ns: dict[str, Any] = {"__slots__": (), "_kbx_kind": kind}
+
+    def binop(name: str) -> Any:
+        f = getattr(base, name)
+
+        def op(self: Any, other: Any, *mod: Any) -> Any:
+            r = f(self, other, *mod)
+            return r if r is NotImplemented else mark(r, _join(self, other))
+        op.__name__ = name
+        return op
+
+    for stem in _BINARY:
+        for name in (f"__{stem}__", f"__r{stem}__"):
+            if hasattr(base, name):
+                ns[name] = binop(name)
+    for stem in _UNARY:
+        if hasattr(base, f"__{stem}__"):
+            f = getattr(base, f"__{stem}__")
+            ns[f"__{stem}__"] = (lambda f: lambda self: mark(f(self), _KIND[type(self)]))(f)
+
+    def _round(self: Any, *nd: Any) -> Any:
+        return mark(base.__round__(self, *nd), kind)
+
+    def _conj(self: Any) -> Any:
+        return self
+
+    def _plain(name: str) -> Any:
+        f = getattr(base, name)
+
+        def conv(self: Any, *a: Any) -> Any:
+            if base is float:
+                note(float.__float__(self), kind)
+            return f(self, *a)
+        conv.__name__ = name
+        return conv
+
+    ns["__round__"], ns["conjugate"] = _round, _conj
+    ns["real"] = property(_conj)
+    ns["imag"] = property(lambda self: mark(base(0), kind))
+    for name in ("__int__", "__float__", "__index__", "__str__", "__repr__", "__format__", "hex",
+                 "as_integer_ratio", "to_bytes"):
+        if hasattr(base, name):
+            ns[name] = _plain(name)
+    if base is int:
+        ns["numerator"] = property(_conj)
+        ns["denominator"] = property(lambda self: mark(1, kind))
+    return type(f"{kind.capitalize()}{base.__name__.capitalize()}", (base,), ns)
+
+
+ReadInt, ReadFloat = _make(int, READ), _make(float, READ)
+InputInt, InputFloat = _make(int, INPUT), _make(float, INPUT)
+_KIND = {ReadInt: READ, ReadFloat: READ, InputInt: INPUT, InputFloat: INPUT}
+_CLS = {(int, READ): ReadInt, (float, READ): ReadFloat, (int, INPUT): InputInt,
+        (float, INPUT): InputFloat}
+
+
+def kind_of(v: Any) -> str | None:
+    """READ, INPUT or None (a plain number, or anything else)."""
+    return _KIND.get(type(v))
+
+
+def _join(a: Any, b: Any) -> str | None:
+    ka, kb = _KIND.get(type(a)), _KIND.get(type(b))
+    return READ if READ in (ka, kb) else ka or kb
+
+
+def mark(v: Any, kind: str | None) -> Any:
+    """`v` with its numbers marked `kind` (lists and tuples element by element; bools, complex
+    numbers and everything else as they are)."""
+    if kind is None:
+        return v
+    t = type(v)
+    if t is bool:
+        return v
+    if isinstance(v, int):
+        return _CLS[int, kind](int.__int__(v))
+    if isinstance(v, float):
+        return _CLS[float, kind](float.__float__(v))
+    if t is list:
+        return [mark(x, kind) for x in v]
+    if t is tuple:
+        return tuple(mark(x, kind) for x in v)
+    return v
+
+
+def plain(v: Any) -> Any:
+    """`v` with every marked number made a plain int/float again (what Triton is handed)."""
+    t = type(v)
+    if t in _KIND:
+        return int.__int__(v) if isinstance(v, int) else float.__float__(v)
+    if t is tuple or t is list:
+        return t(plain(x) for x in v) if _has_marked(v) else v
+    return v
+
+
+def _has_marked(v: Any) -> bool:
+    return any(type(x) in _KIND or (type(x) in (list, tuple) and _has_marked(x)) for x in v)
+
+
+def note(value: float, kind: str) -> None:
+    """A conversion made a marked float (or a float tensor's value) plain: keep its value."""
+    if MONITOR.watching() and value == value and value not in _TRIVIAL:
+        if LAUNDERED.get(value) != READ:
+            LAUNDERED[value] = kind
+
+
+def begin() -> None:
+    """A checked call starts: no value kept, nothing refused."""
+    LAUNDERED.clear()
+    REFUSED.clear()
+
+
+def refuse(msg: str) -> None:
+    MONITOR.torch_ops.add(msg)
+    REFUSED.append(msg)
+    raise HostValueError(msg + " (INTEGRITY.md, class 4: numbers read back to the host may size "
+                         "allocations, views and grids, never values)")
+
+
+def find(obj: Any, depth: int = 0) -> str | None:
+    """The strongest mark among the numbers in `obj` (nested lists/tuples/dicts), LAUNDERED
+    values included; None when there is none."""
+    t = type(obj)
+    k = _KIND.get(t)
+    if k is not None:
+        return k
+    if (t is float or t is int) and LAUNDERED:
+        return LAUNDERED.get(obj)
+    if (t is tuple or t is list) and depth < 4:
+        best = None
+        for x in obj:
+            k = find(x, depth + 1)
+            if k == READ:
+                return k
+            best = best or k
+        return best
+    if t is dict and depth < 4:
+        return find(list(obj.values()), depth + 1)
+    return None
+
+
+# Torch functions whose numeric arguments are sizes, dims, indices or bounds: a marked number may
+# be any of them. Every other torch function computes with (or builds a tensor of) the numbers it
+# is handed. `full/new_full` take a size and a value (`_VALUE_AT`).
+SIZES = frozenset("""
+    empty zeros ones new_empty new_zeros new_ones empty_strided new_empty_strided view reshape
+    narrow expand repeat __getitem__ split chunk unflatten select permute transpose flatten
+    squeeze unsqueeze movedim moveaxis as_strided tile unfold size stride split_with_sizes
+    tensor_split unbind diagonal swapaxes swapdims broadcast_to resize_ contiguous to cuda cpu
+    numel dim element_size __len__ data_ptr is_contiguous storage_offset __getattribute__
+""".split())
+_VALUE_AT = {"full": 1, "new_full": 2, "__setitem__": 2}
+_SIZE_KWARGS = frozenset({"size", "device", "dtype", "layout", "pin_memory", "requires_grad",
+                          "memory_format", "out"})
+
+
+def check_torch_call(func: Any, args: tuple, kwargs: dict) -> None:
+    """Refuse a torch function that would compute with, or build a tensor of, a marked number."""
+    name = getattr(func, "__name__", "")
+    if name in SIZES:
+        return
+    at = _VALUE_AT.get(name)
+    if at is not None:
+        k = find((args[at:], [v for key, v in kwargs.items() if key not in _SIZE_KWARGS]))
+    else:
+        k = find((args, kwargs))
+    if k is not None:
+        refuse(f"{name}() was handed a number {_WHAT[k]}")
+
+
+_WHAT = {READ: "read back from tensor values on the host",
+         INPUT: "from the call's own float arguments (build it in a kernel instead)"}
+
+
+def launch_values(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """A kernel launch's arguments with marked numbers made plain; a `read` number (or a value
+    kept from one) as a scalar argument or constexpr is refused. The grid may hold them."""
+    if not MONITOR.watching():
+        return args, kwargs
+    for i, a in enumerate(args):
+        if find(a) == READ:
+            refuse(f"a kernel's argument {i} is a number read back from tensor values on the host")
+    for key, a in kwargs.items():
+        if key != "grid" and find(a) == READ:
+            refuse(f"a kernel's argument {key!r} is a number read back from tensor values on the "
+                   "host")
+    if _has_marked(args) or _has_marked(kwargs.values()):
+        args = tuple(plain(a) for a in args)
+        kwargs = {k: plain(v) for k, v in kwargs.items()}
+    return args, kwargs
+
+
+def check_output(out: Any) -> None:
+    """A returned number read back to the host (or one of a structure) is host compute."""
+    if find(out) == READ:
+        refuse("the output holds a number read back from tensor values on the host")
+
+
+def mark_inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The call's float arguments marked `input` (ints are dims and sizes: structure, left
+    plain); tensors and everything else as they are."""
+    def m(v: Any) -> Any:
+        t = type(v)
+        if t is float:
+            return InputFloat(v)
+        if t is list or t is tuple:
+            return t(m(x) for x in v) if any(type(x) in (float, list, tuple) for x in v) else v
+        return v
+    return tuple(m(a) for a in args), {k: m(v) for k, v in kwargs.items()}
+
+
+def make_mode() -> Any:
+    """The TorchFunctionMode held around the candidate's call. It sees every tensor method,
+    base-class calls too (`super(torch.Tensor, x).tolist()` is routed through
+    `torch.Tensor.tolist`, the wrapped reader), and refuses marked numbers in value arguments."""
+    from torch.overrides import TorchFunctionMode
+
+    class _HostValues(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            if MONITOR.watching():
+                check_torch_call(func, args, kwargs)
+            return func(*args, **kwargs)
+
+    return _HostValues()
+
+
+_MATH = ("fsum prod sqrt exp exp2 expm1 log log2 log10 log1p pow fabs fmod remainder copysign "
+         "hypot dist ldexp frexp modf erf erfc gamma lgamma sin cos tan asin acos atan atan2 sinh "
+         "cosh tanh asinh acosh atanh cbrt isqrt degrees radians nextafter ulp comb perm gcd lcm "
+         "factorial sumprod").split()
+_ITERABLE = frozenset({"fsum", "prod", "dist", "sumprod"})
+
+
+def install_math() -> None:
+    """`math` functions return plain floats from marked ones: wrap them to mark their result."""
+    for name in _MATH:
+        f = getattr(math, name, None)
+        if f is None or getattr(f, "_kbx_wrapped", False):
+            continue
+
+        def wrapped(*a: Any, __f: Any = f, __it: bool = name in _ITERABLE, **k: Any) -> Any:
+            if not MONITOR.watching():
+                return __f(*a, **k)
+            if __it:
+                a = tuple(x if isinstance(x, (int, float)) else list(x) for x in a)
+            kind = find(a)
+            return mark(__f(*a, **k), kind) if kind else __f(*a, **k)
+        wrapped.__name__, wrapped.__doc__ = name, f.__doc__
+        wrapped._kbx_wrapped = True  # type: ignore[attr-defined]
+        setattr(math, name, wrapped)
