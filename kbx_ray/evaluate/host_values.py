@@ -18,10 +18,11 @@ slice and a grid or loop bound (`triton.cdiv`, `range`). It may never be
 - part of an output (`check_output`).
 
 CPython drops a subclass wherever it converts (`int(v)`, `float(v)`, `operator.index(v)`, `str(v)`,
-and `float(t)/int(t)` of a tensor, whose `__float__` may not return a subclass). A float number's
-value is then kept (`LAUNDERED`) when it passes through one of these (or when a float tensor is
-converted): a plain float (or int) equal to it, other than 0 and +-1, counts as marked at the
-same places. Ints are not kept that way: a size is an int channel by design (`torch.empty(n)
+and `float(t)/int(t)` of a tensor, whose `__float__` may not return a subclass): `float(t)` of
+kernel results or input data is therefore refused (`dispatch_monitor.install_value_readers`), and
+a marked float's value is kept (`LAUNDERED`) when it passes through a conversion (as is a scalar
+parameter's, `float(eps_t)`): a plain float (or int) equal to it, other than 0 and +-1, counts as
+marked at the same places. Ints are not kept that way: a size is an int channel by design (`torch.empty(n)
 .numel()` is n again), so an int read stays bounded by the ledger's 8 one-value reads per call.
 A refusal is recorded in the ledger (`MONITOR.torch_ops`: a candidate that catches it is still
 disqualified) and raises `HostValueError`. Standard library and torch only (the worker imports it).
