@@ -1,6 +1,6 @@
 """Make the Triton interpreter (CPU mode) judge honest kernels as a GPU would, or say it cannot.
 
-Under TRITON_INTERPRET=1 three constructs that are right on a GPU went wrong, and were filed as the
+Under TRITON_INTERPRET=1 four constructs that are right on a GPU went wrong, and were filed as the
 candidate's fault:
 - bfloat16: the interpreter keeps bf16 as raw uint16 bit patterns and runs numpy on them, so
   arithmetic, comparisons, min/max, reductions, scans, dot and fma computed on integers, and
@@ -9,6 +9,8 @@ candidate's fault:
   bf16 result); wider sources (fp64, integers) are rounded to odd at fp32 first.
 - `@triton.autotune` with several configs benchmarks through the GPU driver: here the first config
   left after pruning is run once as its "benchmark" (its hooks run, in the open) and chosen.
+- fp32 `tl.dot` computed exact whatever its input_precision; on a GPU the default is tf32: its
+  inputs are rounded to tf32 here too (`to_tf32`), so a GEMM that fails its tolerance there fails here.
 - `triton.language.extra.libdevice` is a module of stubs that return None outside the compiler:
   they and the CUDA libdevice functions dispatch here to numpy implementations by symbol.
 What cannot be made right raises `InterpreterUnsupported` (a NotImplementedError), which leaves the
@@ -52,6 +54,17 @@ def to_bf16(x: Any, rtz: bool = False) -> np.ndarray:
         out = b >> np.uint32(16) if rtz else (
             (b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))
         return np.where(np.isnan(f), np.uint32(0x7FC0), out).astype(np.uint16)
+
+
+def to_tf32(x: Any) -> np.ndarray:
+    """fp32 values rounded to tf32 (10 mantissa bits, nearest-even; Inf and NaN kept): what a GPU's
+    tensor cores compute an fp32 `tl.dot` on under input_precision="tf32", Triton's default on
+    NVIDIA (TRITON_F32_DEFAULT and allow_tf32=False choose otherwise; the builder is handed the
+    precision already resolved). "tf32x3" (split in three passes) is left exact, as "ieee"."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    special = (bits & np.uint32(0x7F800000)) == np.uint32(0x7F800000)
+    bias = ((bits >> np.uint32(13)) & np.uint32(1)) + np.uint32(0x0FFF)
+    return np.where(special, bits, (bits + bias) & np.uint32(0xFFFFE000)).view(np.float32)
 
 
 def install() -> None:
@@ -130,6 +143,8 @@ def _install_bf16(it: Any) -> None:
 
     def create_dot(self: Any, a: Any, b: Any, d: Any, prec: Any, imprecise: Any) -> Any:
         if not (isbf(a) or isbf(b) or isbf(d)):
+            if prec == ir.INPUT_PRECISION.TF32 and a.data.dtype == b.data.dtype == np.float32:
+                a, b = (it.TensorHandle(to_tf32(h.data), h.dtype.scalar) for h in (a, b))
             return orig["create_dot"](self, a, b, d, prec, imprecise)
         acc = val(d)
         out = np.matmul(val(a), val(b), dtype=acc.dtype) + acc
