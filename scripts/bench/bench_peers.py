@@ -4,6 +4,19 @@
     python scripts/bench/bench_peers.py [--external ../shared/external] [--only NAME ...]
                                         [--out scripts/bench/results/bench_peers_h200.json]
     python scripts/bench/bench_peers.py --cpu     # ours only, under the Triton interpreter
+    filters: --category Math Activation (task id prefixes), --kind port mutant torch (the file
+    name's part after "__"), --limit N; --peer-sample K gives the peers every k-th candidate only
+    (deterministic spread over the sorted list; ours judges all of them)
+
+GPU run for the main session (one H200; the corpus is written by scripts/bench/peers/make_corpus.py):
+    pip install --no-deps --no-index .whl/*.whl   # radon mando colorama six (KernelBench-X),
+                                                  # pydantic pydantic-core annotated-types
+                                                  # typing-inspection (KernelBench), if absent
+    KBX_EXTERNAL=../shared/external timeout 560 python scripts/bench/bench_peers.py \
+        --peer-sample 4 --out scripts/bench/results/bench_peers_h200.json
+Throughput: candidates fully judged per GPU-minute for each side; the peers see a sample, so the
+fair ratio is ours / theirs, each over its own judged candidates (same kind mix by construction of
+the every-k-th sample); ours' per-candidate wall_s also lets one compare on the sample alone.
 
 Candidates: scripts/bench/peers/kernelbenchx/*.py and scripts/bench/peers/kernelbench/*.py, each
 one kernel whose docstring names its `task:`, the verdict it should get here (`expect:` pass or an
@@ -61,14 +74,19 @@ class Cand:
     theirs: dict = field(default_factory=dict)
 
 
-def candidates(only: list[str]) -> list[Cand]:
+def candidates(only: list[str], categories: list[str] = (), kinds: list[str] = ()) -> list[Cand]:
     out = []
     for suite in ("kernelbenchx", "kernelbench"):
         for p in sorted((PEERS / suite).glob("*.py")):
-            if only and p.name not in only:
+            if p.name == "make_corpus.py" or (only and p.name not in only):
+                continue
+            kind = p.stem.split("__", 1)[-1]
+            if kinds and kind not in kinds:
                 continue
             code = p.read_text()
             meta = dict(re.findall(r"^(?:\"\"\")?(task|expect|peer):\s*(\S+)", code, re.M))
+            if categories and not any(meta["task"].startswith(c) for c in categories):
+                continue
             why = re.search(r"^why:\s*(.*?)\"\"\"", code, re.M | re.S)
             out.append(Cand(p.name, suite, meta["task"], code, meta["expect"], meta["peer"],
                             " ".join(why.group(1).split()) if why else ""))
@@ -183,7 +201,9 @@ def summary(cands: list[Cand], walls: dict[str, float]) -> dict[str, Any]:
     per_suite = {}
     for suite in sorted({c.suite for c in cands}):
         n = sum(c.suite == suite for c in cands)
-        per_suite[suite] = {h: {"wall_s": round(w, 2), "per_gpu_minute": round(n / (w / 60), 2)}
+        judged = {"ours": n, "peer": sum(c.suite == suite and bool(c.theirs) for c in cands)}
+        per_suite[suite] = {h: {"wall_s": round(w, 2), "judged": judged[h],
+                                "per_gpu_minute": round(judged[h] / (w / 60), 2)}
                             for (s, h), w in walls.items() if s == suite and w > 0}
         per_suite[suite]["candidates"] = n
     return {"candidates": rows, "throughput": per_suite,
@@ -198,12 +218,18 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.get("KBX_EXTERNAL") or ROOT / ".." / "shared" / "external"))
     ap.add_argument("--cpu", action="store_true", help="ours only, on the CPU (a smoke run)")
     ap.add_argument("--only", nargs="*", default=[], help="candidate file names")
+    ap.add_argument("--category", nargs="*", default=[], help="task id prefixes")
+    ap.add_argument("--kind", nargs="*", default=[], help="port mutant torch epilogue ...")
+    ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--peer-sample", type=int, default=1, help="peers judge every k-th")
     ap.add_argument("--gpu", default="0")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     external = args.external.resolve()
-    cands = [c for c in candidates(args.only) if not (args.cpu and c.suite == "kernelbench")]
+    cands = [c for c in candidates(args.only, args.category, args.kind)
+             if not (args.cpu and c.suite == "kernelbench")]
+    cands = cands[:args.limit] if args.limit else cands
     out = args.out or ROOT / "scripts" / "bench" / "results" / (
         "bench_peers_cpu.json" if args.cpu else "bench_peers_h200.json")
     walls: dict[tuple[str, str], float] = {}
@@ -219,8 +245,9 @@ def main(argv: list[str] | None = None) -> int:
             walls[(suite, "ours")] = judge_ours(group, external, "cpu" if args.cpu else "cuda")
             save()
     if not args.cpu:
-        kbx = [c for c in cands if c.suite == "kernelbenchx"]
-        kb = [c for c in cands if c.suite == "kernelbench"]
+        k = max(1, args.peer_sample)
+        kbx = [c for c in cands if c.suite == "kernelbenchx"][::k]
+        kb = [c for c in cands if c.suite == "kernelbench"][::k]
         if kbx:
             walls[("kernelbenchx", "peer")] = run_kernelbenchx(kbx, external / "KernelBenchX",
                                                                args.gpu)
