@@ -152,7 +152,8 @@ class FormChecks(AliasScope):
         for name in self.rep.kernels:
             local = bindings(funcs[name])
             self._pointer_types(name, funcs[name])
-            for node in walk_local(funcs[name]):
+            # the body only: decorator arguments (`autotune(configs=helper())`) run on the host
+            for node in (n for stmt in funcs[name].body for n in walk_local(stmt)):
                 if isinstance(node, ast.Attribute) and node.attr in _INTERP_ATTRS:
                     self.bad(f"kernel {name} reads .{node.attr} (the interpreter's host arrays)")
                 if not isinstance(node, ast.Call):

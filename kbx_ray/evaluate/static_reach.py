@@ -74,6 +74,8 @@ class ReachChecks(AliasScope):
             root = parts(t)[:1]
             if isinstance(t.value, ast.Name) and id(t.value) in self.ctx_names:
                 return  # `ctx.beta = beta` in an autograd Function: the ctx object is its own
+            if t.attr == "requires_grad" and self._local_name(t.value):
+                return  # a flag on the candidate's own local tensor (issue 27 item 6)
             if root not in (["self"], ["cls"]) or root[0] in self.aliases:
                 what = ".".join(self._expand(t) or parts(t)) or f"attribute {t.attr!r}"
                 self.bad(f"monkeypatches {what} (assigns to an object it does not own)")
@@ -81,6 +83,16 @@ class ReachChecks(AliasScope):
             what = ".".join(self._expand(t.value))
             self.bad(f"monkeypatches {what} (assigns into library state)")
 
+
+    def _local_name(self, node: ast.AST) -> bool:
+        """`node` is a plain name bound in the function it is stored from (a parameter or a local
+        of the candidate's own), not a module, a global or a name declared global/nonlocal."""
+        if not isinstance(node, ast.Name) or node.id in self.aliases:
+            return False
+        up = self.parent.get(id(node))
+        while up is not None and not isinstance(up, FUNCS):
+            up = self.parent.get(id(up))
+        return up is not None and node.id in bindings(up)
 
     def _type_for_display(self, node: ast.Name) -> bool:
         """`type(x)` with one argument whose result is only shown or compared (an error message,
