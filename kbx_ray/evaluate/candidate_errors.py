@@ -7,16 +7,18 @@ imports it; its globals are watched by the sentinels through `worker._HARNESS`).
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import traceback
 from typing import Any
 
 
 class CandidateError(Exception):
-    def __init__(self, kind: str, msg: str, fatal: bool = False) -> None:
+    def __init__(self, kind: str, msg: str, fatal: bool = False, cuda_suspect: bool = False) -> None:
         super().__init__(msg)
         self.kind, self.msg = kind, msg
         self.fatal = fatal  # this process can no longer judge anyone: the parent must kill it
+        self.cuda_suspect = cuda_suspect  # CUDA-looking text: the parent probes the context
 
 
 def import_path(name: str, path: str) -> Any:
@@ -35,10 +37,88 @@ def candidate_tb(e: BaseException, marker: str) -> str:
     return "".join(keep[-12:])
 
 
+_CUDA_TEXT = ("CUDA error", "illegal memory access", "cudaError", "CUDA out of memory",
+              "device-side assert")
+
+
+def _chain(e: BaseException) -> list[BaseException]:
+    """`e`, then what it was raised from or while handling (`from None` hides the context from
+    the printed traceback, not from us), innermost last; each exception once."""
+    out: list[BaseException] = []
+    cur: BaseException | None = e
+    while cur is not None and all(cur is not x for x in out) and len(out) < 32:
+        out.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return out
+
+
+def _interpreter_files() -> tuple[str, ...]:
+    """The real files of the Triton interpreter, triton.language and interp_compat (CPU mode)."""
+    roots = []
+    for name in ("triton.runtime.interpreter", "triton.language", "kbx_ray.evaluate.interp_compat"):
+        mod = sys.modules.get(name)
+        f = getattr(mod, "__file__", None) if mod is not None else None
+        if f:
+            f = os.path.realpath(f)
+            roots.append(os.path.dirname(f) + os.sep if name == "triton.language" else f)
+    return tuple(roots)
+
+
+def frame_origin(frame: Any) -> str:
+    """"candidate" (a frame of the candidate's module), "interpreter" (a frame of the real
+    interpreter, triton.language or interp_compat: its file is theirs and its globals are their
+    module's own dict, so a candidate that names its module `triton.language.x` or compiles code
+    under their file name stays the candidate) or "other" (torch, the harness, the library)."""
+    g = frame.f_globals
+    name = g.get("__name__") if isinstance(g, dict) else None
+    mod = sys.modules.get(name) if isinstance(name, str) else None
+    own = mod is not None and getattr(mod, "__dict__", None) is g
+    if isinstance(name, str) and name.startswith("kbx_cand_"):
+        return "candidate"
+    if own and isinstance(name, str) and (name == "triton.runtime.interpreter"
+                                          or name.startswith("triton.language")
+                                          or name == "kbx_ray.evaluate.interp_compat"):
+        f = os.path.realpath(frame.f_code.co_filename)
+        if any(f == r or (r.endswith(os.sep) and f.startswith(r)) for r in _interpreter_files()):
+            return "interpreter"
+    if not own:  # globals of no imported module: code the candidate built (exec, types.FunctionType)
+        return "candidate"
+    return "other"
+
+
+def raise_origin(e: BaseException) -> str:
+    """Where `e` was raised: the innermost frame of its traceback (`raise` records the frame
+    it ran in; a bare re-raise keeps the original frames, so the first raiser stays innermost)."""
+    tb = e.__traceback__
+    if tb is None:
+        return "other"
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return frame_origin(tb.tb_frame)
+
+
 def error_kind(e: BaseException, device: str) -> str:
-    text = f"{type(e).__name__}: {e}"
-    if "CUDA error" in text or "illegal memory access" in text or "cudaError" in text:
-        return "cuda_error"
-    if device == "cpu" and isinstance(e, NotImplementedError):
+    """The kind by origin, never by the exception's type or text alone (issue 26 class 7).
+
+    An exception any link of whose chain (`e`, its cause, its context, ...) was raised in the
+    candidate's frames is the candidate's `runtime_error`: its own `raise`, an exception it builds
+    and raises or re-raises with another message, a raise in a `@triton.jit` body (the
+    interpreter runs it as the candidate's code, then wraps it). `unsupported_interpreter` only on
+    the CPU, for a NotImplementedError every link of which was raised in the interpreter's own
+    frames (interp_compat's re-raise of one included). A CUDA fault is not decided here: a
+    CUDA-looking text only sets `cuda_suspect`, and the parent probes the worker's context
+    (`sandbox.Sandbox._confirm_cuda`)."""
+    chain = _chain(e)
+    origins = [raise_origin(x) for x in chain]
+    if "candidate" in origins:
+        return "runtime_error"
+    if device == "cpu" and isinstance(e, NotImplementedError) and all(
+            o == "interpreter" for o in origins):
         return "unsupported_interpreter"
     return "runtime_error"
+
+
+def cuda_suspect(e: BaseException) -> bool:
+    """Text that looks like a CUDA fault anywhere in the chain: the parent then probes whether
+    the worker's CUDA context is really broken (only then is it `cuda_error`)."""
+    return any(any(t in f"{type(x).__name__}: {x}" for t in _CUDA_TEXT) for x in _chain(e))

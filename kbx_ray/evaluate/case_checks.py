@@ -48,6 +48,27 @@ def integrity(info: dict, torch_compute: str, res: EvalResult) -> Verdict | None
     return None
 
 
+def repeat_problem(info: dict, outs: list, blobs: list, ref_mod: Any, case: dict,
+                   device: str) -> Verdict | None:
+    """The first seed's second run, sent only when it differs bitwise from the first (handlers
+    `run`), against the first at the task's policy (`compare`: its tolerance, bitwise for integer
+    outputs, its own `check` where it has one). A float sum reordered by atomics differs in the
+    last bits and passes; a difference the tolerance rejects is `nondeterministic`."""
+    metas = info.get("outputs2")
+    if not metas:
+        return None
+    k = len(info.get("outputs") or [])
+    if len(metas) != len(outs) or len(blobs) < k + len(metas):
+        return Verdict(False, "nondeterministic", "two runs on the same inputs disagree "
+                       "(different outputs)")
+    outs2 = [tensor_from_wire(m, b).to(device) for m, b in zip(metas, blobs[k:])]
+    v = compare(outs2, outs, ref_mod, case)
+    if not v.ok:
+        return Verdict(False, "nondeterministic", "two runs on the same inputs disagree beyond "
+                       f"the task's tolerance (second run against the first: {v.message})")
+    return None
+
+
 def verdict(reference: RefOutputs, outs: list, info: dict, ref_mod: Any, case: dict) -> Verdict:
     """The outputs against the reference's: structure, layout, then values."""
     ref, shape, contiguous = reference

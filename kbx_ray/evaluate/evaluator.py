@@ -271,8 +271,9 @@ class Evaluator:
                         for m, b in zip(info["outputs"], blobs)]
                 outs_by_seed.append(outs)
                 t2 = time.perf_counter()
-                v = self._integrity(info, task, res) or self._verdict(ref_mod, task, case, seed,
-                                                                      outs, info)
+                v = (self._integrity(info, task, res)
+                     or case_checks.repeat_problem(info, outs, blobs, ref_mod, case, self.device)
+                     or self._verdict(ref_mod, task, case, seed, outs, info))
             for key, dt in (("worker_run", t1 - t0), ("decode", t2 - t1),
                             ("judge", time.perf_counter() - t2)):
                 res.stage_s[key] = round(res.stage_s.get(key, 0.0) + dt, 4)

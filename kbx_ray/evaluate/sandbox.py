@@ -282,9 +282,29 @@ class Sandbox:
         reply = redact(reply)
         if isinstance(reply.get("error_msg"), str):
             reply["error_msg"] = scrub_paths(reply["error_msg"])
+        if not reply.get("ok") and (reply.get("cuda_suspect")
+                                    or reply.get("error_kind") == "cuda_error"):
+            reply["error_kind"] = self._confirm_cuda(reply.get("error_kind"), timeout)
         if reply.get("error_kind") == "cuda_error" or reply.get("fatal"):
             self.kill()
         return reply, blobs
+
+    def _confirm_cuda(self, kind: Any, timeout: float) -> str:
+        """A failure whose text looks like a CUDA fault is `cuda_error` only if this worker's
+        CUDA context is really broken: a tiny op and a synchronize in the same process fail, or
+        the process is dead. Otherwise the worker's own kind stands (`runtime_error`: a
+        candidate that raises "CUDA error: ..." itself, issue 26 class 7); a worker that
+        claimed `cuda_error` itself is not believed either."""
+        if not self.alive:
+            return "cuda_error"
+        try:
+            probe, _ = self._roundtrip({"op": "probe"}, min(max(timeout, 5.0), 60.0))
+        except WorkerDied:
+            return "cuda_error"
+        if not probe.get("ok") or probe.get("value") != 12.0:
+            return "cuda_error"
+        return kind if kind in ("runtime_error", "disqualified", "unsupported_interpreter") \
+            else "runtime_error"
 
     def _died(self, why: str) -> WorkerDied:
         """Turn a dead worker into a crash record with the tail of its log and its exit cause."""

@@ -59,7 +59,8 @@ def main() -> None:
             header, blobs = getattr(worker, op)(req)
             header["ok"] = True
         except CandidateError as e:
-            header = {"ok": False, "error_kind": e.kind, "error_msg": e.msg, "fatal": e.fatal}
+            header = {"ok": False, "error_kind": e.kind, "error_msg": e.msg, "fatal": e.fatal,
+                      "cuda_suspect": e.cuda_suspect}
             blobs = []
         except BaseException as e:  # noqa: BLE001
             header = {"ok": False, "error_kind": "infra_error",
@@ -68,8 +69,8 @@ def main() -> None:
         if op == "hello":  # what confine.py got: the parent logs it and refuses too little
             header["confinement"] = CONFINED
         protocol.send(out_fp, header, blobs)
-        if header.get("error_kind") == "cuda_error":
-            os._exit(3)  # the CUDA context is poisoned: the parent respawns us
+        # a CUDA-looking failure: the parent probes this process's context next (`probe`) and
+        # kills it if the context is broken (sandbox.Sandbox._confirm_cuda)
 
 
 if __name__ == "__main__":
