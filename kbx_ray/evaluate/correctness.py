@@ -102,6 +102,26 @@ def _where(flat: int, shape: torch.Size, complex_: bool) -> list[int]:
     return idx[::-1]
 
 
+def _nan_message(nan_o: torch.Tensor, nan_r: torch.Tensor, s: int, shape: torch.Size,
+                 cplx: bool, o64: torch.Tensor, r64: torch.Tensor) -> str:
+    """Which side has the NaNs, how many, and the first: "the candidate returns NaN at 3
+    positions where the reference is finite (first at index [17]: reference 148.2)" (a tanh
+    formed from exp(2u) overflows to inf/inf = NaN for large |x|: tasks/activation/gelu)."""
+    parts = []
+    for mask, who, other in ((nan_o & ~nan_r, "the candidate returns", "the reference is"),
+                             (nan_r & ~nan_o, "the reference has", "the candidate returns")):
+        k = int(mask.sum())
+        if k:
+            j = int(mask.nonzero()[0, 0])
+            idx = _where(s + j, shape, cplx)
+            val = float(r64[j]) if who.startswith("the candidate") else float(o64[j])
+            parts.append(f"{who} NaN at {k} position{'s' if k > 1 else ''} where {other} "
+                         f"not NaN (first at index {idx}: "
+                         f"{'reference' if who.startswith('the candidate') else 'candidate'} "
+                         f"{val:.6g})")
+    return "NaNs in different places: " + "; ".join(parts)
+
+
 def _close(o: torch.Tensor, r: torch.Tensor, table: dict[str, tuple[float, float]]) -> Verdict:
     """`o` against `r`, `CHUNK` elements at a time (no float64 copy of a whole output: 16M
     elements would need 2 GB on the GPU per copy)."""
@@ -128,8 +148,10 @@ def _close(o: torch.Tensor, r: torch.Tensor, table: dict[str, tuple[float, float
     for s in range(0, n, CHUNK):
         o64, r64 = of[s:s + CHUNK].double(), rf[s:s + CHUNK].double()
         nan_r = r64.isnan()
-        if not torch.equal(o64.isnan(), nan_r):
-            return Verdict(False, "mismatch", "NaNs in different places")
+        nan_o = o64.isnan()
+        if not torch.equal(nan_o, nan_r):
+            return Verdict(False, "mismatch", _nan_message(nan_o, nan_r, s, r.shape, cplx,
+                                                           o64, r64))
         inf_r = r64.isinf()
         if not torch.equal(o64.isinf() & (o64 == r64), inf_r):
             return Verdict(False, "mismatch", "Infs differ")
