@@ -1,0 +1,49 @@
+"""GPU memory admission between real processes (gpu_memory.MemoryLedger): a reservation held by
+another process makes a second one wait until it is released, `others_hold` sees it, and a dead
+holder's reservation does not count."""
+import multiprocessing as mp
+import os
+import time
+
+from kbx_ray.evaluate.gpu_memory import MemoryLedger, budget_bytes, estimate_bytes
+
+
+def _hold(root, nbytes, hold_s, ready):
+    led = MemoryLedger("gpu0", 1000, root)
+    with led.reserve(nbytes):
+        ready.set()
+        time.sleep(hold_s)
+
+
+def test_second_reservation_waits_for_the_first(tmp_path):
+    ctx = mp.get_context("spawn")
+    ready = ctx.Event()
+    p = ctx.Process(target=_hold, args=(str(tmp_path), 700, 1.0, ready))
+    p.start()
+    assert ready.wait(30)
+    led = MemoryLedger("gpu0", 1000, str(tmp_path))
+    assert led.others_hold()
+    t0 = time.perf_counter()
+    with led.reserve(600):
+        waited = time.perf_counter() - t0
+        assert not led.others_hold()
+    p.join(10)
+    assert waited > 0.3, waited
+    with led.reserve(300):  # fits beside nothing: no wait
+        pass
+
+
+def test_small_reservations_share_and_dead_holders_do_not_count(tmp_path):
+    led = MemoryLedger("gpu1", 1000, str(tmp_path))
+    (led.dir / "999999.0").write_text("900")  # a pid that is not running
+    t0 = time.perf_counter()
+    with led.reserve(500):
+        with led.reserve(400):
+            pass
+    assert time.perf_counter() - t0 < 1.0
+    assert not (led.dir / "999999.0").exists()
+
+
+def test_estimates():
+    assert budget_bytes(141 << 30) == 137 << 30
+    assert estimate_bytes(64 << 20, 256 << 20) > 3 * (64 << 20) + (256 << 20)
