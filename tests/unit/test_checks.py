@@ -59,3 +59,63 @@ def test_from_imports_of_allowed_modules_pass():
     rep = check("from typing import Optional\nfrom triton import language as tl2\n"
                 "def relu(x: Optional[int]):\n    return x\n")
     assert rep.violations == []
+
+
+# ---- issue 26 classes 1 and 4, issue 27 items 3 and 6 ------------------------------------------
+KERNEL = ("import torch\nimport triton\nimport triton.language as tl\n\n@triton.jit\n"
+          "def k(x_ptr, y_ptr, a, B: tl.constexpr):\n    offs = tl.arange(0, B)\n"
+          "    p = x_ptr + offs\n    v = tl.load(p)\n    {line}\n    tl.store(y_ptr + offs, v)\n\n"
+          "def relu(x):\n    y = torch.empty_like(x)\n    k[(1,)](x, y, 0, B=16)\n    return y\n")
+
+
+@pytest.mark.parametrize("line, needle", [
+    ("q = a.to(tl.pointer_type(tl.float32))", "pointer_type"),
+    ("q = a.to(tl.core.pointer_type(tl.float32), bitcast=True)", "pointer_type"),
+    ("q = tl.cast(a, tl.pointer_type(tl.float32))", "pointer_type"),
+    ("q = a.to(y_ptr.dtype)", "names the pointer type y_ptr.dtype"),
+    ("q = tl.cast(a, p.dtype, bitcast=True)", "names the pointer type p.dtype"),
+    ("q = tl.full([B], 1, x_ptr.dtype)", "names the pointer type x_ptr.dtype"),
+    ("t = p.type.element_ty", "names the pointer type p.type.element_ty"),
+    ("q = tl.str_to_ty('*fp32', None)", "str_to_ty"),
+    ("q = tl.inline_asm_elementwise('mov', '=r', [a], dtype=tl.int64, is_pure=True, pack=1)",
+     "inline_asm_elementwise"),
+])
+def test_kernels_cannot_make_pointers_from_integers(line, needle):
+    rep = static_check(ast.parse(KERNEL.format(line=line)), "relu")
+    assert any(needle in v for v in rep.violations), rep.violations
+
+
+@pytest.mark.parametrize("line", [
+    "v = v.to(y_ptr.dtype.element_ty)", "v = v.to(v.dtype)", "q = x_ptr.dtype == y_ptr.dtype",
+    "w = tl.zeros([B], dtype=x_ptr.dtype.element_ty)",
+])
+def test_element_types_of_pointers_stay_allowed(line):
+    assert static_check(ast.parse(KERNEL.format(line=line)), "relu").violations == []
+
+
+@pytest.mark.parametrize("body, needle", [
+    ("def relu(x):\n    k[(1,)](x.data_ptr())\n    return x\n", "data_ptr"),
+    ("def relu(x):\n    f = x.data_ptr\n    return x\n", "data_ptr"),
+    ("def relu(x):\n    return super(torch.Tensor, x).tolist()\n", "super(...) with arguments"),
+    ("def relu(x):\n    return super().tolist()\n", "super() outside a method"),
+    ("def relu(x):\n    x.data = x\n    return x\n", "monkeypatches x.data"),
+    ("def relu(x):\n    x.grad = x\n    return x\n", "monkeypatches x.grad"),
+    ("G = torch.empty(1)\ndef relu(x):\n    G.requires_grad = True\n    return x\n", "monkeypatches G"),
+    ("def relu(x):\n    torch.Tensor.requires_grad = True\n    return x\n", "monkeypatches torch"),
+])
+def test_raw_addresses_base_readers_and_foreign_stores_refused(body, needle):
+    rep = check(body)
+    assert any(needle in v for v in rep.violations), rep.violations
+
+
+@pytest.mark.parametrize("body", [
+    "class M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    "def relu(x):\n    return x\n",
+    "def relu(x):\n    y = torch.empty_like(x)\n    k[(1,)](y)\n    y.requires_grad = x.requires_grad\n"
+    "    return y\n",
+    "def configs():\n    return [triton.Config({'B': 64})]\n\n@triton.autotune(configs=configs(), "
+    "key=['n'])\n@triton.jit\ndef k2(x, n, B: tl.constexpr):\n    pass\n\n"
+    "def relu(x):\n    k2[(1,)](x, 1)\n    return x\n",
+])
+def test_own_super_requires_grad_and_decorator_helpers_admitted(body):
+    assert check(body).violations == []

@@ -224,3 +224,66 @@ def test_autotune_runs_first_config_once_with_its_hooks(results):
     assert torch.equal(y, x * 2)
     assert best == {"BLOCK": 32}
     assert hooks == ["cfg", "post", "cfg"]  # the one benchmark call, then the real launch
+
+
+def test_to_tf32_rounds_to_ten_mantissa_bits_nearest_even():
+    import numpy as np
+
+    from kbx_ray.evaluate.interp_compat import to_tf32
+
+    one = np.float32(1.0)
+    ulp = np.float32(2.0 ** -10)
+    x = np.array([1 + ulp / 2, 1 + 3 * ulp / 2, 1 + ulp / 2 + 2 ** -20, np.inf, -np.inf],
+                 np.float32)
+    got = to_tf32(x)
+    assert got[0] == one                 # a tie rounds to even (down)
+    assert got[1] == 1 + 2 * ulp         # a tie rounds to even (up)
+    assert got[2] == 1 + ulp             # above the tie: up
+    assert np.isinf(got[3]) and np.isinf(got[4])
+    assert np.isnan(to_tf32(np.array([np.nan], np.float32)))[0]
+
+
+TF32_SCRIPT = r'''
+import os
+os.environ["TRITON_INTERPRET"] = "1"
+import torch, triton, triton.language as tl
+from kbx_ray.evaluate import interp_compat
+interp_compat.install()
+
+@triton.jit
+def _dot(a_ptr, b_ptr, c_ptr, B: tl.constexpr, P: tl.constexpr):
+    r = tl.arange(0, B)
+    a = tl.load(a_ptr + r[:, None] * B + r[None, :])
+    b = tl.load(b_ptr + r[:, None] * B + r[None, :])
+    if P == 0:
+        c = tl.dot(a, b)
+    elif P == 1:
+        c = tl.dot(a, b, input_precision="tf32")
+    elif P == 2:
+        c = tl.dot(a, b, input_precision="ieee")
+    else:
+        c = tl.dot(a, b, allow_tf32=False)
+    tl.store(c_ptr + r[:, None] * B + r[None, :], c)
+
+g = torch.Generator().manual_seed(0)
+a, b = torch.randn(32, 32, generator=g), torch.randn(32, 32, generator=g)
+exact = a.double() @ b.double()
+rt = lambda t: torch.from_numpy(interp_compat.to_tf32(t.numpy())).double()
+tf = rt(a) @ rt(b)
+for p in range(4):
+    c = torch.empty(32, 32)
+    _dot[(1,)](a, b, c, B=32, P=p)
+    err = (c.double() - exact).abs().max().item()
+    tf_err = (c.double() - tf).abs().max().item()
+    print(p, err > 1e-3, tf_err < 1e-4)
+'''
+
+
+def test_fp32_dot_is_tf32_by_default_and_when_asked_exact_for_ieee():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("TRITON_F32_DEFAULT", None)
+    out = subprocess.run([sys.executable, "-c", TF32_SCRIPT], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.split("\n")[:4]
+    assert lines == ["0 True True", "1 True True", "2 False False", "3 False False"], out.stdout
