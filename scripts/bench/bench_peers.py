@@ -9,9 +9,10 @@
     (deterministic spread over the sorted list; ours judges all of them)
 
 GPU run for the main session (one H200; the corpus is written by scripts/bench/peers/make_corpus.py):
-    pip install --no-deps --no-index .whl/*.whl   # radon mando colorama six (KernelBench-X),
-                                                  # pydantic pydantic-core annotated-types
-                                                  # typing-inspection (KernelBench), if absent
+    python3 -m pip install --no-deps --no-index .whl/*.whl   # carry [".whl"]: radon 6.0.1,
+        # mando 0.7.1 (KernelBench-X; colorama, six are in the image), pydantic 2.12.5,
+        # pydantic-core 2.41.5, annotated-types 0.7.0, typing-inspection 0.4.2 (KernelBench;
+        # needs the image's typing-extensions >= 4.14.1)
     KBX_EXTERNAL=../shared/external timeout 560 python scripts/bench/bench_peers.py \
         --peer-sample 4 --out scripts/bench/results/bench_peers_h200.json
 Throughput: candidates fully judged per GPU-minute for each side; the peers see a sample, so the
