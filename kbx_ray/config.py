@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from kbx_ray.evaluate.settings import EvalConfig
+from kbx_ray.identity import RUN, exempt, identity, verdict, walk
 from kbx_ray.sinks.wandb_config import WandbConfig
 from kbx_ray.types import stable_hash
 
@@ -30,9 +31,10 @@ class ConfigError(ValueError):
 
 @dataclass
 class SuiteConfig:
-    name: str = "kbx"                    # kbx (tasks/) | kernelbench | kernelbenchx (suites/)
-    path: str | None = None              # suite root; default: the repo's tasks/
-    include: list[str] = field(default_factory=list)  # ids, category folders or globs
+    name: str = verdict("kbx")           # kbx (tasks/) | kernelbench | kernelbenchx (suites/)
+    path: str | None = verdict(None)     # suite root; default: the repo's tasks/
+    include: list[str] = exempt([], why="adding tasks resumes into the same sweep: a task's "
+                                "cells have their own ids")  # ids, category folders or globs
 
 
 @dataclass
@@ -78,53 +80,72 @@ class SweepConfig:
 
 @dataclass
 class EngineConfig:
-    max_concurrency: int = 0             # cells in flight in the driver; 0: from the evaluators
-    #                                      and vllm replicas (scaling.concurrency), at least 64
-    max_evaluators: int = 16             # per pool, on a cluster with kbx-role labels: evaluators
-    #                                      asked of the autoscaler while its nodes are not up yet
-    mode: str = "actor"                  # actor (warm evaluators) | task (fresh process per
-    #                                      candidate) | noop (instant: engine overhead benchmark)
-    retries: int = 2                     # re-tries of a candidate whose evaluator died
-    pool_wait_s: float = 0.0             # wait this long for the autoscaler to bring up a pool
-    actor_ready_s: float = 300.0         # evaluators not up by then are dropped (none: an error)
-    wal_fsync: bool = False              # fsync each logged generation (survive power loss too)
-    evaluators: int = 0                  # evaluator actors per pool; 0: one per GPU (CPU: 1)
-    evaluators_per_gpu: int = 1          # evaluators sharing each GPU: they compile and check in
-    #                                      parallel; timing holds the GPU alone (evaluate/gpulock.py)
-    eval_batch: int = 0                  # candidates per evaluator call; 0: 1 (bench_engine
-    #                                      passes 64: with mode=noop the round trip is the cost)
-    flush_every: int = 32                # cells per Parquet part
-    flush_s: float = 10.0                # ... or seconds, whichever comes first
-    flush_min_s: float = 1.0             # ... but parts at least this far apart (fast cells)
-    ray_address: str | None = None       # None: start or join a local Ray
-    aot_compile: str = "off"             # off | on | always: compile candidates' Triton kernels
-    #                                      ahead of time on CPU nodes (`compile` resource) for each
-    #                                      GPU pool's sm_XX; `on`: while a compile worker is free,
-    #                                      used if ready when an evaluator takes the candidate
-    compile_workers: int = 2             # CPU compile actors (engine.aot_compile)
-    compile_timeout_s: float = 300.0     # per candidate and architecture; then the GPU compiles
-    compile_resource: str = ""           # custom resource compile actors ask for; "": `compile` if
-    #                                      the cluster has it now or carries kbx-role labels
-    #                                      (cluster.yaml: the autoscaler starts compile nodes), else
-    #                                      any CPU
+    """How the sweep runs, not what its rows say: every field but `mode=noop` may change on a
+    resume (RUN)."""
+    max_concurrency: int = exempt(0, why=RUN)        # cells in flight in the driver; 0: from the
+    #                                                  evaluators and vllm replicas
+    #                                                  (scaling.concurrency), at least 64
+    max_evaluators: int = exempt(16, why=RUN)        # per pool, on a cluster with kbx-role labels:
+    #                                                  evaluators asked of the autoscaler while its
+    #                                                  nodes are not up yet
+    mode: str = verdict("actor", as_=lambda m: m == "noop")  # actor (warm evaluators) | task
+    #                                                  (fresh process per candidate) | noop
+    #                                                  (instant made-up verdicts: engine overhead
+    #                                                  benchmark; only noop is another sweep)
+    retries: int = exempt(2, why=RUN)                # re-tries of a candidate whose evaluator died
+    pool_wait_s: float = exempt(0.0, why=RUN)        # wait this long for the autoscaler to bring
+    #                                                  up a pool
+    actor_ready_s: float = exempt(300.0, why=RUN)    # evaluators not up by then are dropped
+    #                                                  (none: an error)
+    wal_fsync: bool = exempt(False, why=RUN)         # fsync each logged generation (survive power
+    #                                                  loss too)
+    evaluators: int = exempt(0, why=RUN)             # evaluator actors per pool; 0: one per GPU
+    #                                                  (CPU: 1)
+    evaluators_per_gpu: int = exempt(1, why=RUN)     # evaluators sharing each GPU: they compile
+    #                                                  and check in parallel; timing holds the GPU
+    #                                                  alone (evaluate/gpulock.py)
+    eval_batch: int = exempt(0, why=RUN)             # candidates per evaluator call; 0: 1
+    #                                                  (bench_engine passes 64: with mode=noop the
+    #                                                  round trip is the cost)
+    flush_every: int = exempt(32, why=RUN)           # cells per Parquet part
+    flush_s: float = exempt(10.0, why=RUN)           # ... or seconds, whichever comes first
+    flush_min_s: float = exempt(1.0, why=RUN)        # ... but parts at least this far apart
+    ray_address: str | None = exempt(None, why=RUN)  # None: start or join a local Ray
+    aot_compile: str = exempt("off", why=RUN)        # off | on | always: compile candidates'
+    #                                                  Triton kernels ahead of time on CPU nodes
+    #                                                  (`compile` resource) for each GPU pool's
+    #                                                  sm_XX; `on`: while a compile worker is free,
+    #                                                  used if ready when an evaluator takes it
+    compile_workers: int = exempt(2, why=RUN)        # CPU compile actors (engine.aot_compile)
+    compile_timeout_s: float = exempt(300.0, why=RUN)  # per candidate and architecture; then the
+    #                                                  GPU compiles
+    compile_resource: str = exempt("", why=RUN)      # custom resource compile actors ask for; "":
+    #                                                  `compile` if the cluster has it now or
+    #                                                  carries kbx-role labels (cluster.yaml: the
+    #                                                  autoscaler starts compile nodes), else any CPU
 
 
 @dataclass
 class Config:
-    suite: SuiteConfig = field(default_factory=SuiteConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    method: MethodConfig = field(default_factory=MethodConfig)
-    sweep: SweepConfig = field(default_factory=SweepConfig)
-    hardware: list[str] = field(default_factory=lambda: ["auto"])  # pool names; auto: local
-    evaluation: EvalConfig = field(default_factory=EvalConfig)
-    engine: EngineConfig = field(default_factory=EngineConfig)
-    wandb: WandbConfig = field(default_factory=WandbConfig)
-    sinks: list[str] = field(default_factory=lambda: ["wandb", "console"])  # where rows go after
-    #                                      Parquet (always first: the record), in order: sinks/
-    output_dir: str = "results"
-    sweep_id: str | None = None
-    overrides: list[str] = field(default_factory=list)  # the command line's key=value items: the
-    #                                      grid's method and model variants take their keys too
+    """Each field marks whether it is part of the sweep's identity (kbx_ray/identity.py)."""
+    suite: SuiteConfig = walk(SuiteConfig)
+    model: ModelConfig = verdict(factory=ModelConfig)     # the model and how it decodes
+    method: MethodConfig = verdict(factory=MethodConfig)
+    sweep: SweepConfig = verdict(factory=SweepConfig)      # the grid's axes
+    hardware: list[str] = verdict(["auto"])  # pool names; auto: local
+    evaluation: EvalConfig = walk(EvalConfig)
+    engine: EngineConfig = walk(EngineConfig)
+    wandb: WandbConfig = exempt(factory=WandbConfig, why="where rows are mirrored to")
+    sinks: list[str] = exempt(["wandb", "console"], why="where rows go after Parquet")  # in
+    #                                      order, after Parquet (always first: the record): sinks/
+    output_dir: str = exempt("results", why="where the sweep folder is")
+    sweep_id: str | None = exempt(None, why="names the folder: its identity.json is checked")
+    overrides: list[str] = exempt([], why="the grid's variants, each in the identity, take them")
+    #                                      (the command line's key=value items: the grid's method
+    #                                      and model variants take their keys too)
+    force_resume: bool = exempt(False, why="lets a run resume a folder recorded otherwise")
+    #                                      true: resume into sweep_id's folder although its
+    #                                      identity.json differs (verdicts of both settings mix)
 
 
 def _group_file(group: str, name: str) -> Path:
@@ -234,34 +255,36 @@ def to_dict(cfg: Config) -> dict[str, Any]:
     return OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)  # type: ignore
 
 
-# evaluation settings that can change a verdict or a timing; the rest (timeouts, sandbox limits,
-# caches) may change between a run and its resume
-VERDICT_KEYS = ("device", "seeds", "large_seeds", "base_seed", "small_only", "torch_compute",
-                "timing", "sol_limit", "timing_cases", "cpu_timing", "unseen_cases")
+def identity_key(cfg: Config) -> dict[str, Any]:
+    """What makes the sweep what it is, flat (`evaluation.fresh_sets` -> 2): every settings field
+    marked `verdict` (kbx_ray/identity.py), each grid variant's method and model as loaded (an
+    edited conf/method/*.yaml would otherwise add a second set of cells under the same names), and
+    the prompt texts the methods render. Kept in the sweep folder as identity.json."""
+    from kbx_ray.grid import methods, models
+    from kbx_ray.identity import flatten
+
+    key = identity(cfg)
+    variants = methods(cfg)
+    for kind, vs in (("method", variants), ("model", models(cfg))):
+        for v in vs:
+            key.update(flatten(OmegaConf.to_container(OmegaConf.structured(v)),
+                               f"variants.{kind}.{v.name}"))
+    key["prompts"] = _prompts_digest([v.templates_dir for v in variants])
+    return key
+
+
+# the evaluation's verdict fields, as marked in EvalConfig (kept for readers of the old name)
+VERDICT_KEYS = tuple(dict.fromkeys(k.split(".")[0] for k in identity(EvalConfig())))
 
 
 def sweep_id(cfg: Config) -> str:
     """Stable across re-runs of the same sweep; `suite.include` is left out so that adding tasks
-    resumes into the same results folder. Settings that change what a cell's rows would say (the
-    evaluation's verdict keys, `engine.mode=noop`'s made-up verdicts) make another sweep, so a
-    re-run with them never skips cells that were judged otherwise."""
+    resumes into the same results folder. Settings that change what a cell's rows would say (every
+    field marked `verdict`, `engine.mode=noop`'s made-up verdicts) make another sweep, so a re-run
+    with them never skips cells that were judged otherwise."""
     if cfg.sweep_id:
         return cfg.sweep_id
-    d = to_dict(cfg)
-    key = {k: d[k] for k in ("model", "method", "sweep", "hardware")}
-    key["suite"] = {k: v for k, v in d["suite"].items() if k != "include"}
-    key["evaluation"] = {k: d["evaluation"][k] for k in VERDICT_KEYS}
-    if cfg.engine.mode == "noop":
-        key["noop"] = True
-    # the grid's method and model presets as loaded (an edited conf/method/*.yaml would otherwise
-    # add a second set of cells under the same names), and the prompt texts the methods render
-    from kbx_ray.grid import methods, models
-
-    variants = methods(cfg)
-    key["variants"] = [OmegaConf.to_container(OmegaConf.structured(v))
-                       for v in (*variants, *models(cfg))]
-    key["prompts"] = _prompts_digest([v.templates_dir for v in variants])
-    digest = stable_hash(key, n=8)
+    digest = stable_hash(identity_key(cfg), n=8)
     legacy = f"{cfg.sweep.name}-{digest}"  # before readable names: such a folder still resumes
     if (Path(cfg.output_dir) / legacy).is_dir():
         return legacy

@@ -22,11 +22,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kbx_ray.evaluate import confine, protocol
+from kbx_ray.identity import LIMIT, exempt, verdict
 
 log = logging.getLogger(__name__)
 
@@ -38,16 +39,22 @@ _SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL|^AWS_|^WANDB_|^HF_",
 
 @dataclass
 class SandboxConfig:
-    device: str = "cpu"            # "cuda" or "cpu" (Triton interpreter)
-    cpu_seconds: int = 900         # RLIMIT_CPU over the worker's life
-    file_mb: int = 64              # RLIMIT_FSIZE: caps the log and anything the candidate writes
-    open_files: int = 1024         # RLIMIT_NOFILE
-    extra_procs: int = 64          # RLIMIT_NPROC above the processes this user already runs
-    memory_gb: float = 0.0         # RLIMIT_AS on CPU workers (0 = off; CUDA reserves huge VA)
-    network: bool = False          # allow network (off: a private network namespace if possible)
-    landlock: str = "auto"         # on | off | auto (on for CPU workers; GPU once validated)
-    max_output_mb: int = 0         # cap on bytes a reply may carry (0 = auto: reply_cap_bytes)
-    extra_env: dict[str, str] = field(default_factory=dict)
+    device: str = verdict("cpu")                # "cuda" or "cpu" (Triton interpreter)
+    cpu_seconds: int = exempt(900, why=LIMIT)   # RLIMIT_CPU over the worker's life
+    file_mb: int = exempt(64, why=LIMIT)        # RLIMIT_FSIZE: caps the log and anything the
+    #                                             candidate writes
+    open_files: int = exempt(1024, why=LIMIT)   # RLIMIT_NOFILE
+    extra_procs: int = exempt(64, why=LIMIT)    # RLIMIT_NPROC above the processes this user already
+    #                                             runs
+    memory_gb: float = exempt(0.0, why=LIMIT)   # RLIMIT_AS on CPU workers (0 = off; CUDA reserves
+    #                                             huge VA)
+    network: bool = verdict(False)              # allow network (off: a private network namespace if
+    #                                             possible)
+    landlock: str = verdict("auto")             # on | off | auto (on for CPU workers; GPU once
+    #                                             validated)
+    max_output_mb: int = exempt(0, why=LIMIT)   # cap on bytes a reply may carry (0 = auto:
+    #                                             reply_cap_bytes)
+    extra_env: dict[str, str] = verdict(factory=dict)
 
 
 def reply_cap_bytes(max_output_mb: int = 0) -> int:

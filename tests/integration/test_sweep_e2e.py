@@ -7,7 +7,7 @@ import pytest
 import ray
 
 from kbx_ray import engine
-from kbx_ray.config import load_config
+from kbx_ray.config import ConfigError, load_config
 from kbx_ray.sinks import read_table
 from kbx_ray.types import SCHEMA_VERSION
 
@@ -83,3 +83,25 @@ def test_missing_pool_is_a_clear_error(local_ray, tmp_path):
                        "wandb.mode=disabled"])
     with pytest.raises(ConfigError, match="no node in the Ray cluster offers hardware pool 'h100'"):
         engine.run_sweep(cfg)
+
+
+def test_a_changed_verdict_setting_is_another_sweep_or_refused(local_ray, tmp_path, caplog):
+    """evaluation.fresh_sets was missing from the sweep's identity: a re-run with it changed
+    resumed and mixed verdicts. Now it is a new sweep; under sweep_id= it is refused in one line."""
+    from kbx_ray import cli
+
+    base = [f"output_dir={tmp_path}", "suite.include=[activation/relu]", "wandb.mode=disabled"]
+    p = engine.run_sweep(load_config(base))
+    assert p.n_todo == 1 and (p.sweep_dir / "identity.json").is_file()
+    caplog.set_level("INFO", logger="kbx_ray.identity")
+    other = engine.run_sweep(load_config([*base, "evaluation.fresh_sets=3"]))
+    assert other.sweep_id != p.sweep_id and other.n_todo == 1  # judged again, in its own folder
+    assert f"not a resume of {p.sweep_id}: evaluation.fresh_sets=2 -> 3" in caplog.text
+    named = [*base, "sweep_id=mine"]
+    engine.run_sweep(load_config(named))
+    changed = [*named, "evaluation.fresh_sets=3"]
+    with pytest.raises(ConfigError, match=r"evaluation.fresh_sets=2 -> 3; drop sweep_id="):
+        engine.plan(load_config(changed))
+    assert cli.main(["sweep", *changed]) == 2  # one line (tests/integration/test_cli.py)
+    forced = engine.run_sweep(load_config([*changed, "force_resume=true"]))
+    assert forced.n_todo == 0  # resumed on purpose: nothing re-judged

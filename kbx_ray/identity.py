@@ -1,0 +1,209 @@
+"""Which settings make a sweep what it is: each dataclass field marks itself.
+
+A field that can change what a cell's rows say (a verdict, a timing, a generation) is declared with
+`verdict(default)`; one that may change between a run and its resume (a timeout, a cache size, where
+rows go) with `exempt(default, why=...)`; a nested settings dataclass whose own fields decide with
+`walk(factory)`. The sweep id (config.py) is a hash of `identity(cfg)`, and a sweep folder keeps it
+(`identity.json`), so a re-run under another verdict setting is a new sweep, never a resume that
+mixes verdicts. A field with no mark counts as a verdict field (the safe side), and
+tests/unit/test_config_identity.py fails until it is marked either way.
+
+Torch-free, and imports the rest of kbx_ray only inside the folder checks: settings modules import
+it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+KEY = "kbx_identity"  # field metadata: "verdict" | "exempt" | "walk"
+WHY = "kbx_identity_why"
+AS = "kbx_identity_as"  # verdict only: a function of the value, what the identity keeps of it
+
+# reasons most exempt fields share
+RUN = "how the sweep runs, not what a row says"
+LIMIT = ("an operational limit or cache: a resume may raise it for the cells left (a cell it "
+         "stopped stays recorded as it was)")
+FILLED = "filled in from the hardware pool, which is in the identity"
+
+
+def _field(kind: str, default: Any, factory: Any, extra: dict) -> Any:
+    meta = {KEY: kind, **extra}
+    if factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=factory, metadata=meta)
+    if isinstance(default, (list, dict, set)):
+        value = default
+        return dataclasses.field(default_factory=lambda: type(value)(value), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def verdict(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MISSING,
+            as_: Callable[[Any], Any] | None = None) -> Any:
+    """A field that can change a verdict: part of the sweep's identity (a nested dataclass: all of
+    it). `as_` keeps only what matters of the value (engine.mode: only whether it is noop)."""
+    return _field("verdict", default, factory, {AS: as_} if as_ else {})
+
+
+def exempt(default: Any = dataclasses.MISSING, *, why: str,
+           factory: Any = dataclasses.MISSING) -> Any:
+    """A field that cannot change a verdict, or may change on a resume on purpose: `why` says."""
+    if not why.strip():
+        raise ValueError("exempt(...) needs a reason")
+    return _field("exempt", default, factory, {WHY: why})
+
+
+def walk(factory: Any) -> Any:
+    """A nested settings dataclass whose fields are marked one by one."""
+    return dataclasses.field(default_factory=factory, metadata={KEY: "walk"})
+
+
+def mark(f: dataclasses.Field) -> str:
+    return str(f.metadata.get(KEY, ""))
+
+
+def identity(obj: Any, prefix: str = "") -> dict[str, Any]:
+    """The verdict fields of a settings dataclass instance (or OmegaConf structured node), flat:
+    dotted name -> value (nested dicts flattened too, so a difference names its key)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(_dataclass_type(obj)):
+        kind, value, name = mark(f), getattr(obj, f.name), f"{prefix}{f.name}"
+        if kind == "exempt":
+            continue
+        if kind == "walk":
+            out.update(identity(value, f"{name}."))
+            continue
+        if f.metadata.get(AS):
+            value = f.metadata[AS](value)
+        out.update(flatten(_plain(value), name))
+    return out
+
+
+def unmarked(cls: type, prefix: str = "") -> list[str]:
+    """Fields of `cls` (and of the dataclasses it walks into) with neither mark."""
+    out = []
+    for f in dataclasses.fields(cls):
+        kind = mark(f)
+        if kind not in ("verdict", "exempt", "walk"):
+            out.append(f"{prefix}{f.name}")
+        elif kind == "walk":
+            out += unmarked(_field_type(cls, f), f"{prefix}{f.name}.")
+    return out
+
+
+def flatten(value: Any, name: str) -> dict[str, Any]:
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(flatten(v, f"{name}.{k}"))
+        return out
+    return {name: value}
+
+
+def differences(recorded: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """`key=old -> new` for each identity key that differs (missing on one side: `unset`)."""
+    out = []
+    for k in sorted(set(recorded) | set(now)):
+        a, b = recorded.get(k, "unset"), now.get(k, "unset")
+        if _json(a) != _json(b):
+            out.append(f"{k}={a!r} -> {b!r}")
+    return out
+
+
+def _json(v: Any) -> str:
+    return json.dumps(v, sort_keys=True, default=str)
+
+
+def _plain(value: Any) -> Any:
+    try:
+        from omegaconf import OmegaConf
+
+        if OmegaConf.is_config(value):
+            return OmegaConf.to_container(value, resolve=True)
+    except ImportError:  # pragma: no cover - omegaconf is a dependency
+        pass
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _dataclass_type(obj: Any) -> type:
+    if dataclasses.is_dataclass(obj):
+        return obj if isinstance(obj, type) else type(obj)
+    from omegaconf import OmegaConf
+
+    return OmegaConf.get_type(obj)  # type: ignore[return-value]
+
+
+def _field_type(cls: type, f: dataclasses.Field) -> type:
+    factory = f.default_factory  # type: ignore[misc]
+    if isinstance(factory, type) and dataclasses.is_dataclass(factory):
+        return factory
+    return type(factory())
+
+
+# the sweep folder's record of it
+
+IDENTITY_FILE = "identity.json"
+log = logging.getLogger(__name__)
+
+
+def check_folder(cfg: Any, sweep_dir: Path) -> None:
+    """A folder recorded under other verdict settings is never resumed into (its cells would be
+    skipped though judged otherwise): one line says which settings differ and how to go on. Only
+    `sweep_id=` or a legacy folder name lead here (a hashed name changes with the settings); a new
+    folder beside one of the same name says in the log what made it another sweep."""
+    from kbx_ray.config import ConfigError, identity_key
+
+    now = identity_key(cfg)
+    recorded = _recorded(sweep_dir)
+    if recorded is None:
+        if not sweep_dir.exists():
+            _name_the_sibling(sweep_dir, now)
+        return
+    diff = differences(recorded, now)
+    if diff and cfg.force_resume:
+        log.warning("force_resume: resuming %s although %s", sweep_dir, "; ".join(diff))
+    elif diff:
+        more = f" (and {len(diff) - 2} more)" if len(diff) > 2 else ""
+        raise ConfigError(f"{sweep_dir} was recorded with other verdict settings: "
+                          f"{'; '.join(diff[:2])}{more}; drop sweep_id= to start a new sweep, or "
+                          "add force_resume=true to resume it anyway (its verdicts would mix both)")
+
+
+def write_folder(cfg: Any, sweep_dir: Path) -> None:
+    """identity.json, once (force_resume: the settings it now resumes with)."""
+    from kbx_ray.config import identity_key
+
+    path = sweep_dir / IDENTITY_FILE
+    if not path.exists() or cfg.force_resume:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(identity_key(cfg), indent=1, sort_keys=True, default=str))
+        tmp.replace(path)
+
+
+def _recorded(sweep_dir: Path) -> dict | None:
+    try:
+        return json.loads((sweep_dir / IDENTITY_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _name_the_sibling(sweep_dir: Path, now: dict) -> None:
+    stem = sweep_dir.name.rsplit("-", 1)[0]
+    if not sweep_dir.parent.is_dir():
+        return
+    siblings = sorted(sweep_dir.parent.glob(f"{stem}-*/{IDENTITY_FILE}"),
+                      key=lambda f: f.stat().st_mtime)
+    for f in reversed(siblings):
+        recorded = _recorded(f.parent)
+        diff = differences(recorded, now) if recorded is not None else []
+        if diff:
+            more = f" (and {len(diff) - 3} more)" if len(diff) > 3 else ""
+            log.info("a new sweep, not a resume of %s: %s%s", f.parent.name, "; ".join(diff[:3]),
+                     more)
+            return

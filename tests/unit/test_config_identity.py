@@ -1,0 +1,86 @@
+"""A sweep's identity is every settings field marked `verdict`; each field marks itself."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from kbx_ray import identity
+from kbx_ray.config import Config, ConfigError, identity_key, load_config, sweep_id
+
+
+def test_every_settings_field_is_marked_verdict_or_exempt():
+    """A new field anywhere under Config (EvalConfig, SandboxConfig, EngineConfig, ...) fails here
+    until it says whether it can change a verdict: `verdict(default)` or `exempt(default, why=)`."""
+    assert identity.unmarked(Config) == [], (
+        "mark these fields in their dataclass with kbx_ray.identity.verdict(...) or "
+        "exempt(..., why=...)")
+    for path, why in _exemptions(Config):
+        assert len(why) > 10, path
+
+
+def _exemptions(cls: type, prefix: str = "") -> list[tuple[str, str]]:
+    out = []
+    for f in dataclasses.fields(cls):
+        if identity.mark(f) == "exempt":
+            out.append((prefix + f.name, f.metadata[identity.WHY]))
+        elif identity.mark(f) == "walk":
+            out += _exemptions(identity._field_type(cls, f), f"{prefix}{f.name}.")
+    return out
+
+
+def test_an_unmarked_field_is_found_and_counts_as_a_verdict_field():
+    @dataclasses.dataclass
+    class Inner:
+        a: int = identity.verdict(1)
+        b: int = identity.exempt(2, why="a cache size")
+        c: int = 3  # a helper forgot to mark it
+
+    @dataclasses.dataclass
+    class Outer:
+        inner: Inner = identity.walk(Inner)
+        whole: Inner = identity.verdict(factory=Inner)
+        noop: str = identity.verdict("actor", as_=lambda m: m == "noop")
+
+    assert identity.unmarked(Outer) == ["inner.c"]
+    assert identity.identity(Outer()) == {"inner.a": 1, "inner.c": 3, "whole.a": 1, "whole.b": 2,
+                                          "whole.c": 3, "noop": False}
+    with pytest.raises(ValueError):
+        identity.exempt(1, why=" ")
+
+
+def test_the_settings_the_old_list_lacked_are_in_the_identity():
+    base = sweep_id(load_config([]))
+    for changed in ("evaluation.fresh_sets=3", "evaluation.fresh_ratio=3.0",
+                    "evaluation.timing_sets=3", "evaluation.secret_seeds=false",
+                    "evaluation.unseen_cases=0", "evaluation.fresh_floor_us=50",
+                    "evaluation.sandbox.network=true", "model.temperature=0.5"):
+        assert sweep_id(load_config([changed])) != base, changed
+    for same in ("evaluation.eval_budget_s=900", "evaluation.ref_cache_mb=1",
+                 "engine.flush_every=2", "wandb.mode=disabled", "sinks=[console]",
+                 "evaluation.sandbox.memory_gb=8", "force_resume=true"):
+        assert sweep_id(load_config([same])) == base, same
+    key = identity_key(load_config([]))
+    assert key["evaluation.fresh_sets"] == 2 and key["engine.mode"] is False
+    assert "suite.include" not in key and any(k.startswith("variants.method.one_shot.") for k in key)
+
+
+def test_a_folder_recorded_otherwise_is_refused_in_one_line(tmp_path: Path):
+    old = load_config([f"output_dir={tmp_path}", "sweep_id=mine"])
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    identity.write_folder(old, folder)
+    identity.check_folder(old, folder)  # the same settings: a resume
+    new = load_config([f"output_dir={tmp_path}", "sweep_id=mine", "evaluation.fresh_sets=3"])
+    with pytest.raises(ConfigError) as e:
+        identity.check_folder(new, folder)
+    msg = str(e.value)
+    assert len(msg.splitlines()) == 1 and "evaluation.fresh_sets=2 -> 3" in msg
+    assert "drop sweep_id=" in msg and "force_resume=true" in msg
+    forced = load_config([f"output_dir={tmp_path}", "sweep_id=mine", "evaluation.fresh_sets=3",
+                          "force_resume=true"])
+    identity.check_folder(forced, folder)
+    identity.write_folder(forced, folder)  # the folder now carries the settings it resumed with
+    assert json.loads((folder / "identity.json").read_text())["evaluation.fresh_sets"] == 3
