@@ -1,8 +1,11 @@
 """`kbx`: sweep, eval (one candidate file), tasks (list the suite), report (tables and figures).
 
-Every user-fixable problem (bad key, unknown task, missing pool, unreadable file) ends as one line on
-stderr and exit status 2, never as a traceback. Logs go to stderr; stdout carries only what a command
-prints as its answer (the dry-run's estimate, `--json`, the task list).
+Every user-fixable problem (bad key, unknown task, missing pool, missing file) ends as one line on
+stderr and exit status 2, never as a traceback; a candidate file that cannot be judged (unreadable,
+binary, not UTF-8, empty, huge) is a verdict (exit 1). An internal error shows its traceback and a
+line saying it is a bug (exit 3); Ctrl-C, one line (exit 130). Logs go to stderr; stdout carries
+only what a command prints as its answer (the dry-run's estimate, `--json`, the task list, a
+sweep's results folder).
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import logging
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from kbx_ray.config import ConfigError, load_config
 
@@ -33,13 +37,31 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from kbx_ray import engine
 
     cfg = load_config(args.overrides)
+    p = engine.plan(cfg)
     if args.dry_run:
-        p = engine.plan(cfg)
         print(engine.describe(p))
         return 0
-    p = engine.run_sweep(cfg)
-    log.info("results: %s", p.sweep_dir)
+    before = p.n_cells - p.n_todo
+    try:
+        engine.run_sweep(cfg, p)
+    except KeyboardInterrupt:
+        n = _recorded_cells(p)
+        print(f"kbx: interrupted: {n} of {p.n_cells} cells recorded in {p.sweep_dir} "
+              f"({max(0, n - before)} by this run); re-run the same command to resume",
+              file=sys.stderr)
+        return 130
+    n = _recorded_cells(p)
+    print(f"sweep {p.sweep_id}: {n} of {p.n_cells} cells recorded ({max(0, n - before)} by this "
+          f"run)\nresults: {p.sweep_dir}")
     return 0
+
+
+def _recorded_cells(p: Any) -> int:
+    """Cells of this sweep's grid with rows in its folder now."""
+    from kbx_ray.sinks import done_cells
+
+    done = done_cells(p.sweep_dir) if p.sweep_dir.exists() else set()
+    return sum(1 for c in p.cells() if c.cell_id in done) if done else 0
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -47,15 +69,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from kbx_ray.evaluate.evaluator import Evaluator
     from kbx_ray.extract import candidate_id
     from kbx_ray.hardware import peak_table
+    from kbx_ray.candidate_file import read_source
     from kbx_ray.suite import get_task
-    from kbx_ray.types import Candidate
+    from kbx_ray.types import Candidate, EvalResult, stable_hash
 
     cfg = load_config(args.overrides)
     task = get_task(args.task_id, cfg.suite.path, cfg.suite.name)
     path = Path(args.candidate)
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise ConfigError(f"candidate file {path} does not exist")
-    code = path.read_text()
+    src = read_source(path)
+    if not src.ok:  # unreadable, binary, not UTF-8, empty or huge: the candidate's verdict
+        return _answer(args, EvalResult(task.task_id, stable_hash(task.task_id, src.error_kind,
+                                                                  src.error_msg), "extract",
+                                        error_kind=src.error_kind, error_msg=src.error_msg))
+    code = src.code
     pool = next(iter(resolve_pools(cfg.hardware).values()))
     cfg.evaluation.peak_gbps = pool.peak_gbps
     cfg.evaluation.peak_tflops = peak_table(pool)
@@ -64,6 +92,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         res = ev.evaluate(task, Candidate(candidate_id(task.task_id, code), task.task_id, code, task.name))
     finally:
         ev.close()
+    return _answer(args, res)
+
+
+def _answer(args: argparse.Namespace, res: Any) -> int:
     from kbx_ray.suites.peer import of_result
 
     if args.json:
@@ -131,6 +163,51 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+SWEEP_HELP = """\
+Run a sweep (also `python scripts/sweep.py ...`): every task x method x model x sample x pool,
+judged by the sandboxed evaluator, into Parquet under output_dir/<sweep_id>/. The results folder
+and sweep id are printed at the end; re-running the same command resumes (recorded cells are
+skipped); a changed setting that can change a verdict makes a new sweep."""
+
+_KEYS = """\
+overrides (key=value, OmegaConf dotlist, later items win):
+  GROUP=NAME              pick conf/GROUP/NAME.yaml (a preset), then its keys can be overridden
+  hardware=NAME|[A,B]     evaluator pools (conf/hardware/); the first is primary; auto: this machine
+  a.b.c=VALUE             any key of kbx_ray/config.py's Config; a list is [x,y] (quote it for
+                          the shell when it holds * or spaces)
+
+most used keys:
+  suite.include=[math,activation/relu,"fusion/*"]   tasks: ids, category folders or globs
+  suite.path=DIR                                     another tasks/ tree or an external suite
+  sweep.samples=N  sweep.methods=[a,b]  sweep.models=[a,b]  sweep.rounds=[0,1,3]   grid axes
+  method.rounds=R  method.stop_when=correct|fast|never  method.branches=N
+  model.temperature=T  model.max_tokens=N  model.path=HF_ID|DIR  model.replicas=N
+  model.base_url=http://host:8000/v1 (model=openai)  model.options.path=results/ID (model=replay)
+  evaluation.device=auto|cuda|cpu  evaluation.seeds=N  evaluation.timing.budget_s=S
+  engine.max_concurrency=N  engine.evaluators=N  engine.ray_address=auto
+  output_dir=DIR  wandb.mode=offline|online|disabled  wandb.project=NAME
+  sweep_id=NAME (name the folder)  force_resume=true (resume it under other verdict settings)
+
+examples:
+  python scripts/sweep.py --dry-run hardware=[h100,a100]
+  python scripts/sweep.py suite.include=[math] model=qwen2.5-coder-7b method=repair method.rounds=5
+  python scripts/sweep.py sweep=repair_ablation wandb.mode=online
+"""
+
+
+def _sweep_epilog() -> str:
+    from kbx_ray.config import CONF_DIR
+
+    import textwrap
+
+    lines = ["presets (GROUP=NAME, from conf/GROUP/):"]
+    for group in ("suite", "model", "method", "sweep", "hardware"):
+        names = " ".join(sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml")))
+        lines += textwrap.wrap(names, 98, initial_indent=f"  {group + '=':<10}",
+                               subsequent_indent=" " * 12)
+    return _KEYS + "\n" + "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from kbx_ray import __version__
     from kbx_ray.provenance import git_state
@@ -141,9 +218,14 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version",
                     version=f"kbx_ray {__version__}" + (f" (commit {commit})" if commit else ""))
     sub = ap.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("sweep", help="run a sweep (same as python scripts/sweep.py)")
-    s.add_argument("--dry-run", action="store_true", help="print the grid and an estimate, run nothing")
-    s.add_argument("overrides", nargs="*", help="key=value config overrides")
+    s = sub.add_parser("sweep", help="run a sweep (same as python scripts/sweep.py)",
+                       description=SWEEP_HELP, epilog=_sweep_epilog(),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("--dry-run", action="store_true",
+                   help="print the grid and the GPU-hours at most, per method and pool; run "
+                   "nothing")
+    s.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="config overrides, applied in order (see below)")
     s.set_defaults(fn=cmd_sweep)
     e = sub.add_parser("eval", help="evaluate one candidate file against one task, locally")
     e.add_argument("task_id")
@@ -162,17 +244,36 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv: list[str] | None = None) -> int:
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """What a user's own input raises: a bad key or choice, an unknown task, pool, backend or
+    method. Any other exception is ours: its traceback is shown, with a line saying so."""
+    from kbx_ray.hardware import UnknownHardwareError
+    from kbx_ray.registry import RegistryError
     from kbx_ray.suite import SuiteError
 
+    return ConfigError, SuiteError, RegistryError, UnknownHardwareError
+
+
+def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _setup_logging(args.verbose)
+    user_errors = _user_errors()
     try:
         return args.fn(args)
-    except (ConfigError, SuiteError, KeyError) as e:
+    except user_errors as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"kbx: error: {msg}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # outside a sweep's cells (planning, an eval): nothing to resume
+        print("kbx: interrupted", file=sys.stderr)
+        return 130
+    except Exception:  # noqa: BLE001 - ours, not the user's: shown in full, and said so
+        import traceback
+
+        traceback.print_exc()
+        print("kbx: internal error: this is a bug in kbx_ray, not in your input; please report it "
+              "with the traceback above", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

@@ -122,7 +122,8 @@ class EngineConfig:
     compile_resource: str = exempt("", why=RUN)      # custom resource compile actors ask for; "":
     #                                                  `compile` if the cluster has it now or
     #                                                  carries kbx-role labels (cluster.yaml: the
-    #                                                  autoscaler starts compile nodes), else any CPU
+    #                                                  autoscaler starts compile nodes), else any
+    #                                                  CPU
 
 
 @dataclass

@@ -207,11 +207,12 @@ def _wait_for_pools(p: SweepPlan) -> None:
             time.sleep(5)
 
 
-def run_sweep(cfg: Config) -> SweepPlan:
-    """Plan, start Ray, run every pending cell, and return the plan (rows are on disk)."""
+def run_sweep(cfg: Config, p: SweepPlan | None = None) -> SweepPlan:
+    """Plan (unless given the plan), start Ray, run every pending cell, and return the plan (rows
+    are on disk)."""
     import ray
 
-    p = plan(cfg)
+    p = p or plan(cfg)
     log.info(describe(p))
     n_todo = p.n_todo
     if not n_todo:

@@ -1,4 +1,5 @@
-"""Run a sweep: `python scripts/sweep.py [sweep=<name>] [key=value ...] [--dry-run]`.
+"""Run a sweep: `python scripts/sweep.py [sweep=<name>] [key=value ...] [--dry-run]` (`--help`: the
+overrides, presets and most used keys).
 
 Thin on purpose: everything lives in kbx_ray (see kbx_ray/cli.py and kbx_ray/engine.py).
 """

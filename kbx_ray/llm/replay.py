@@ -69,11 +69,15 @@ def read_source(path: str | Path, columns: tuple[str, ...] = REQUIRED + OPTIONAL
         p = p / "generations"
     if p.suffix in (".jsonl", ".ndjson", ".json"):
         rows = []
-        for i, line in enumerate(p.read_text().splitlines(), 1):
+        for i, line in enumerate(p.read_bytes().splitlines(), 1):
             try:
-                rows += [json.loads(line)] if line.strip() else []
+                rows += [json.loads(line.decode("utf-8"))] if line.strip() else []
             except json.JSONDecodeError as e:
                 raise ReplayError(f"replay source {p}: line {i}: not JSON ({e.msg})") from None
+            except UnicodeDecodeError as e:
+                raise ReplayError(f"replay source {p}: line {i}: not UTF-8 (byte "
+                                  f"0x{line[e.start]:02x} at column {e.start + 1}): JSON Lines "
+                                  "are UTF-8") from None
         if replay_files.is_predictions(rows):
             return replay_files.prediction_rows(rows, p), True
         return rows, False

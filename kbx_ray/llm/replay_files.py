@@ -6,7 +6,9 @@ Two sources besides a sweep's own generations (replay.py reads those):
   peer's verdict rides along when the object carries one (`ok`, `exe_ok`, `verdict` or
   `peer_verdict`: true/false or pass/fail);
 - a folder of `.py` files, `<stem>.py` or `<stem>__<variant>.py`, whose docstring may say
-  `task: <Category>/<stem>` and `peer: pass|fail`; otherwise the category is the file's folder.
+  `task: <Category>/<stem>` and `peer: pass|fail`; otherwise the category is the file's folder. A
+  file that cannot be read as source (unreadable, binary, not UTF-8, empty, huge:
+  candidate_file.py) is still a row: its completion says why, and it is judged `no_code_block`.
 A file named only by its basename (`div.py`) gets its category from the KernelBench-X tree
 (`$KBX_EXTERNAL/KernelBenchX`, default ../shared/external). Kernels of one task become samples 0,
 1, 2, ... in input order, all in round 0.
@@ -22,6 +24,7 @@ import os
 import re
 from pathlib import Path
 
+from kbx_ray.candidate_file import read_source
 from kbx_ray.config import ConfigError
 
 PEER_ENTRY = "kernel_function"
@@ -57,12 +60,20 @@ def folder_rows(folder: Path) -> list[dict]:
                                "and no .parquet files")
     out: list[dict] = []
     for p in files:
-        code = p.read_text()
-        meta = _docstring_fields(code)
-        stem = p.stem.split("__")[0]
-        task = meta.get("task") or (f"{p.parent.name}/{stem}" if p.parent != folder else stem)
-        out.append(_row(_task_id(task, folder), code, meta.get("peer", ""), out))
+        src = read_source(p)
+        if not src.ok:  # recorded as the cell's completion: no code, and the reason why
+            out.append({**_row(_task_id(_file_task(p, folder, {}), folder), "", "", out),
+                        "completion": f"(kbx replay: no kernel: {src.error_msg})"})
+            continue
+        meta = _docstring_fields(src.code)
+        out.append(_row(_task_id(_file_task(p, folder, meta), folder), src.code,
+                        meta.get("peer", ""), out))
     return out
+
+
+def _file_task(p: Path, folder: Path, meta: dict[str, str]) -> str:
+    stem = p.stem.split("__")[0]
+    return meta.get("task") or (f"{p.parent.name}/{stem}" if p.parent != folder else stem)
 
 
 def with_peer_entry(code: str, stem: str) -> str:

@@ -44,3 +44,71 @@ def test_user_errors_are_one_line():
         r = kbx(*args)
         assert r.returncode == 2 and needle in r.stderr, r.stderr
         assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_eval_candidate_files_that_cannot_be_read_as_source_are_verdicts(tmp_path):
+    """Unreadable, binary, non-UTF-8, empty, huge: a JSON verdict and exit 1, never a traceback."""
+    files = {"nonutf8.py": b'def relu(x):\n    return "\xff\xfe"\n',
+             "binary.py": b"\x7fELF\x00\x01", "empty.py": b"", "blank.py": b"\n  \n", "huge.py": b"#" * (2 << 20)}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "folder.py").mkdir()
+    cases = {"nonutf8.py": ("syntax_error", "not valid utf-8 (byte 0xff on line 2)"),
+             "binary.py": ("syntax_error", "NUL byte at offset 4"),
+             "empty.py": ("no_code_block", "is empty"), "blank.py": ("no_code_block", "is empty"),
+             "huge.py": ("no_code_block", "2.0 MiB, over the 1 MiB"),
+             "folder.py": ("no_code_block", "not a regular file"),
+             "/proc/self/mem": ("no_code_block", "cannot read /proc/self/mem")}  # reads fail: EIO
+    for name, (kind, needle) in cases.items():
+        r = kbx("eval", "activation/relu", str(tmp_path / name), "--json")
+        assert r.returncode == 1 and "Traceback" not in r.stderr, (name, r.stderr)
+        res = json.loads(r.stdout)
+        assert res["exec_ok"] is False and res["error_kind"] == kind, (name, res)
+        assert needle in res["error_msg"] and res["stage"] == "extract", (name, res["error_msg"])
+    r = kbx("eval", "activation/relu", str(tmp_path / "nonutf8.py"))  # the table, not JSON
+    assert r.returncode == 1 and "FAIL syntax_error" in r.stdout and "Traceback" not in r.stderr
+    # a coding line is honoured, as Python honours it
+    (tmp_path / "latin.py").write_bytes(b"# -*- coding: latin-1 -*-\n# caf\xe9\n" +
+                                        (FIXTURES / "candidates" / "wrong_values.py").read_bytes())
+    r = kbx("eval", "activation/relu", str(tmp_path / "latin.py"), "--json")
+    assert r.returncode == 1 and json.loads(r.stdout)["error_kind"] == "mismatch", r.stderr
+
+
+def test_an_internal_error_shows_its_traceback_and_says_it_is_a_bug(monkeypatch, capsys):
+    """Our own KeyError is not passed off as the user's mistake in one line."""
+    from kbx_ray import cli, suite
+
+    def broken(*a, **k):
+        return {}["no such internal key"]
+
+    monkeypatch.setattr(suite, "load_suite", broken)
+    assert cli.main(["tasks"]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "KeyError: 'no such internal key'" in err
+    assert err.strip().splitlines()[-1].startswith("kbx: internal error: this is a bug in kbx_ray")
+    # the user's own unknown pool (a KeyError subclass) is still one line
+    monkeypatch.undo()
+    assert cli.main(["sweep", "--dry-run", "hardware=tpu9"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().startswith("kbx: error: unknown hardware pool")
+
+
+def test_sweep_help_shows_overrides_presets_and_the_most_used_keys():
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "sweep.py"
+    r = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    for needle in ("overrides (key=value", "GROUP=NAME", "most used keys:", "suite.include=",
+                   "sweep.samples=", "model.options.path=", "wandb.mode=", "force_resume=true",
+                   "presets (GROUP=NAME", "--dry-run"):
+        assert needle in out, needle
+    presets: dict[str, list[str]] = {}
+    for ln in out.split("presets (GROUP=NAME")[1].splitlines()[1:]:  # wrapped lines continue
+        group, _, names = ln.strip().rpartition("=") if "=" in ln else ("", "", ln)
+        key = group.split()[-1] if group else list(presets)[-1]
+        presets.setdefault(key, []).extend(names.split())
+    assert {"one_shot", "repair"} <= set(presets["method"]) and "tiny" in presets["model"]
+    assert "repair_ablation" in presets["sweep"] and "h100" in presets["hardware"]

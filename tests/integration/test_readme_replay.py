@@ -7,7 +7,6 @@ the README's, word for word, in a fresh folder as a new user would run it."""
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -40,7 +39,8 @@ def default_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     r = run(["python", "scripts/sweep.py", *NARROW], cwd)
     assert r.returncode == 0, r.stderr[-2000:]
     (sweep_dir,) = (cwd / "results").iterdir()
-    assert re.search(rf"results:\s+results/{re.escape(sweep_dir.name)}", r.stderr), r.stderr[-500:]
+    # the README: "the folder the default sweep printed (`results: ...`)", on stdout
+    assert r.stdout.splitlines()[-1] == f"results: results/{sweep_dir.name}", r.stdout
     return cwd, sweep_dir.name
 
 

@@ -105,3 +105,15 @@ def test_a_changed_verdict_setting_is_another_sweep_or_refused(local_ray, tmp_pa
     assert cli.main(["sweep", *changed]) == 2  # one line (tests/integration/test_cli.py)
     forced = engine.run_sweep(load_config([*changed, "force_resume=true"]))
     assert forced.n_todo == 0  # resumed on purpose: nothing re-judged
+
+
+def test_an_undecodable_replayed_kernel_is_a_record_not_a_traceback(local_ray, tmp_path):
+    kernels = tmp_path / "kernels" / "activation"
+    kernels.mkdir(parents=True)
+    (kernels / "relu.py").write_bytes(b'import triton\n\ndef relu(x):\n    return "\xff"\n')
+    p = engine.run_sweep(load_config([f"output_dir={tmp_path}/results", "wandb.mode=disabled",
+                                      "suite.include=[activation/relu]", "model=replay",
+                                      f"model.options.path={tmp_path / 'kernels'}"]))
+    ev, gen = read_table(p.sweep_dir, "evaluations"), read_table(p.sweep_dir, "generations")
+    assert len(ev) == 1 and ev.error_kind[0] == "no_code_block" and not ev.exec_ok[0]
+    assert "relu.py is not valid utf-8 (byte 0xff on line 4)" in gen.completion[0]

@@ -2,6 +2,7 @@
 behind: no results folder, no W&B run."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -89,3 +90,42 @@ def test_a_failed_start_leaves_no_folder_and_no_wandb_run(local_ray, tmp_path: P
         engine.run_sweep(cfg)
     assert f"nothing was recorded; removed {sweep_dir}" in caplog.text  # it was made, then gone
     assert not sweep_dir.exists() and not list(tmp_path.rglob("offline-run-*"))
+
+
+def test_ctrl_c_prints_one_line_and_the_same_command_resumes(tmp_path: Path):
+    """SIGINT to the sweep's process group, as a terminal's Ctrl-C sends it, once a cell is
+    recorded: no traceback, one line naming how many cells are recorded; a re-run resumes."""
+    import os
+    import signal
+
+    out = tmp_path / "results"
+    args = [f"output_dir={out}", "suite.include=[activation,math]", "wandb.mode=disabled",
+            "engine.flush_every=1", "engine.flush_min_s=0"]
+    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts/sweep.py"), *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not list(out.glob("*/evaluations/part-*.parquet")) and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.3)
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-3000:]
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    assert re.fullmatch(r"kbx: interrupted: (\d+) of (\d+) cells recorded in \S+ \(\d+ by this "
+                        r"run\); re-run the same command to resume", last), last
+    recorded = int(re.search(r"interrupted: (\d+)", last).group(1))
+    assert recorded >= 1 and sum("interrupted" in ln for ln in stderr.splitlines()) == 1
+    r, _ = sweep(*args, "--dry-run")  # the same command: it resumes with exactly those recorded
+    assert r.returncode == 0 and f"; {recorded} already recorded, " in r.stdout, r.stdout
+
+
+def test_the_results_folder_and_sweep_id_end_a_sweep_on_stdout(tmp_path: Path):
+    out = tmp_path / "results"
+    r, _ = sweep(f"output_dir={out}", "suite.include=[math/exp]", "wandb.mode=disabled",
+                 timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (folder,) = out.iterdir()
+    assert r.stdout.splitlines() == [f"sweep {folder.name}: 1 of 1 cells recorded (1 by this run)",
+                                     f"results: {folder}"]
