@@ -1,7 +1,9 @@
 """What a sweep will do, before it does it: the dry-run's estimate, and a replay source's coverage
 (every cell's first round, each branch, looked up in the source before Ray starts).
 
-The estimate counts what each cell can cost at most: a method with R rounds and B branches makes up
+With no pool named (`hardware=[auto]`: on a CPU box, 0 GPU-hours), it also estimates the cells on
+each GPU pool of cluster.yaml, alone and all together. The estimate counts what each cell can cost
+at most: a method with R rounds and B branches makes up
 to (R + 1) x B evaluations on the primary pool, and its final candidate one more on each other pool;
 a timed evaluation takes up to both sides' timing budget per case. A rounds axis is already in the
 method variants (`repair@R3`), so it is counted per budget.
@@ -11,12 +13,14 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kbx_ray.config import ConfigError
 from kbx_ray.grid import methods, models
 
 log = logging.getLogger(__name__)
+CLUSTER_YAML = Path(__file__).resolve().parents[1] / "cluster.yaml"
 
 
 @dataclass
@@ -26,31 +30,43 @@ class _Line:
     gpu_s: float = 0.0
 
 
-def estimate(p: Any) -> str:
-    """Cells and GPU-hours, in total, per method and per pool (multi-line, for `--dry-run`)."""
+def _count(p: Any, pools: dict[str, Any]) -> tuple[dict[str, _Line], dict[str, _Line]]:
+    """Evaluations and GPU-seconds at most, per method variant and per pool, of the cells to run
+    on these pools (the first primary)."""
     cfg = p.cfg
     variants = {m.name: m for m in methods(cfg)}
-    n_models, n_samples = len(models(cfg)), cfg.sweep.samples
     cases = sum(len(t.cases) for t in p.tasks.values()) / max(1, len(p.tasks))
     per_eval_s = cases * (2 * cfg.evaluation.timing.budget_s + 0.2)
     todo = Counter(c.method.name for c in p.todo())
-    names = list(p.pools)
-    primary = names[0]
+    names = list(pools)
     by_method = {name: _Line() for name in variants}
     by_pool = {name: _Line() for name in names}
     for name, n in todo.items():
         m = variants[name]
-        evals = {pool: n * (m.rounds + 1) * m.branches if pool == primary else n for pool in names}
+        evals = {pool: n * (m.rounds + 1) * m.branches if pool == names[0] else n
+                 for pool in names}
         for pool, k in evals.items():
-            gpu_s = k * per_eval_s if p.pools[pool].is_gpu else 0.0
+            gpu_s = k * per_eval_s if pools[pool].is_gpu else 0.0
             by_pool[pool].cells += n
             by_pool[pool].evaluations += k
             by_pool[pool].gpu_s += gpu_s
             by_method[name].evaluations += k
             by_method[name].gpu_s += gpu_s
         by_method[name].cells = n
+    return by_method, by_pool
+
+
+def estimate(p: Any) -> str:
+    """Cells and GPU-hours, in total, per method and per pool (multi-line, for `--dry-run`); with
+    no pool named, also on each GPU pool of cluster.yaml."""
+    cfg = p.cfg
+    variants = {m.name: m for m in methods(cfg)}
+    n_models, n_samples = len(models(cfg)), cfg.sweep.samples
+    names = list(p.pools)
+    primary = names[0]
+    by_method, by_pool = _count(p, p.pools)
     total_s = sum(line.gpu_s for line in by_pool.values())
-    n_todo = sum(todo.values())
+    n_todo = p.n_todo
     head = (f"sweep {p.sweep_id}: {p.n_cells} cells ({len(p.tasks)} tasks x {len(variants)} "
             f"method variant(s) x {n_models} model(s) x {n_samples} sample(s)) x pools {names} "
             f"(primary {primary}); {p.n_cells - n_todo} already recorded, {n_todo} to run; at "
@@ -67,7 +83,51 @@ def estimate(p: Any) -> str:
         kind = "GPU" if p.pools[name].is_gpu else "CPU, no timing"
         lines.append(f"  pool {name} ({kind}; {role}): {line.evaluations} evaluations, "
                      f"{line.gpu_s / 3600:.2f} GPU-hours")
+    if list(cfg.hardware) == ["auto"]:
+        lines += cluster_estimate(p)
     return "\n".join(lines)
+
+
+def cluster_estimate(p: Any, path: Path = CLUSTER_YAML) -> list[str]:
+    """The same cells on each GPU pool of cluster.yaml (alone: every round on it), and on all of
+    them at once (the first primary), with the least wall time its node types allow."""
+    from kbx_ray.hardware import get_pool
+
+    node_types = _eval_node_types(path)
+    if not node_types:
+        return []
+    pools = {name: get_pool(name) for name in node_types}
+    lines = [f"  on cluster.yaml's GPU pools (this run names none; plan for them with "
+             f"hardware=[{','.join(pools)}] or any of them):"]
+    for name, (node_type, gpus, nodes) in node_types.items():
+        line = _count(p, {name: pools[name]})[1][name]
+        lines.append(f"    pool {name} alone ({node_type}: {gpus} GPU(s) x up to {nodes} "
+                     f"node(s)): {line.evaluations} evaluations, {line.gpu_s / 3600:.2f} "
+                     f"GPU-hours, at least {line.gpu_s / 3600 / max(1, gpus * nodes):.2f} h of wall "
+                     "time")
+    every = _count(p, pools)[1]
+    total = sum(line.gpu_s for line in every.values())
+    lines.append(f"    all {len(pools)} (hardware=[{','.join(pools)}], primary {next(iter(pools))}):"
+                 f" {sum(line.evaluations for line in every.values())} evaluations, "
+                 f"{total / 3600:.2f} GPU-hours")
+    return lines
+
+
+def _eval_node_types(path: Path) -> dict[str, tuple[str, int, int]]:
+    """pool -> (node type, GPUs per node, max nodes) for cluster.yaml's evaluation node types."""
+    import yaml
+
+    try:
+        spec = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+    out: dict[str, tuple[str, int, int]] = {}
+    for node_type, nt in (spec.get("available_node_types") or {}).items():
+        labels = nt.get("labels") or {}
+        if labels.get("kbx-role") == "evaluation" and labels.get("kbx-pool"):
+            gpus = int((nt.get("resources") or {}).get("GPU", 0))
+            out[str(labels["kbx-pool"])] = (node_type, gpus, int(nt.get("max_workers", 1)))
+    return out
 
 
 def describe(p: Any) -> str:

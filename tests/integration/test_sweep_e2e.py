@@ -117,3 +117,27 @@ def test_an_undecodable_replayed_kernel_is_a_record_not_a_traceback(local_ray, t
     ev, gen = read_table(p.sweep_dir, "evaluations"), read_table(p.sweep_dir, "generations")
     assert len(ev) == 1 and ev.error_kind[0] == "no_code_block" and not ev.exec_ok[0]
     assert "relu.py is not valid utf-8 (byte 0xff on line 4)" in gen.completion[0]
+
+
+def test_dry_run_with_no_pool_named_estimates_every_pool_of_cluster_yaml(tmp_path):
+    """On a CPU box the local pool costs 0 GPU-hours; a user planning a cluster run gets each
+    cluster.yaml GPU pool's estimate, alone and all together."""
+    import yaml
+
+    from kbx_ray.dry_run import CLUSTER_YAML
+
+    spec = yaml.safe_load(CLUSTER_YAML.read_text())["available_node_types"]
+    pools = [nt["labels"]["kbx-pool"] for nt in spec.values()
+             if nt.get("labels", {}).get("kbx-role") == "evaluation"]
+    assert len(pools) >= 4
+    base = [f"output_dir={tmp_path}", INCLUDE, "method=repair", "method.rounds=2"]
+    text = engine.describe(engine.plan(load_config(base)))
+    lines = text.splitlines()
+    for pool in pools:
+        (line,) = [ln for ln in lines if ln.strip().startswith(f"pool {pool} alone (")]
+        # 3 cells x 3 rounds, each up to (2 x 1 s budget + 0.2 s) per case
+        assert " 9 evaluations, " in line and " 0.00 GPU-hours" not in line, line
+    assert any(ln.strip().startswith(f"all {len(pools)} (hardware=[{','.join(pools)}]")
+               for ln in lines)
+    named = engine.describe(engine.plan(load_config([*base, "hardware=cpu"])))
+    assert "cluster.yaml" not in named  # a named pool is the plan: estimated alone
