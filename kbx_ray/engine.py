@@ -232,6 +232,7 @@ def run_sweep(cfg: Config, p: SweepPlan | None = None) -> SweepPlan:
     sinks.start(n_todo, config)
     try:
         asyncio.run(_drive(p, sinks))
+        (p.sweep_dir / WAL_FILE).unlink(missing_ok=True)  # every cell it logged is in Parquet now
     except BaseException as e:
         record.error = e
         raise

@@ -3,6 +3,8 @@
 Each generation is appended (one JSON line, flushed) the moment it exists, before its candidate is
 evaluated. Parquet parts are written per batch of complete cells; a driver killed in between loses
 only evaluations, and on resume `lookup` serves the logged generation instead of a new LLM call.
+A run that finishes cleanly has every cell it logged in Parquet, and removes the file
+(engine.run_sweep); one that stopped keeps it for the resume.
 """
 from __future__ import annotations
 

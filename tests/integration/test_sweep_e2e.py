@@ -39,6 +39,7 @@ def test_sweep_then_resume(local_ray, tmp_path):
     cases = json.loads(ev[ev.task_id == "activation/relu"].cases.iloc[0])
     assert cases and all(c["ok"] for c in cases)
     parts = sorted(p.sweep_dir.rglob("*.parquet"))
+    assert not (p.sweep_dir / "generations.wal.jsonl").exists()  # a clean finish: all in Parquet
 
     again = engine.run_sweep(load_config(overrides))
     assert again.sweep_id == p.sweep_id and again.n_todo == 0

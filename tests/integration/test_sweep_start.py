@@ -116,6 +116,8 @@ def test_ctrl_c_prints_one_line_and_the_same_command_resumes(tmp_path: Path):
     assert re.fullmatch(r"kbx: interrupted: (\d+) of (\d+) cells recorded in \S+ \(\d+ by this "
                         r"run\); re-run the same command to resume", last), last
     recorded = int(re.search(r"interrupted: (\d+)", last).group(1))
+    (folder,) = out.iterdir()
+    assert (folder / "generations.wal.jsonl").is_file()  # the cells in flight, for the resume
     assert recorded >= 1 and sum("interrupted" in ln for ln in stderr.splitlines()) == 1
     r, _ = sweep(*args, "--dry-run")  # the same command: it resumes with exactly those recorded
     assert r.returncode == 0 and f"; {recorded} already recorded, " in r.stdout, r.stdout
