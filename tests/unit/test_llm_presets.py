@@ -91,3 +91,17 @@ def test_generation_gpus_counts_replicas_times_tensor_parallel():
     assert generation_gpus(load_config(["model=qwen2.5-coder-32b", "model.replicas=3"]).model) == 6
     assert generation_gpus(load_config(["model=tiny"]).model) == 0  # a CPU engine
     assert generation_gpus(load_config(["model=openai"]).model) == 0
+
+
+def test_the_vllm_backend_refuses_another_vllm_release_in_one_line(monkeypatch):
+    """It uses vLLM 0.32's renderer and request types (pinned in the [vllm] extra)."""
+    from kbx_ray.llm import vllm_spec
+
+    model = load_config(["model=qwen2.5-coder-7b"]).model
+    monkeypatch.setattr(vllm_spec, "installed_vllm", lambda: "0.33.0")
+    with pytest.raises(BackendError) as e:
+        vllm_spec.check(model, local=False)
+    assert str(e.value).startswith("vLLM 0.33.0 is installed, but the vllm backend is built on "
+                                   "vLLM 0.32.x's") and "pip install vllm==0.32.0" in str(e.value)
+    monkeypatch.setattr(vllm_spec, "installed_vllm", lambda: None)  # none here: the nodes check
+    vllm_spec.check(model, local=False)
