@@ -22,7 +22,7 @@ REPS = 110  # enough timed calls per case for a cache that switches on after 100
 @pytest.fixture(scope="module")
 def timed_ev():
     # the default timing_group_mb: every small case in one exclusive hold, then each rechecked
-    ev = Evaluator(EvalConfig(device="cpu", cpu_timing=True, case_timeout_s=180,
+    ev = Evaluator(EvalConfig(device="cpu", cpu_timing=True, case_timeout_s=180, unseen_cases=0,
                               load_timeout_s=180,
                               timing=TimingConfig(min_reps=REPS, max_reps=REPS, budget_s=0.0)))
     yield ev
