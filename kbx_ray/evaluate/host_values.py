@@ -21,15 +21,20 @@ CPython drops a subclass wherever it converts (`int(v)`, `float(v)`, `operator.i
 and `float(t)/int(t)` of a tensor, whose `__float__` may not return a subclass): `float(t)` of
 kernel results or input data is therefore refused (`dispatch_monitor.install_value_readers`), and
 a marked float's value is kept (`LAUNDERED`) when it passes through a conversion (as is a scalar
-parameter's, `float(eps_t)`): a plain float (or int) equal to it, other than 0 and +-1, counts as
-marked at the same places. Ints are not kept that way: a size is an int channel by design (`torch.empty(n)
-.numel()` is n again), so an int read stays bounded by the ledger's 8 one-value reads per call.
+parameter's, `float(eps_t)`): a plain float equal to it, other than 0 and +-1, counts as
+marked at the same places. Ints are not kept that way, nor matched against kept floats (threshold
+10.0 is no reason to refuse a size or stride of 10): a size is an int channel by design
+(`torch.empty(n).numel()` is n again), so an int read stays bounded by the ledger's 8 one-value
+reads per call. Torch calls made by Triton's own data movement or the harness (the interpreter's
+host copies: `set_` with a tensor's sizes and strides) are not the candidate's and are not checked
+(`dispatch_monitor._internal`, the same exemption the dispatch monitor makes).
 A refusal is recorded in the ledger (`MONITOR.torch_ops`: a candidate that catches it is still
 disqualified) and raises `HostValueError`. Standard library and torch only (the worker imports it).
 """
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 from kbx_ray.evaluate.ledger import MONITOR
@@ -178,7 +183,7 @@ def find(obj: Any, depth: int = 0) -> str | None:
     k = _KIND.get(t)
     if k is not None:
         return k
-    if (t is float or t is int) and LAUNDERED:
+    if t is float and LAUNDERED:  # ints are sizes, never matched by value (an int channel)
         return LAUNDERED.get(obj)
     if (t is tuple or t is list) and depth < 4:
         best = None
@@ -269,11 +274,13 @@ def make_mode() -> Any:
     `torch.Tensor.tolist`, the wrapped reader), and refuses marked numbers in value arguments."""
     from torch.overrides import TorchFunctionMode
 
+    from kbx_ray.evaluate.dispatch_monitor import _internal
+
     class _HostValues(TorchFunctionMode):
         def __torch_function__(self, func: Any, types: Any, args: Any = (),
                                kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
-            if MONITOR.watching():
+            if MONITOR.watching() and not _internal(sys._getframe(1)):
                 check_torch_call(func, args, kwargs)
             return func(*args, **kwargs)
 
