@@ -123,12 +123,17 @@ def install_value_readers() -> None:
             if k == hv.READ and how != "tolist":
                 hv.refuse(f"{how}() of kernel results or input values (their numbers carry no "
                           "mark; read a count with item())")
-            return hv.mark(r, k) if k else r
+            return verbatim(hv.mark(r, k), k) if k else r
         return after
+
+    def verbatim(r: Any, k: Any) -> Any:
+        if k == hv.INPUT:  # a scalar parameter's own values: the call's arguments, as passed
+            hv.add_args(r)
+        return r
 
     def marked(self: Any, r: Any) -> Any:
         k = kind(self)
-        return hv.mark(r, k) if k else r
+        return verbatim(hv.mark(r, k), k) if k else r
 
     def converted(self: Any, r: Any) -> Any:
         k = kind(self)
@@ -137,6 +142,7 @@ def install_value_readers() -> None:
                       "size, and CPython drops a mark from what __float__ returns)")
         if k and isinstance(r, (int, float)) and (isinstance(r, float) or self.is_floating_point()):
             hv.note(float(r), k)
+            verbatim(hv.mark(float(r), k), k)
         return r
 
     for name in ("tolist", "numpy", "__array__"):

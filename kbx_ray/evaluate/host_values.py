@@ -14,7 +14,10 @@ slice and a grid or loop bound (`triton.cdiv`, `range`). It may never be
   fill_/new_full/full_like`, `x[i] = v`, `torch.Tensor([...])`, `x + v`, `arange(v)`, for either
   kind (`check_torch_call`, from the TorchFunctionMode that `make_mode` builds and the worker
   holds around the candidate's call; only the size arguments of the functions in `SIZES` and the
-  `size` of `full/new_full` take them);
+  `size` of `full/new_full` take them). One exception: a new tensor (`_BUILDERS`: full,
+  full_like, new_full, tensor, as_tensor, ...) may hold the call's own arguments verbatim
+  (`ARGS`: `torch.full_like(x, float(other))` for a scalar `other`), which moves a value the
+  call was handed and computes nothing; what the host computed from them stays refused;
 - part of an output (`check_output`).
 
 CPython drops a subclass wherever it converts (`int(v)`, `float(v)`, `operator.index(v)`, `str(v)`,
@@ -41,6 +44,7 @@ from kbx_ray.evaluate.ledger import MONITOR
 
 READ, INPUT = "read", "input"
 LAUNDERED: dict[float, str] = {}  # float values of marked numbers that a conversion made plain
+ARGS: set[float] = set()          # the call's own float arguments' values (and scalar parameters')
 REFUSED: list[str] = []           # this call's refusals (the worker files them as disqualified)
 _TRIVIAL = frozenset({0.0, 1.0, -1.0})
 
@@ -209,6 +213,13 @@ SIZES = frozenset("""
     numel dim element_size __len__ data_ptr is_contiguous storage_offset __getattribute__
 """.split())
 _VALUE_AT = {"full": 1, "new_full": 2, "__setitem__": 2}
+# Functions that build a new tensor of the numbers they are handed and compute nothing with them:
+# one of the call's own arguments, verbatim, may be such a value (`torch.full_like(x, float(other))`
+# for a scalar `other` a kernel then reads, `torch.tensor(alpha)`): that moves an argument, it
+# computes nothing on the host. A number the host computed from an argument (`base ** start`) is
+# still refused, and so is every in-place fill (`fill_`, `x[i] = v`), which may write an output.
+_BUILDERS = frozenset({"full", "full_like", "new_full", "tensor", "as_tensor", "scalar_tensor",
+                       "new_tensor"})
 _SIZE_KWARGS = frozenset({"size", "device", "dtype", "layout", "pin_memory", "requires_grad",
                           "memory_format", "out"})
 
@@ -223,8 +234,35 @@ def check_torch_call(func: Any, args: tuple, kwargs: dict) -> None:
         k = find((args[at:], [v for key, v in kwargs.items() if key not in _SIZE_KWARGS]))
     else:
         k = find((args, kwargs))
+    if k == INPUT and name in _BUILDERS and _verbatim(args, kwargs):
+        return
     if k is not None:
         refuse(f"{name}() was handed a number {_WHAT[k]}")
+
+
+def _marked_values(obj: Any, depth: int = 0) -> Any:
+    """The float values of the marked numbers in `obj` (as `find` walks it), kept ones included."""
+    t = type(obj)
+    if t in _KIND:
+        yield float(int.__int__(obj)) if isinstance(obj, int) else float.__float__(obj)
+    elif t is float and obj in LAUNDERED:
+        yield obj
+    elif (t is tuple or t is list) and depth < 4:
+        for x in obj:
+            yield from _marked_values(x, depth + 1)
+    elif t is dict and depth < 4:
+        yield from _marked_values(list(obj.values()), depth + 1)
+
+
+def _verbatim(args: tuple, kwargs: dict) -> bool:
+    """Every marked number handed over is one of the call's own arguments, as it was passed."""
+    return all(v in ARGS for v in _marked_values((args, kwargs)))
+
+
+def add_args(values: Any) -> None:
+    """A scalar parameter's values were read (`eps_t.item()`): they are the call's own, verbatim."""
+    for v in _marked_values(values):
+        ARGS.add(v)
 
 
 _WHAT = {READ: "read back from tensor values on the host",
@@ -258,9 +296,12 @@ def check_output(out: Any) -> None:
 def mark_inputs(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """The call's float arguments marked `input` (ints are dims and sizes: structure, left
     plain); tensors and everything else as they are."""
+    ARGS.clear()
+
     def m(v: Any) -> Any:
         t = type(v)
         if t is float:
+            ARGS.add(v)
             return InputFloat(v)
         if t is list or t is tuple:
             return t(m(x) for x in v) if any(type(x) in (float, list, tuple) for x in v) else v

@@ -1,7 +1,8 @@
 """host_values: where the call's own float arguments may go (issue 26, INTEGRITY.md class 4).
 
 Ints are sizes and are never matched against kept float values; the interpreter's own host copies
-are not the candidate's torch calls; numbers read back never fill a tensor."""
+are not the candidate's torch calls; a new tensor may hold the call's arguments verbatim, never a
+number the host computed from them, and no in-place fill may take one."""
 from __future__ import annotations
 
 import pytest
@@ -34,6 +35,22 @@ def test_ints_are_sizes_never_matched_against_kept_floats(call):
     assert type(kept) is float and hv.find(kept) == hv.INPUT
     assert hv.find(10) is None and hv.find([10, 10.0]) == hv.INPUT
     assert torch.empty(10, 10).view(5, 20).shape == (5, 20)  # sizes equal to the argument
+
+
+def test_a_new_tensor_may_hold_the_calls_own_arguments_verbatim(call):
+    x, alpha, beta = call
+    built = [torch.full_like(x, float(alpha)), torch.full((3,), beta), x.new_full((2,), alpha),
+             torch.tensor([alpha, beta]), torch.as_tensor(float(beta))]
+    with pytest.raises(hv.HostValueError, match="full_like"):
+        torch.full_like(x, alpha * beta)  # computed on the host from the arguments
+    with pytest.raises(hv.HostValueError, match="tensor"):
+        torch.tensor([beta ** 2])
+    with pytest.raises(hv.HostValueError, match="fill_"):
+        torch.empty(3).fill_(alpha)  # an in-place fill may write an output
+    with pytest.raises(hv.HostValueError, match="add"):
+        x + alpha
+    MONITOR.active = False
+    assert [t.tolist() for t in built] == [[10.0] * 12, [2.5] * 3, [10.0] * 2, [10.0, 2.5], 2.5]
 
 
 def test_numbers_read_back_never_fill_a_tensor(call):
