@@ -46,7 +46,7 @@ class ReachChecks(AliasScope):
         elif attr.startswith("_") and not own:
             self.bad(f"reaches the private attribute {attr!r}")
         why = P.banned_attr_name(attr)
-        if why:
+        if why and not (attr == "data_ptr" and self._same_address_test(node)):
             self.bad(why)
         parent = self.parent.get(id(node))
         if isinstance(parent, ast.Attribute) and parent.value is node:
@@ -83,6 +83,21 @@ class ReachChecks(AliasScope):
             what = ".".join(self._expand(t.value))
             self.bad(f"monkeypatches {what} (assigns into library state)")
 
+
+    def _same_address_test(self, node: ast.Attribute) -> bool:
+        """`a.data_ptr() == b.data_ptr()` (or `!=`): do two tensors start at the same byte, the
+        aliasing test LLM kernels write for in-place and `out=` arguments. The comparison yields
+        a bool, never an address: no number reaches a kernel, a value or an output, and equality
+        between the candidate's own tensors tells nothing it did not make itself (a view cannot
+        be placed outside its storage). Any other use of `data_ptr` stays refused (issue 26
+        class 1)."""
+        call = self.parent.get(id(node))
+        if not (isinstance(call, ast.Call) and call.func is node):
+            return False
+        cmp = self.parent.get(id(call))
+        return (isinstance(cmp, ast.Compare) and len(cmp.ops) == 1
+                and isinstance(cmp.ops[0], (ast.Eq, ast.NotEq))
+                and all(_address_of(side) for side in (cmp.left, *cmp.comparators)))
 
     def _local_name(self, node: ast.AST) -> bool:
         """`node` is a plain name bound in the function it is stored from (a parameter or a local
@@ -133,3 +148,9 @@ class ReachChecks(AliasScope):
             if node.id in bindings(scope):
                 return True
         return False
+
+
+def _address_of(node: ast.AST) -> bool:
+    """`<expr>.data_ptr()` with no arguments."""
+    return (isinstance(node, ast.Call) and not node.args and not node.keywords
+            and isinstance(node.func, ast.Attribute) and node.func.attr == "data_ptr")

@@ -96,6 +96,10 @@ def test_element_types_of_pointers_stay_allowed(line):
 @pytest.mark.parametrize("body, needle", [
     ("def relu(x):\n    k[(1,)](x.data_ptr())\n    return x\n", "data_ptr"),
     ("def relu(x):\n    f = x.data_ptr\n    return x\n", "data_ptr"),
+    ("def relu(x):\n    k[(1,)](x, x.data_ptr() - x[1:].data_ptr())\n    return x\n", "data_ptr"),
+    ("def relu(x):\n    return x if x.data_ptr() % 16 == 0 else x\n", "data_ptr"),
+    ("def relu(x):\n    return x if x.data_ptr() < x[1:].data_ptr() else x\n", "data_ptr"),
+    ("def relu(x):\n    return x if x.data_ptr() == 4096 else x\n", "data_ptr"),
     ("def relu(x):\n    return super(torch.Tensor, x).tolist()\n", "super(...) with arguments"),
     ("def relu(x):\n    return super().tolist()\n", "super() outside a method"),
     ("def relu(x):\n    x.data = x\n    return x\n", "monkeypatches x.data"),
@@ -113,6 +117,11 @@ def test_raw_addresses_base_readers_and_foreign_stores_refused(body, needle):
     "def relu(x):\n    return x\n",
     "def relu(x):\n    y = torch.empty_like(x)\n    k[(1,)](y)\n    y.requires_grad = x.requires_grad\n"
     "    return y\n",
+    # the aliasing test for in-place arguments: a bool, never an address (relu__correct.py)
+    "def relu(x, inplace=False):\n    y = x.contiguous()\n"
+    "    o = y if inplace and y.data_ptr() == x.data_ptr() else torch.empty_like(y)\n"
+    "    k[(1,)](o)\n    if inplace and o.data_ptr() != x.data_ptr():\n        x.copy_(o)\n"
+    "    return o\n",
     "def configs():\n    return [triton.Config({'B': 64})]\n\n@triton.autotune(configs=configs(), "
     "key=['n'])\n@triton.jit\ndef k2(x, n, B: tl.constexpr):\n    pass\n\n"
     "def relu(x):\n    k2[(1,)](x, 1)\n    return x\n",
