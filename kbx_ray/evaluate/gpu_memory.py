@@ -1,18 +1,20 @@
 """GPU memory admission: a ledger of device-memory reservations shared by every evaluator process
 on one GPU (a sibling of gpulock.py; issue 27 item 7). Standard library only.
 
-Each evaluation reserves its estimated peak device memory (`estimate_bytes`: inputs, reference
-outputs and candidate outputs of its largest case, the timing flush buffer and a margin) against a
-per-GPU budget (`budget_bytes`: the device's total memory minus a reserve), and waits while the
-reservations of the others leave too little. Reservations are files `<pid>.<n>` holding a byte
-count in one directory per GPU, updated under an `flock`; the file of a process that died is
-ignored (its pid is gone), so a killed evaluator never holds memory in the ledger.
+Why: several evaluators share each GPU (`engine.evaluators_per_gpu`, `suite_gpu.py --jobs`), and
+their working sets together ran the device out of memory: `suite_gpu.py --jobs 8` on an H200 had
+20 of 137 tasks fail with CUDA OOM, 4 filed as the candidate's `runtime_error`. So each evaluation
+reserves its estimated peak device memory (`estimate_bytes`: its largest case's inputs and outputs
+times `evaluation.gpu_mem_factor`, the timing flush buffer, a margin and a floor for the two CUDA
+contexts) against a per-GPU budget (`budget_bytes`: the device's total memory minus a reserve), and
+waits while the reservations of the others leave too little. Reservations are files `<pid>.<n>`
+holding a byte count in one directory per GPU, updated under an `flock`; the file of a process
+that died is ignored (its pid is gone), so a killed evaluator never holds memory in the ledger.
 
-`others_hold(pid)` says whether another live process holds a reservation: an out-of-memory error
-while it does is the platform's (`infra_error`, retried alone), one while alone is the candidate's.
-
-Not yet wired (H5, Dec 2): the evaluator's reservation around `evaluate`, the OOM retry alone, and
-suite_gpu.py --jobs 8. See the module's test, tests/unit/test_gpu_memory.py.
+`shared_since_admission()` says whether another live process held a reservation while this one
+ran (at its admission, now, or admitted since): an out-of-memory error then is the platform's
+(`infra_error`, retried with `reserve(alone=True)`), one while alone is the candidate's. The
+evaluator's side is admission.py.
 """
 from __future__ import annotations
 
@@ -26,14 +28,17 @@ from pathlib import Path
 from typing import Iterator
 
 _SEQ = itertools.count()
+_ALONE = ".alone"  # suffix of a reservation that wants the whole device (the OOM retry)
 
 
-def estimate_bytes(case_bytes: int, flush_bytes: int, margin: float = 0.25,
-                   floor: int = 256 << 20) -> int:
+def estimate_bytes(case_bytes: int, flush_bytes: int, factor: float = 6.0, margin: float = 0.25,
+                   floor: int = 1 << 30) -> int:
     """Peak device memory of one evaluation: its largest case's inputs and outputs (`cost()`'s
-    bytes) three times (inputs + reference outputs + candidate outputs, rounded up), the timing
-    flush buffer, and `margin` of that plus `floor` for the CUDA context and the allocator."""
-    base = 3 * max(int(case_bytes), 0) + max(int(flush_bytes), 0)
+    bytes) times `factor` (the parent's pristine inputs, their copy, the reference's and the
+    candidate's outputs; the worker's inputs, copy, outputs and the rotated timing sets), the
+    timing flush buffer, `margin` of that, and `floor` for the parent's and the worker's CUDA
+    contexts and the allocator's rounding."""
+    base = factor * max(int(case_bytes), 0) + max(int(flush_bytes), 0)
     return int(base * (1 + margin)) + floor
 
 
@@ -54,14 +59,19 @@ def _alive(pid: int) -> bool:
 
 
 class MemoryLedger:
+    """One GPU's reservations, in the directory `<root>/kbx_gpumem_<key>` (key: the device UUID)."""
+
     def __init__(self, key: str, budget: int, root: str | None = None) -> None:
         base = Path(root or tempfile.gettempdir())
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in key)[:80]
         self.dir = base / f"kbx_gpumem_{safe}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.lock_path = self.dir / ".lock"
+        self.count_path = self.dir / ".admitted"  # admissions so far, every process together
         self.budget = int(budget)
         self.wait_s = 0.0
+        self._mark = 0  # the admission count just after this process's latest admission
+        self._crowded = False  # another process held a reservation at that admission
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -90,29 +100,61 @@ class MemoryLedger:
                 p.unlink(missing_ok=True)
         return out
 
+    def _admitted(self) -> int:
+        try:
+            return int(self.count_path.read_text() or 0)
+        except (OSError, ValueError):
+            return 0
+
     def others_hold(self, pid: int | None = None) -> bool:
         pid = os.getpid() if pid is None else pid
         with self._locked():
             return any(p != pid and n > 0 for p, n in self.holdings().values())
 
+    def shared_since_admission(self) -> bool:
+        """Did another process hold memory while this one's latest reservation ran: at its
+        admission, now, or admitted in between (one that came and went counts too)?"""
+        with self._locked():
+            now = any(p != os.getpid() and n > 0 for p, n in self.holdings().values())
+            return self._crowded or now or self._admitted() > self._mark
+
+    def _admit(self, name: str, want: int, alone: bool) -> bool:
+        """Under the lock: write this reservation if it may run now. `alone` claims the whole
+        budget at once (no one else is admitted from then on: a turnstile, so a stream of small
+        evaluations cannot starve it) and runs once every other holder has left."""
+        held = self.holdings()
+        others = {k: v for k, v in held.items() if k != name}
+        if alone:
+            if name not in held:
+                if any(k.endswith(_ALONE) for k in others):
+                    return False  # another retry has the device: wait for it to finish
+                (self.dir / name).write_text(str(self.budget))
+            return not others
+        if others and sum(n for _, n in others.values()) + want > self.budget:
+            return False
+        (self.dir / name).write_text(str(want))
+        return True
+
     @contextmanager
     def reserve(self, nbytes: int, poll_s: float = 0.05, alone: bool = False) -> Iterator[None]:
         """Hold `nbytes` (capped at the budget, so one evaluation can always run alone) while the
-        body runs; wait while the others' reservations leave too little (`alone`: until no other
-        process holds any, for the retry of an out-of-memory error)."""
+        body runs; wait while the others' reservations leave too little (`alone`: hold the whole
+        budget, once no other process holds any, for the retry of an out-of-memory error)."""
         want = min(int(nbytes), self.budget)
-        name = f"{os.getpid()}.{next(_SEQ)}"
+        name = f"{os.getpid()}.{next(_SEQ)}" + (_ALONE if alone else "")
         t0 = time.perf_counter()
-        while True:
-            with self._locked():
-                held = self.holdings()
-                used = sum(n for _, n in held.values())
-                if (not held if alone else used + want <= self.budget or not held):
-                    (self.dir / name).write_text(str(want))
-                    break
-            time.sleep(poll_s)
-        self.wait_s += time.perf_counter() - t0
         try:
+            while True:
+                with self._locked():
+                    if self._admit(name, want, alone):
+                        crowded = any(p != os.getpid() and n > 0
+                                      for k, (p, n) in self.holdings().items() if k != name)
+                        self._mark = self._admitted() + 1
+                        self.count_path.write_text(str(self._mark))
+                        self._crowded = crowded
+                        break
+                time.sleep(poll_s)
+            self.wait_s += time.perf_counter() - t0
             yield
         finally:
             with self._locked():

@@ -47,3 +47,49 @@ def test_small_reservations_share_and_dead_holders_do_not_count(tmp_path):
 def test_estimates():
     assert budget_bytes(141 << 30) == 137 << 30
     assert estimate_bytes(64 << 20, 256 << 20) > 3 * (64 << 20) + (256 << 20)
+
+
+def test_an_alone_claim_stops_new_admissions_until_it_has_run(tmp_path):
+    """The OOM retry's turnstile: once it has claimed the device, a reservation that would fit
+    beside the current holders waits for it, so a stream of small ones cannot starve it."""
+    import threading
+
+    ctx = mp.get_context("spawn")
+    ready = ctx.Event()
+    p = ctx.Process(target=_hold, args=(str(tmp_path), 300, 1.0, ready))
+    p.start()
+    assert ready.wait(30)
+    led = MemoryLedger("gpu0", 1000, str(tmp_path))
+    order = []
+
+    def alone():
+        with led.reserve(10, alone=True):
+            assert not led.others_hold()
+            order.append("alone")
+
+    t = threading.Thread(target=alone)
+    t.start()
+    while not any(k.endswith(".alone") for k in led.holdings()):
+        time.sleep(0.01)
+    with led.reserve(100):  # 300 + 100 fit the budget, but the claim came first
+        order.append("small")
+    t.join(10)
+    p.join(10)
+    assert order == ["alone", "small"]
+
+
+def test_shared_since_admission_sees_one_that_came_and_went(tmp_path):
+    ctx = mp.get_context("spawn")
+    led = MemoryLedger("gpu0", 1000, str(tmp_path))
+    with led.reserve(100):
+        assert not led.shared_since_admission()
+        ready = ctx.Event()
+        p = ctx.Process(target=_hold, args=(str(tmp_path), 100, 0.1, ready))
+        p.start()
+        assert ready.wait(30)
+        assert led.shared_since_admission()  # it holds now
+        p.join(10)
+        assert not led.others_hold()
+        assert led.shared_since_admission()  # gone, but it ran beside this one
+    with led.reserve(100):
+        assert not led.shared_since_admission()
