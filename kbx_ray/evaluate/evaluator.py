@@ -17,9 +17,11 @@ from typing import Any
 
 from kbx_ray import unseen
 from kbx_ray.evaluate import case_checks
+from kbx_ray.evaluate.admission import Admission, device_ledger, file_shared_oom, is_oom
 from kbx_ray.evaluate.case_checks import Fail as _Fail
 from kbx_ray.evaluate.checks import static_check
 from kbx_ray.evaluate.correctness import Verdict
+from kbx_ray.evaluate.gpu_memory import MemoryLedger
 from kbx_ray.evaluate.gpulock import GpuLock, NoLock
 from kbx_ray.evaluate.inputs import InputCache
 from kbx_ray.evaluate.protocol import tensor_from_wire
@@ -46,9 +48,11 @@ def resolve_device(requested: str) -> str:
 
 
 class Evaluator:
-    """Holds one warm sandbox and a cache of eager reference timings."""
+    """Holds one warm sandbox and a cache of eager reference timings. `memory`: the GPU memory
+    ledger to admit evaluations through (admission.py); by default the device's own on a GPU
+    and none on the CPU (tests hand one in)."""
 
-    def __init__(self, cfg: EvalConfig | None = None) -> None:
+    def __init__(self, cfg: EvalConfig | None = None, memory: MemoryLedger | None = None) -> None:
         self.cfg = cfg or EvalConfig()
         self.device = resolve_device(self.cfg.device)
         self.cfg.sandbox.device = self.device
@@ -57,12 +61,15 @@ class Evaluator:
         self.refs = References(self.cfg, self.device, self.inputs)  # outputs per seed, timings
         self.count = 0
         self.deadline = math.inf  # the running evaluation's end (perf_counter), `eval_budget_s`
+        self.spent = 0.0  # the running evaluation's time in earlier attempts (not admission waits)
         self.seeds: list[int] = []  # the seeds drawn for the running evaluation
         self.lock: GpuLock | NoLock = NoLock()
         if self.device == "cuda":  # evaluators sharing this GPU: timing runs alone (gpulock.py)
             import torch
 
             self.lock = GpuLock(str(torch.cuda.get_device_properties(0).uuid))
+            memory = memory or device_ledger(self.cfg)
+        self.memory = Admission(self.cfg, memory)
 
     def close(self) -> None:
         self.sandbox.close()
@@ -91,19 +98,26 @@ class Evaluator:
 
     def evaluate(self, task: Task, cand: Candidate) -> EvalResult:
         """The verdict. A failure of this process (an OOM in the reference or the comparison) is
-        `infra_error`, retried once on a fresh worker; nothing here raises for it."""
+        `infra_error`, retried once on a fresh worker; nothing here raises for it. Each attempt
+        holds a GPU memory reservation (admission.py); an OOM while other evaluators held memory
+        is `infra_error` too (`oom_shared_gpu`), and an OOM's retry holds the whole device."""
         t0 = time.perf_counter()
-        self.deadline = t0 + self.cfg.eval_budget_s
-        waited, held = self.lock.wait_s, self.lock.exclusive_s
+        waited, held, mem_waited = self.lock.wait_s, self.lock.exclusive_s, self.memory.wait_s
+        need, alone, flags, self.spent = self._memory_need(task), False, [], 0.0
         for attempt in (0, 1):
             res = EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id,
                              device=self.device)
-            if self._attempt(task, cand, res) or attempt:
+            with self.memory.hold(need, alone=alone):
+                ok = self._admitted_attempt(task, cand, res, flags)
+            if ok or attempt:
                 break
-            log.warning("evaluator failed on %s (%s); retrying once", cand.candidate_id,
-                        res.error_msg)
+            alone = is_oom(res.error_msg)  # the memory ran out: the retry runs alone
+            log.warning("evaluating %s failed (%s); retrying once%s", cand.candidate_id,
+                        res.error_msg, " alone on the GPU" if alone else "")
         if attempt:
-            res.flags.append("retried_infra_error")
+            res.flags += flags + ["retried_infra_error"]
+        if self.memory.ledger is not None:
+            res.stage_s["mem_wait"] = round(self.memory.wait_s - mem_waited, 4)
         info = self.sandbox.info
         res.gpu_name, res.driver = info.get("gpu_name", ""), info.get("driver", "")
         res.torch_version, res.triton_version = info.get("torch", ""), info.get("triton", "")
@@ -115,6 +129,33 @@ class Evaluator:
         if self.count % self.cfg.recycle_after == 0 or "tampered_runtime" in res.flags:
             self.sandbox.kill()
         return res
+
+    def _memory_need(self, task: Task) -> int:
+        """The bytes this evaluation reserves (admission.Admission.estimate over its cases)."""
+        try:
+            ref_mod = load_module(task.path)
+        except Exception:  # noqa: BLE001 - the attempt files the task's failure; reserve the floor
+            ref_mod = None
+        return self.memory.estimate(ref_mod, self.cases_for(task))
+
+    def _admitted_attempt(self, task: Task, cand: Candidate, res: EvalResult,
+                          flags: list[str]) -> bool:
+        """One try, run once its memory is reserved: `eval_budget_s` counts from here (waiting
+        for admission is not the candidate's time; earlier attempts' time counts). An OOM while
+        other evaluators held memory is filed `infra_error` (False: worth one more, alone)."""
+        started = time.perf_counter()
+        self.deadline = started + self.cfg.eval_budget_s - self.spent
+        try:
+            ok = self._attempt(task, cand, res)
+            if ok and self.memory.shared_oom(res):
+                file_shared_oom(res)
+                flags.append("oom_shared_gpu")
+                self._recover()  # a fresh worker for the retry, as after any infra_error
+                ok = False
+            self._trim()
+            return ok
+        finally:
+            self.spent += time.perf_counter() - started
 
     def _attempt(self, task: Task, cand: Candidate, res: EvalResult) -> bool:
         """One try; False when this process failed (worth one more)."""
@@ -148,6 +189,21 @@ class Evaluator:
             import torch
 
             torch.cuda.empty_cache()
+
+    def _trim(self) -> None:
+        """On a GPU, before the reservation goes: the worker (`release`) and this process give
+        their cached allocator blocks back, so the ledger tells the truth between evaluations
+        (a warm worker would otherwise keep the last evaluation's working set)."""
+        if self.device != "cuda":
+            return
+        if self.sandbox.alive:
+            try:
+                self.sandbox.request({"op": "release"}, 30.0)
+            except WorkerDied:
+                pass
+        import torch
+
+        torch.cuda.empty_cache()
 
     def _seed(self, i: int) -> int:
         """Input seed number `i` of this evaluation: secret, drawn after the candidate's import

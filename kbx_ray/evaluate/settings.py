@@ -59,5 +59,16 @@ class EvalConfig:
     #                                                 20-40 us per Triton launch from Python, and
     #                                                 cold caches: logspace, 4 us timed, took 45 us
     #                                                 on its first fresh call on the H200)
+    gpu_mem_factor: float = exempt(6.0, why=RUN)   # GPU memory admission (admission.py): an
+    #                                                 evaluation reserves its largest case's input
+    #                                                 and output bytes (cost()) x this, + the flush
+    #                                                 buffer, 25% and 1 GiB for the CUDA contexts:
+    #                                                 parent and worker each hold inputs, a copy and
+    #                                                 outputs, timing adds rotated sets
+    gpu_mem_budget_gb: float = exempt(0.0, why=RUN) # the per-GPU budget the evaluators sharing it
+    #                                                 reserve from; 0: the device's total minus
+    #                                                 gpu_mem_reserve_gb
+    gpu_mem_reserve_gb: float = exempt(4.0, why=RUN) # left out of the device's total (other
+    #                                                 processes' contexts, fragmentation)
     peak_gbps: float = exempt(0.0, why=FILLED)      # filled from the hardware pool
     peak_tflops: dict[str, float] = exempt(factory=dict, why=FILLED)

@@ -41,6 +41,18 @@ _HARNESS = (globals(), vars(protocol), vars(timing), vars(sys.modules[InputCache
             vars(candidate_errors), vars(outputs), vars(call_checks), vars(poison))
 
 
+def release(worker: Worker) -> tuple[dict, list]:
+    """The `release` op, after each evaluation on a GPU: drop what the last candidate left in
+    this warm process (its pristine inputs, timed buffers, last outputs; the next `load` drops
+    them anyway) and give the allocator's cached blocks back to the device, so the memory
+    admission's ledger (gpu_memory.py) is true once the parent releases its reservation."""
+    worker.inputs.clear()
+    worker.timed, worker.last = {}, None
+    if DEVICE == "cuda":
+        torch.cuda.empty_cache()
+    return {}, []
+
+
 def main() -> None:
     out_fp = os.fdopen(int(sys.argv[1]), "wb")
     in_fp = sys.stdin.buffer
@@ -56,7 +68,7 @@ def main() -> None:
             return
         op = req.get("op")
         try:
-            header, blobs = getattr(worker, op)(req)
+            header, blobs = release(worker) if op == "release" else getattr(worker, op)(req)
             header["ok"] = True
         except CandidateError as e:
             header = {"ok": False, "error_kind": e.kind, "error_msg": e.msg, "fatal": e.fatal,

@@ -1,0 +1,92 @@
+"""The evaluator's GPU memory admission: gpu_memory.py's ledger around each evaluation (issue 27
+item 7, "a shared GPU").
+
+Why: evaluators that share a GPU ran it out of memory together, and an OOM raised in the
+candidate's call was filed as the candidate's `runtime_error` though the memory was held by the
+others. So the parent (evaluator.py) reserves each evaluation's estimated peak (`estimate`: the
+largest case's `cost()` bytes x `evaluation.gpu_mem_factor`, plus the timing flush buffer) before
+it runs and releases it after, once the worker and the parent have emptied their allocator caches;
+an OOM while another live evaluator held a reservation (`shared_oom`) is `infra_error`, flagged
+`oom_shared_gpu`, and retried once on a fresh worker holding the whole device (`alone`); an OOM
+with no one else holding memory stays the candidate's (a kernel that allocates absurdly is its
+own fault). On the CPU there is no ledger unless one is handed in (the tests do, to run two real
+processes against one ledger).
+"""
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager, nullcontext
+from typing import Any, Iterator
+
+from kbx_ray.evaluate.gpu_memory import MemoryLedger, budget_bytes, estimate_bytes
+from kbx_ray.evaluate.settings import EvalConfig
+from kbx_ray.types import EvalResult, trim
+
+log = logging.getLogger(__name__)
+
+OOM_TEXT = ("CUDA out of memory", "OutOfMemoryError")  # torch.OutOfMemoryError's type and text
+CANDIDATE_KINDS = ("runtime_error", "cuda_error")  # what the worker files an OOM in the call as
+
+
+def is_oom(msg: str) -> bool:
+    return any(t in (msg or "") for t in OOM_TEXT)
+
+
+def device_ledger(cfg: EvalConfig) -> MemoryLedger:
+    """The ledger of this process's GPU (device 0 under CUDA_VISIBLE_DEVICES), keyed by its UUID
+    like gpulock.py: `gpu_mem_budget_gb` if set, else the device's total minus
+    `gpu_mem_reserve_gb`."""
+    import torch
+
+    uuid = str(torch.cuda.get_device_properties(0).uuid)
+    if cfg.gpu_mem_budget_gb > 0:
+        budget = int(cfg.gpu_mem_budget_gb * (1 << 30))
+    else:
+        budget = budget_bytes(torch.cuda.mem_get_info()[1], int(cfg.gpu_mem_reserve_gb * (1 << 30)))
+    return MemoryLedger(uuid, budget)
+
+
+class Admission:
+    """Reservations for one evaluator; every method is a no-op without a ledger."""
+
+    def __init__(self, cfg: EvalConfig, ledger: MemoryLedger | None) -> None:
+        self.cfg, self.ledger = cfg, ledger
+
+    @property
+    def wait_s(self) -> float:
+        return self.ledger.wait_s if self.ledger else 0.0
+
+    def estimate(self, ref_mod: Any, cases: list[dict]) -> int:
+        """Peak bytes of evaluating `cases` (gpu_memory.estimate_bytes on the largest case). A
+        `cost()` that fails counts zero bytes: the floor, and the OOM retry alone, remain."""
+        if self.ledger is None:
+            return 0
+        try:
+            largest = max((int(ref_mod.cost(c).get("bytes") or 0) for c in cases), default=0)
+        except Exception as e:  # noqa: BLE001 - a task's cost model must not fail the evaluation
+            log.warning("memory estimate: cost() failed (%s); reserving the floor", e)
+            largest = 0
+        return estimate_bytes(largest, self.cfg.timing.flush_mb << 20, self.cfg.gpu_mem_factor)
+
+    @contextmanager
+    def hold(self, nbytes: int, alone: bool = False) -> Iterator[None]:
+        """Reserve `nbytes` (or, `alone`, the whole budget once no one else holds any) for the
+        body; waits while the other evaluators' reservations leave too little."""
+        with (self.ledger.reserve(nbytes, alone=alone) if self.ledger else nullcontext()):
+            yield
+
+    def shared_oom(self, res: EvalResult) -> bool:
+        """An out-of-memory error filed as the candidate's while another evaluator held memory on
+        this device (gpu_memory.MemoryLedger.shared_since_admission): not the candidate's fault.
+        The text decides only that it is an OOM; who else held memory is the ledger's word, and
+        the retry alone gives the verdict, so a candidate that raises the text itself gains at
+        most one re-run."""
+        return (self.ledger is not None and res.error_kind in CANDIDATE_KINDS
+                and is_oom(res.error_msg) and self.ledger.shared_since_admission())
+
+
+def file_shared_oom(res: EvalResult) -> None:
+    """The attempt's record once `shared_oom` holds: the platform's error, retried alone."""
+    res.error_kind, res.exec_ok = "infra_error", False
+    res.error_msg = trim("out of GPU memory while other evaluators held memory on this GPU: not "
+                         f"the candidate's fault; retried alone. {res.error_msg}")
