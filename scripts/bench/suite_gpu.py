@@ -1,14 +1,18 @@
 """Evaluate every task's own solution on the local GPU through the real evaluator; write JSON.
 
     python scripts/bench/suite_gpu.py [--out scripts/bench/results/suite_h200.json] [--include ...]
-                                      [--jobs N]
+                                      [--jobs N] [--gpu-mem-budget GB]
 
 This is the oracle run that validates the suite and the harness on a new GPU: every solution must
 come out exec_ok, and the file records speedup over eager and the SOL fraction per task and case.
 No Ray needed: the evaluators are the ones the evaluator actors hold. `--jobs N` runs N of them on
 the GPU at once (kbx_ray/evaluate/local_evaluators.py): they compile and check in parallel, and the GPU lock
-makes every timing run alone. A task that runs out of GPU memory beside the other jobs is retried
-alone at the end. The file is rewritten after every task, so a run cut short keeps what it did.
+makes every timing run alone. Each evaluation first reserves its estimated peak memory in the GPU's
+ledger (kbx_ray/evaluate/admission.py) against `--gpu-mem-budget` GB (default: the device's total
+minus evaluation.gpu_mem_reserve_gb), waiting while the other jobs' reservations leave too little;
+an OOM while other jobs held memory is infra_error and retried alone by the evaluator itself. A
+task still filed infra_error for memory is retried alone at the end. The file is rewritten after
+every task, so a run cut short keeps what it did.
 """
 from __future__ import annotations
 
@@ -38,19 +42,23 @@ def main() -> int:
     ap.add_argument("--include", nargs="*", default=None)
     ap.add_argument("--budget-s", type=float, default=1.0, help="timing budget per case and side")
     ap.add_argument("--jobs", type=int, default=1, help="evaluators sharing the GPU")
+    ap.add_argument("--gpu-mem-budget", type=float, default=0.0,
+                    help="GB of device memory the jobs' evaluations reserve from together (0: the "
+                         "device's total minus evaluation.gpu_mem_reserve_gb)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     pool = detect_local()
     out = Path(args.out or f"scripts/bench/results/suite_{pool.name}.json")
     cfg = EvalConfig(peak_gbps=pool.peak_gbps, peak_tflops=peak_table(pool))
     cfg.timing.budget_s = args.budget_s
+    cfg.gpu_mem_budget_gb = args.gpu_mem_budget  # every job admits through one ledger per GPU
     cfg.ref_cache_mb = 1024  # one candidate per task: a big cache only crowds the other jobs
     tasks = load_suite(include=args.include)
     rows: dict[str, dict] = {}
     t0 = time.perf_counter()
     info = _pass(tasks, cfg, args.jobs, rows, out, pool, t0)
     oom = [t for t in tasks if rows.get(t.task_id, {}).get("error_kind") == "infra_error"
-           and "out of memory" in rows[t.task_id]["error_msg"]]
+           and "out of memory" in rows[t.task_id]["error_msg"].lower()]
     if oom and args.jobs > 1:  # the jobs' memory together ran out, not the task's: retry alone
         log.info("retrying %d tasks that ran out of GPU memory beside other jobs, alone", len(oom))
         info = _pass(oom, cfg, 1, rows, out, pool, t0) or info
@@ -92,7 +100,9 @@ def write(out: Path, info: dict, pool: Any, cfg: EvalConfig, jobs: int, rows: li
     doc = {
         "gpu": info.get("gpu_name", ""), "pool": pool.name, "torch": info.get("torch"),
         "triton": info.get("triton"), "cuda": info.get("driver"), "python": platform.python_version(),
-        "timing": asdict(cfg.timing), "jobs": jobs, "wall_s": round(time.perf_counter() - t0, 1),
+        "timing": asdict(cfg.timing), "jobs": jobs, "gpu_mem_budget_gb": cfg.gpu_mem_budget_gb,
+        "n_oom_shared_gpu": sum("oom_shared_gpu" in r["flags"] for r in rows),
+        "wall_s": round(time.perf_counter() - t0, 1),
         "n_tasks": len(rows), "n_exec_ok": sum(r["exec_ok"] for r in rows),
         "n_faster_than_eager": sum(bool(r["speedup"] and r["speedup"] > 1) for r in rows),
         "tasks": rows,
