@@ -2,8 +2,10 @@
 
 Names are exact (a prefix such as 'copy' would admit copysign). ALLOC makes a fresh storage of
 constants; VIEWS and META never touch values; MOVES copy values unchanged (allowed on input data,
-e.g. `x.contiguous()` before a launch, but they may not write an output); READS bring values to
-the host. Every other op computes. Standard library only (the worker imports it).
+e.g. `x.contiguous()` before a launch, but they may not write an output); LIFTS are `torch.tensor`
+/ `as_tensor` of Python values (metadata tensors); READS bring values to the host. Every other op
+computes, and inside a candidate's call computing is refused (default deny, INTEGRITY.md) unless
+every operand is an integer metadata tensor. Standard library only (the worker imports it).
 """
 from __future__ import annotations
 
@@ -14,13 +16,14 @@ def _names(text: str) -> frozenset[str]:
 
 ALLOC = _names("""
     empty empty_like empty_strided zeros zeros_like ones ones_like full full_like
-    new_empty new_empty_strided new_zeros new_ones new_full scalar_tensor
+    new_empty new_empty_strided new_zeros new_ones new_full scalar_tensor empty_permuted
 """)
 CONST_FILLS = _names("fill_.Scalar zero_.default fill_.int fill_.float")
 VIEWS = _names("""
     view _unsafe_view _reshape_alias as_strided t transpose permute expand squeeze unsqueeze
     select slice split split_with_sizes chunk unbind narrow detach alias diagonal movedim
     unflatten view_as_real view_as_complex real imag expand_as view_as unfold
+    t_ transpose_ squeeze_ unsqueeze_ as_strided_ swapdims_ swapaxes_ detach_ swapdims swapaxes
 """)
 META = _names("""
     sym_size sym_stride sym_numel sym_storage_offset is_contiguous is_same_size size stride
@@ -31,4 +34,6 @@ MOVES = _names("""
     copy_ clone _to_copy contiguous _copy_from _copy_from_and_resize lift_fresh
     lift_fresh_copy lift constant_pad_nd _to_dense
 """)
+LIFTS = _names("lift_fresh lift_fresh_copy lift")
+EXACT_MOVES = _names("copy_ clone _to_copy contiguous")  # whole copies an identity answer may be
 READS = _names("_local_scalar_dense item is_nonzero equal")

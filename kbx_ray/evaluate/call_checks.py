@@ -66,6 +66,8 @@ def observe(out: Any, args: tuple, kwargs: dict, pristine: list[Any], sig: inspe
     guards.MONITOR.finish(returned, mutated_args, inputs)  # only kernels write results
     info = {
         "launches": guards.MONITOR.launches,
+        # every output empty or an exact copy of an input: a call that owes no launch
+        "launch_free": guards.MONITOR.launch_free,
         "torch_ops": sorted(guards.MONITOR.torch_ops),
         # an output that IS a declared-mutated argument (in-place and `out=` contracts)
         "aliased": any(rotation.overlaps(o, t) for o in returned

@@ -101,11 +101,13 @@ class Worker:
             self.task_ids[self.task_key] = {k: id(v) for k, v in vars(mod).items()}
         self.task = self.tasks[self.task_key]
         guards.MONITOR.movement = guards.movement_task(self.task)  # copies there are the answer
+        guards.MONITOR.deny = req.get("deny", True)  # evaluation.torch_compute=fail: refuse ops
         self.last = None
         # A new candidate never sees inputs an earlier one could have written to (cached pristine
         # tensors live in this process); drawing them again on the device costs milliseconds.
         self.inputs.clear()
         self.timed = {}
+        self.timed_refusal = ""  # a watched timed call's first refusal (`_watched`)
         self.mutates = tuple(getattr(self.task, "MUTATES", ()))
         self.sig = inspect.signature(getattr(self.task, req["entry"]))
         try:
@@ -187,16 +189,22 @@ class Worker:
         sets += [(s, p) for s in seeds[1:] for p in [self._inputs(req["case"], s)]
                  if rotation.same_layout(p, (args, kwargs), scalars)]
         rot = rotation.Rotation(self.entry, args, kwargs, sets, self._mutated_args,
-                                lambda: guards.MONITOR.launches, int(req.get("fresh", 0)))
+                                lambda: guards.MONITOR.launches, int(req.get("fresh", 0)),
+                                self._watched)
         side0 = guards.MONITOR.side_launches
+        self.timed_refusal = ""
         try:
             t = timing.bench(rot.call, timing.TimingConfig(**req["timing"]), DEVICE, rot.between)
         except CandidateError:
             raise
         except Exception as e:  # noqa: BLE001 - a timed call raised: the candidate's error
             self._check_tampering()
-            raise CandidateError(error_kind(e, DEVICE), candidate_tb(e, "kbx_cand_"),
-                                 cuda_suspect=cuda_suspect(e)) from None
+            kind, msg = error_kind(e, DEVICE), candidate_tb(e, "kbx_cand_")
+            if self.timed_refusal:  # refused in a watched timed call
+                kind, msg = "disqualified", f"a timed call {self.timed_refusal}\n{msg}"
+            raise CandidateError(kind, msg, cuda_suspect=cuda_suspect(e)) from None
+        if self.timed_refusal:  # refused in a watched timed call, and the candidate caught it
+            raise CandidateError("disqualified", f"a timed call {self.timed_refusal}")
         # the timed calls ran unguarded: a patch made only when called often enough shows up here
         self._check_tampering()
         if guards.MONITOR.side_launches > side0:
@@ -209,6 +217,25 @@ class Worker:
         checked = {"calls": rot.calls, "launchless": rot.launchless, "repeated": rot.repeated,
                    "error": rot.error, "samples": samples, "fresh_ms": rot.fresh_ms}
         return {"timing": t.to_dict(), "timed_check": checked}, blobs
+
+    def _watched(self, entry: Any, args: tuple, kwargs: dict) -> Any:
+        """One timed call under the monitor, as a checked call runs (`Rotation.call` picks a
+        secret share of them): torch ops outside the allowlist are refused there too, and the
+        first refusal is kept (`timed_refusal`) even if the candidate catches it."""
+        guards.MONITOR.reset((args, kwargs), keep_launches=True)
+        host_values.begin()
+        marked_args, marked_kwargs = host_values.mark_inputs(args, kwargs)
+        guards.MONITOR.active = True
+        try:
+            with self.mode, self.values:
+                out = entry(*marked_args, **marked_kwargs)
+                host_values.check_output(out)
+        finally:
+            guards.MONITOR.active = False
+            if (guards.MONITOR.denied or host_values.REFUSED) and not self.timed_refusal:
+                ops = sorted(guards.MONITOR.torch_ops)[:5]
+                self.timed_refusal = f"computed with torch ops {ops}"
+        return out
 
     def _mutated_args(self, args: tuple, kwargs: dict) -> list[Any]:
         bound = self.sig.bind(*args, **kwargs).arguments if self.sig and self.mutates else {}
@@ -252,8 +279,11 @@ class Worker:
         except BaseException as e:  # noqa: BLE001
             self._check_tampering()
             kind = "disqualified" if host_values.REFUSED else error_kind(e, DEVICE)
-            raise CandidateError(kind, candidate_tb(e, "kbx_cand_"),
-                                 cuda_suspect=cuda_suspect(e)) from None
+            msg = candidate_tb(e, "kbx_cand_")
+            if guards.MONITOR.denied and guards.MONITOR.deny:  # an op refused at dispatch
+                kind = "disqualified"  # (default deny), whatever the candidate raised after it
+                msg = f"computes with torch ops {sorted(guards.MONITOR.torch_ops)[:5]}\n{msg}"
+            raise CandidateError(kind, msg, cuda_suspect=cuda_suspect(e)) from None
         finally:
             guards.MONITOR.active = False
         self._check_tampering()

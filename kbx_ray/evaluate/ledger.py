@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kbx_ray.evaluate.aten_ops import ALLOC, CONST_FILLS, META, MOVES, READS, VIEWS
+from kbx_ray.evaluate.aten_ops import ALLOC, CONST_FILLS, EXACT_MOVES, LIFTS, META, READS, VIEWS
 from kbx_ray.evaluate.trees import tensors
 
 
@@ -52,9 +52,19 @@ class Monitor:
         self.by_kernel: set[int] = set()  # fresh allocations a launch was handed (its results)
         self.sizes_read = 0               # one-value kernel results read (output sizes)
         self.movement = False             # the task only moves data (its cost has no flops)
+        self.meta: set[int] = set()       # metadata tensors: torch.tensor of Python values, and
+                                          # integer compute over them only (never kernel-handed)
+        self.moved: set[int] = set()      # lossless copies of inputs (or of such copies)
+        self.identity: set[int] = set()   # exact whole copies of an input as the call received it
+        self.deny = True                  # raise on a refused op (evaluation.torch_compute=fail)
+        self.denied = False               # an op was refused during this call
+        self.launch_free = False          # (at finish) every output is empty or an identity copy
 
-    def reset(self, inputs: tuple = ()) -> None:
-        self.launches = 0
+    def reset(self, inputs: tuple = (), keep_launches: bool = False) -> None:
+        """A new checked call on `inputs`; a watched timed call keeps the running launch count
+        (the timed loop's launch check reads it)."""
+        if not keep_launches:
+            self.launches = 0
         self.torch_ops = set()
         self.written, self.fresh = {}, set()
         ts = tensors_of(inputs)
@@ -62,23 +72,24 @@ class Monitor:
         self.passed = {_layout(t) for t in ts}
         self.scalars = {_ptr(t) for t in ts if _one_value(t)}  # scalar parameters as tensors
         self.by_kernel, self.sizes_read = set(), 0
+        self.meta, self.moved, self.identity = set(), set(), set()
+        self.denied = self.launch_free = False
 
     def watching(self) -> bool:
         return self.active and not self.paused
 
     def op(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
-        """Account one aten op the candidate's code dispatched."""
+        """Account one aten op the candidate's code dispatched; refuse one outside the allowlist
+        (default deny: `_deny` records it and, with `deny` set, raises `DeniedOp`)."""
         full = str(getattr(func, "__name__", func))
         name = full.split(".")[0]
-        if name in VIEWS or name in META or full in CONST_FILLS:
+        if name in VIEWS or name in META:
             return
         operands = tensors_of((args, kwargs))
         results = tensors_of(out)
         if name in ALLOC:
             for p in map(_ptr, results):
-                self.written.pop(p, None)
-                self.tainted.discard(p)
-                self.by_kernel.discard(p)
+                self._forget(p)
                 self.fresh.add(p)
             return
         hot = any(p in self.tainted for p in map(_ptr, operands))
@@ -86,37 +97,140 @@ class Monitor:
             if hot and not all(self._may_read(t) for t in operands):
                 self.torch_ops.add(f"{name} read input values on the host")
             return
-        if hot and (name not in MOVES or not self._pure_move(name, operands, results)):
-            self.torch_ops.add(full)
-        dests = [_ptr(t) for t in results]
-        if name.endswith("_") and operands:
-            dests.append(_ptr(operands[0]))
-        dests += [_ptr(t) for t in tensors_of((kwargs or {}).get("out"))]
-        for p in filter(None, dests):
-            self.written[p] = full
-            self.fresh.discard(p)
-            if hot:
-                self.tainted.add(p)
-            elif p not in map(_ptr, operands):
-                self.tainted.discard(p)
+        if name in LIFTS:  # torch.tensor / as_tensor of Python values: a metadata tensor
+            for p in filter(None, map(_ptr, results)):
+                self._forget(p)
+                self.meta.add(p)
+            return
+        if full in CONST_FILLS:
+            self._fill(full, operands)
+            return
+        if name in EXACT_MOVES:
+            kind = self._move(name, full, operands, results)
+        else:
+            kind = self._compute(full, operands, results)
+        new = [_ptr(t) for t in results]
+        into = [_ptr(operands[0])] if name.endswith("_") and operands else []
+        into += [_ptr(t) for t in tensors_of((kwargs or {}).get("out"))]
+        srcs = {_ptr(t) for t in operands}
+        for p in filter(None, into):  # an in-place write keeps only what both sides were
+            if p in self.by_kernel and kind != "computed":
+                self._deny(f"{full} into a buffer a kernel was handed (only kernels write there)")
+            keep = ((p in self.fresh and p not in self.by_kernel)
+                    or (p in self.meta and kind in ("meta", "fresh")))
+            self._wrote(p, full, kind if keep else "written", hot, srcs)
+        for p in filter(None, new):
+            if p not in into:
+                self._wrote(p, full, kind, hot, srcs)
 
-    def _pure_move(self, name: str, operands: list[Any], results: list[Any]) -> bool:
-        """A move of input data that computes nothing: the dtype cast is exact (`x.float()` of
-        fp16, never `x.to(torch.int32)`), and on a data-movement task the very tensor the call
-        received is copied whole into a plain contiguous buffer (`x.contiguous()`), since there a
-        permuted, diagonal, padded or indexed copy is the answer itself."""
+    def _wrote(self, p: int, full: str, kind: str, hot: bool, srcs: set[int]) -> None:
+        """Storage `p` now holds what op `full` made: constants, metadata, a copy, or values."""
+        for s in (self.meta, self.moved, self.identity):
+            s.discard(p)
+        if kind in ("fresh", "kernel"):  # constants (a copy or cast of an allocation no kernel
+            self.written.pop(p, None)     # touched), or a kernel's values moved as they are
+            self.fresh.add(p)
+            if kind == "kernel":
+                self.by_kernel.add(p)
+                if hot:
+                    self.tainted.add(p)
+            return
+        self.written[p] = full
+        self.fresh.discard(p)
+        if kind == "meta":
+            self.meta.add(p)
+        elif kind in ("moved", "identity"):
+            self.moved.add(p)
+            if kind == "identity":
+                self.identity.add(p)
+        if hot:
+            self.tainted.add(p)
+        elif p not in srcs:
+            self.tainted.discard(p)
+
+    def _forget(self, p: int) -> None:
+        """A storage made anew: what the ledger knew of the old one at that address goes."""
+        self.written.pop(p, None)
+        self.tainted.discard(p)
+        self.by_kernel.discard(p)
+        for s in (self.meta, self.moved, self.identity, self.fresh):
+            s.discard(p)
+
+    def _deny(self, what: str) -> None:
+        """Record a refused op (so a candidate that catches the exception is still disqualified)
+        and, when the evaluation fails torch compute, raise inside the call."""
+        self.torch_ops.add(what)
+        self.denied = True
+        if self.deny:
+            raise DeniedOp(f"{what}: the candidate's host code may allocate, view and copy inputs "
+                           "whole; everything else is the kernels' work (INTEGRITY.md, default deny)")
+
+    def _fill(self, full: str, operands: list[Any]) -> None:
+        """A constant fill is an allocation's init only on a whole buffer the call allocated and
+        no kernel was handed yet (`out.zero_()` before an atomic-add kernel); metadata tensors
+        may be filled too. Any other fill writes values: refused."""
+        if not operands or operands[0].numel() == 0:
+            return
+        t = operands[0]
+        p = _ptr(t)
+        if p in self.meta:
+            return
+        if p in self.fresh and p not in self.by_kernel and _whole(t):
+            return
+        why = ("a buffer a kernel was handed" if p in self.by_kernel else
+               "part of a buffer" if p in self.fresh else "a buffer torch did not just allocate")
+        self._deny(f"{full} into {why}")
+
+    def _move(self, name: str, full: str, operands: list[Any], results: list[Any]) -> str:
+        """What a copy computes: its source decides. Returns the kind of its destination
+        ("meta", "fresh", "kernel", "moved", "identity"). A kernel's result may be copied, re-laid
+        out and cast between float types (`out.transpose(1, 2).contiguous()`, `acc.to(x.dtype)`):
+        its values stay the kernel's. Refused: a truncating or wrapping cast of a kernel's result,
+        a copy of values torch wrote, a lossy cast of input data, and on a data-movement task any
+        copy but the very input whole into a plain contiguous buffer."""
         if name == "copy_" and len(operands) > 1:
             dst, src = operands[0], operands[1]
         elif operands and results:
             dst, src = results[0], operands[0]
         else:
-            return True
+            return "moved"
+        p = _ptr(src)
+        if p == 0:
+            return "moved"  # nothing moved (an empty tensor)
+        if p in self.meta:
+            return "meta"
+        if p in self.fresh and p not in self.by_kernel:
+            return "fresh"
+        if p in self.by_kernel:  # a kernel's result, re-laid out or re-typed (`.to(x.dtype)`)
+            if self.movement:
+                self._deny(f"{full} of a buffer a kernel was handed (on a data-movement task "
+                           "torch's copy is the answer itself)")
+            elif not (_lossless(src.dtype, dst.dtype)
+                      or (src.dtype.is_floating_point and dst.dtype.is_floating_point)):
+                self._deny(f"{full} (a cast {src.dtype} -> {dst.dtype} of a kernel's result "
+                           "truncates or wraps: it computes)")
+            return "kernel"
+        if p in self.written and p not in self.moved:
+            self._deny(f"{full} of values torch wrote")
+            return "moved"
         if not _lossless(src.dtype, dst.dtype):
-            return False
-        if not self.movement:
-            return True
-        return (name in ("copy_", "clone", "_to_copy", "contiguous") and _layout(src) in self.passed
-                and dst.shape == src.shape and dst.is_contiguous() and dst.storage_offset() == 0)
+            self._deny(f"{full} (a lossy cast {src.dtype} -> {dst.dtype} computes)")
+            return "moved"
+        exact = (name in EXACT_MOVES and _layout(src) in self.passed and src.dtype == dst.dtype
+                 and dst.shape == src.shape and (name != "copy_" or (_ptr(dst) in self.fresh and _whole(dst))))
+        if self.movement and not (exact and dst.is_contiguous() and dst.storage_offset() == 0):
+            self._deny(f"{full} (on a data-movement task only a whole copy of an input into a "
+                       "plain contiguous buffer is not the answer itself)")
+        return "identity" if exact else "moved"
+
+    def _compute(self, full: str, operands: list[Any], results: list[Any]) -> str:
+        """Computing ops are refused, whoever made their operands, except integer index
+        arithmetic on metadata tensors only (`strides[order] * 1`), whose results are metadata."""
+        if operands and all(_ptr(t) in self.meta and _integral(t) for t in operands) \
+                and all(_integral(t) for t in results):
+            return "meta"
+        self._deny(full)
+        return "computed"
 
     def read(self, t: Any, how: str) -> None:
         """Values of `t` leave torch for the host (`tolist`, `numpy`) without a dispatched op."""
@@ -151,27 +265,64 @@ class Monitor:
         """A kernel may write anything it was handed: input taint spreads to all its tensors."""
         ptrs = [p for p in map(_ptr, tensors_of((args, kwargs))) if p]
         self.by_kernel.update(p for p in ptrs if p in self.fresh)
+        for p in ptrs:  # a kernel may write anything it was handed: no longer metadata, nor a copy
+            self.meta.discard(p)
+            self.moved.discard(p)
+            self.identity.discard(p)
         if any(p in self.tainted for p in ptrs):
             self.tainted.update(ptrs)
 
     def finish(self, returned: list[Any], mutated: list[Any], inputs: list[Any]) -> None:
-        """Only Triton kernels write the values of an output or of a declared-mutated input."""
+        """Only Triton kernels write the values of an output or of a declared-mutated input; an
+        output that is an exact whole copy of an input computes nothing and may stand (the answer
+        `floor` gives on integers), except on a data-movement task, where that copy is the task.
+        Sets `launch_free`: every output is empty or such a copy, so no launch was owed."""
         own = {_ptr(t) for t in inputs}
+        free = True
         for kind, ts in (("output", returned), ("mutated input", mutated)):
             for t in ts:
                 p = _ptr(t)
                 if not p:
+                    continue  # an empty output holds no values
+                if kind == "output" and p in self.identity and not self.movement:
                     continue
+                free = False
                 if p in self.written:
                     self.torch_ops.add(f"{self.written[p]} wrote the {kind} (only kernels may)")
                 elif kind == "output" and p not in own and p not in self.fresh:
                     self.torch_ops.add("an output not allocated by torch.empty/zeros/full (only kernels may fill one)")
-                elif kind == "output" and p in self.fresh and p not in self.by_kernel \
-                        and self.sizes_read:
-                    # a constant fill no kernel touched, after values were read back: its constant
-                    # was computed on the host from kernel results (a host epilogue)
-                    self.torch_ops.add("an output filled on the host after reading kernel results "
-                                       "back (only kernels may write one)")
+                elif kind == "output" and p in self.fresh and p not in self.by_kernel:
+                    # a constant no kernel touched: after values were read back, its constant was
+                    # computed on the host from kernel results (a host epilogue); otherwise an
+                    # output the call never handed to a kernel holds torch's fill or nothing
+                    self.torch_ops.add(
+                        "an output filled on the host after reading kernel results back (only "
+                        "kernels may write one)" if self.sizes_read else
+                        "an output no kernel was handed (only kernels may write one)")
+        self.launch_free = free
+
+
+class DeniedOp(RuntimeError):
+    """An aten op outside the allowlist, refused inside the candidate's call (default deny)."""
+
+
+def _whole(t: Any) -> bool:
+    """`t` covers its whole storage, each byte once (dense and non-overlapping, any order)."""
+    try:
+        if t.storage_offset() or t.numel() * t.element_size() != t.untyped_storage().nbytes():
+            return False
+        expected = 1
+        for stride, size in sorted((s, n) for s, n in zip(t.stride(), t.shape) if n > 1):
+            if stride != expected:
+                return False
+            expected *= size
+        return True
+    except Exception:  # noqa: BLE001 - a tensor without storage (meta, sparse)
+        return False
+
+
+def _integral(t: Any) -> bool:
+    return not (t.is_floating_point() or t.is_complex())
 
 
 def _layout(t: Any) -> tuple:

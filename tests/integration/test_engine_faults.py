@@ -303,6 +303,13 @@ def test_a_batch_torn_between_its_two_parts_is_not_written_twice(local_ray, tmp_
     gens = read_table(p.sweep_dir, "generations")
     assert len(gens) >= 2 and len(read_table(p.sweep_dir, "evaluations")) >= 2
     shutil.rmtree(p.sweep_dir / "evaluations")  # the batch's second part never landed
+    log = GenerationLog(p.sweep_dir)  # ... and the run stopped there, so its log stayed (a clean
+    for g in gens.itertuples():       # finish removes it): as it was
+        log.append(g.cell_id, int(g.round), int(g.branch), Generation(
+            text=g.completion, prompt_tokens=int(g.prompt_tokens),
+            completion_tokens=int(g.completion_tokens), latency_s=float(g.latency_s),
+            finish_reason=g.finish_reason))
+    log.close()
     again = engine.run_sweep(load_config(args))
     assert again.n_todo == 2  # both cells were redone ...
     after = read_table(p.sweep_dir, "generations")

@@ -69,15 +69,23 @@ KERNEL_WRITES = "y = torch.empty_like(x)\n    k[(triton.cdiv(x.numel(), 64),)](x
 
 @pytest.mark.parametrize("body,ok,finding", [
     (KERNEL_WRITES, True, ""),
-    # the kernel writes the answer, then a torch copy overwrites the output with the same values
+    # the kernel writes the answer, then a torch copy overwrites the output with the same values:
+    # torch may not write into a buffer a kernel was handed (default deny refuses the copy_)
     (KERNEL_WRITES.replace("return y", "t = y.clone()\n    y.copy_(t)\n    return y"), False,
-     "copy_.default wrote the output"),
-    # an output built by torch from kernel results is torch-written, even though a kernel ran
-    (KERNEL_WRITES.replace("return y", "return y.clone()"), False, "clone.default wrote the output"),
+     "copy_.default into a buffer a kernel was handed"),
+    (KERNEL_WRITES.replace("return y", "t = torch.zeros_like(y)\n    y.copy_(t)\n    return y"),
+     False, "copy_.default into a buffer a kernel was handed"),
+    # a copy of a kernel's result is still the kernel's values (`out.transpose(1, 2).contiguous()`
+    # after an attention kernel): it may be returned ...
+    (KERNEL_WRITES.replace("return y", "return y.clone()"), True, ""),
+    # ... but not through a cast that truncates: that computes
+    (KERNEL_WRITES.replace("return y", "return y.to(torch.int32).to(y.dtype)"), False,
+     "of a kernel's result truncates or wraps"),
     # a constant fill of the output before the kernel writes it is allocation, not a result
     (KERNEL_WRITES.replace("y = torch.empty_like(x)", "y = torch.empty_like(x).fill_(0.0)"),
      True, ""),
-], ids=["kernel_writes", "copy_over_output", "clone_of_result", "constant_fill"])
+], ids=["kernel_writes", "copy_over_output", "zeros_over_output", "clone_of_result",
+        "truncating_cast_of_result", "constant_fill"])
 def test_only_kernels_write_outputs(ev, body, ok, finding):
     task = _fp32_small("activation/relu")
     res = ev.evaluate(task, make_candidate(task.task_id, "relu", RELU.format(body=body)))

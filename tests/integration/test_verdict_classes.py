@@ -79,6 +79,7 @@ def timed_ev():
     ("c6_same_object_sigmoid", "activation/sigmoid", "disqualified", "returned before"),
     ("c6_launchless_cache_tanh", "activation/tanh", "disqualified", "launched no Triton kernel"),
     ("c6_content_cache_hash", "activation/relu", "timing_invalid", "never seen before"),
+    ("d9_count_switch_timed_torch", "matrix_multiply/matmul", "disqualified", "a timed call"),
 ])
 def test_timed_calls_are_checked(timed_ev, fixture, task_id, kind, words):
     task = _one_case(task_id)
@@ -99,8 +100,15 @@ def test_honest_contiguous_result_on_a_transposed_input_passes(ev):
 
 @pytest.mark.parametrize("fixture,task_id", [("c11_conj_view_relu", "activation/relu"),
                                              ("c11_conj_view_sigmoid", "activation/sigmoid")])
-def test_unreadable_outputs_are_the_candidates_error_without_harness_paths(ev, fixture, task_id):
-    res = _judge(ev, _one_case(task_id), EXPLOITS / f"{fixture}.py")
+def test_unreadable_outputs_are_the_candidates_error_without_harness_paths(fixture, task_id):
+    """The encoder's rule on its own: default deny refuses `_conj` before the encoder is
+    reached, so here it only records (`torch_compute=flag`)."""
+    e = Evaluator(EvalConfig(device="cpu", case_timeout_s=60, load_timeout_s=60,
+                             torch_compute="flag"))
+    try:
+        res = _judge(e, _one_case(task_id), EXPLOITS / f"{fixture}.py")
+    finally:
+        e.close()
     assert (res.exec_ok, res.error_kind) == (False, "runtime_error"), res.error_msg
     assert "conjugate" in res.error_msg
     for path in ("kbx_ray/", "site-packages", "kbx_sbx_"):
