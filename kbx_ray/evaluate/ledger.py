@@ -105,8 +105,8 @@ class Monitor:
         if full in CONST_FILLS:
             self._fill(full, operands)
             return
-        if name in EXACT_MOVES:
-            kind = self._move(name, full, operands, results)
+        if name in EXACT_MOVES or name == "constant_pad_nd":  # padding with a constant: F.pad
+            kind = self._move(name, full, operands, results)  # before a pooling kernel moves data
         else:
             kind = self._compute(full, operands, results)
         new = [_ptr(t) for t in results]
