@@ -107,9 +107,12 @@ def cluster_estimate(p: Any, path: Path = CLUSTER_YAML) -> list[str]:
                      "time")
     every = _count(p, pools)[1]
     total = sum(line.gpu_s for line in every.values())
+    # the pools run side by side: the busiest one (the primary, which judges every round) bounds it
+    wall_h = max(every[name].gpu_s / 3600 / max(1, gpus * nodes)
+                 for name, (_, gpus, nodes) in node_types.items())
     lines.append(f"    all {len(pools)} (hardware=[{','.join(pools)}], primary {next(iter(pools))}):"
                  f" {sum(line.evaluations for line in every.values())} evaluations, "
-                 f"{total / 3600:.2f} GPU-hours")
+                 f"{total / 3600:.2f} GPU-hours, at least {wall_h:.2f} h of wall time")
     return lines
 
 

@@ -142,3 +142,30 @@ def test_dry_run_with_no_pool_named_estimates_every_pool_of_cluster_yaml(tmp_pat
                for ln in lines)
     named = engine.describe(engine.plan(load_config([*base, "hardware=cpu"])))
     assert "cluster.yaml" not in named  # a named pool is the plan: estimated alone
+
+
+def test_dry_run_all_pools_together_has_its_least_wall_time_too(tmp_path):
+    """Together the pools run side by side, so the busiest bounds the wall time: here the one
+    a10g node (3 final kernels) outlasts 8 H100s judging all 9 rounds."""
+    import re
+
+    from kbx_ray import dry_run
+
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(
+        "available_node_types:\n"
+        "  eval.h100x8: {max_workers: 1, resources: {GPU: 8}, labels: {kbx-role: evaluation, "
+        "kbx-pool: h100}}\n"
+        "  eval.a10gx1: {max_workers: 1, resources: {GPU: 1}, labels: {kbx-role: evaluation, "
+        "kbx-pool: a10g}}\n")
+    # a long timing budget, so that the hours are large enough to compare at two decimals
+    p = engine.plan(load_config([f"output_dir={tmp_path}", INCLUDE, "method=repair",
+                                 "method.rounds=2", "evaluation.timing.budget_s=100"]))
+    lines = dry_run.cluster_estimate(p, cluster)
+    wall = {ln.split()[1] if not ln.strip().startswith("all") else "all":
+            float(re.search(r"at least ([\d.]+) h of wall time", ln).group(1))
+            for ln in lines[1:]}
+    assert set(wall) == {"h100", "a10g", "all"}, lines
+    # a10g alone judges 9 evaluations on 1 GPU; together it checks the 3 final kernels
+    assert wall["all"] == pytest.approx(wall["a10g"] / 3, abs=0.01), lines
+    assert wall["all"] > wall["h100"], lines
