@@ -36,3 +36,23 @@ def test_mamba2_loads_and_levels_1_to_3_load_what_the_readme_says(tmp_path, monk
     tasks = load_suite(KB, ["level1", "level2", "level3"], "kernelbench", skipped)
     said = re.search(r"Levels 1-3 load whole \((\d+)\)", (REPO / "README.md").read_text())
     assert said and len(tasks) == int(said.group(1)), (len(tasks), skipped)
+
+
+@pytest.mark.skipif(not KB.is_dir(), reason=f"no KernelBench tree at {KB} (set KBX_EXTERNAL)")
+def test_without_einops_the_two_mamba2_problems_are_skipped_as_the_readme_says(tmp_path,
+                                                                               monkeypatch):
+    """The README's own first install (no extra): 248, the Mamba2 pair skipped `needs einops`."""
+    import sys
+
+    from kbx_ray.suite import load_suite
+
+    monkeypatch.setenv("KBX_SUITE_CACHE", str(tmp_path))  # probed afresh, not served from a cache
+    monkeypatch.setitem(sys.modules, "einops", None)  # `import einops` fails as if not installed
+    skipped: dict[str, str] = {}
+    tasks = load_suite(KB, ["level1", "level2", "level3"], "kernelbench", skipped)
+    readme = (REPO / "README.md").read_text()
+    said = re.search(r"without einops the two Mamba2 problems are skipped, `needs einops`: (\d+)",
+                     " ".join(readme.split()))
+    assert said and len(tasks) == int(said.group(1)), (len(tasks), skipped)
+    assert sorted(skipped) == MAMBA2, skipped
+    assert all(why.startswith("needs einops") for why in skipped.values()), skipped
