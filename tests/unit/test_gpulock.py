@@ -7,11 +7,13 @@ import time
 from kbx_ray.evaluate.gpulock import GpuLock
 
 
-def _worker(root: str, mode: str, hold: float, delay: float, q) -> None:
+def _worker(root: str, mode: str, hold: float, delay: float, q, held=None) -> None:
     time.sleep(delay)
     lock = GpuLock("gpu-test", root)
     with getattr(lock, mode)():
         t0 = time.monotonic()
+        if held is not None:
+            held.set()  # the test waits for this, not for a guessed delay
         time.sleep(hold)
         q.put((mode, t0, time.monotonic()))
     lock.close()
@@ -52,9 +54,10 @@ def test_writer_goes_before_later_readers(tmp_path):
 
 def test_a_killed_holder_releases_the_lock(tmp_path):
     ctx = mp.get_context("fork")
-    p = ctx.Process(target=_worker, args=(str(tmp_path), "exclusive", 60, 0.0, ctx.Queue()))
+    held = ctx.Event()
+    p = ctx.Process(target=_worker, args=(str(tmp_path), "exclusive", 60, 0.0, ctx.Queue(), held))
     p.start()
-    time.sleep(0.5)
+    assert held.wait(30), "the holder never took the lock"  # killed while holding it, not before
     p.kill()
     p.join(5)
     lock = GpuLock("gpu-test", str(tmp_path))
@@ -67,10 +70,10 @@ def test_a_killed_holder_releases_the_lock(tmp_path):
 def test_wait_and_exclusive_hold_are_accounted(tmp_path):
     """The counters the evaluator reports (stage_s lock_wait / exclusive) follow real waits."""
     ctx = mp.get_context("fork")
-    q = ctx.Queue()
-    holder = ctx.Process(target=_worker, args=(str(tmp_path), "exclusive", 0.5, 0.0, q))
+    q, held = ctx.Queue(), ctx.Event()
+    holder = ctx.Process(target=_worker, args=(str(tmp_path), "exclusive", 0.5, 0.0, q, held))
     holder.start()
-    time.sleep(0.15)  # the holder has the lock now
+    assert held.wait(30), "the holder never took the lock"  # it has the lock now
     lock = GpuLock("gpu-test", str(tmp_path))
     with lock.shared():
         pass
