@@ -16,7 +16,8 @@ GOOD = Path(RELU.solution_path).read_text()
     ("import_error.py", "import_error", "compile"),
     ("segfault.py", "runtime_error", "compile"),  # the interpreter bounds check stops the wild read
     ("wrong_values.py", "mismatch", "correctness"),
-    ("torch_compute.py", "disqualified", "correctness"),
+    # default deny: the torch op raises inside the first call, which is the compile stage
+    ("torch_compute.py", "disqualified", "compile"),
 ])
 def test_failure_mode_then_recovery(cpu_evaluator, fixture, kind, stage):
     code = (FIXTURES / "candidates" / fixture).read_text()
