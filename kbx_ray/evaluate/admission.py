@@ -57,7 +57,9 @@ class Admission:
         return self.ledger.wait_s if self.ledger else 0.0
 
     def estimate(self, ref_mod: Any, cases: list[dict]) -> int:
-        """Peak bytes of evaluating `cases` (gpu_memory.estimate_bytes on the largest case). A
+        """Peak bytes of evaluating `cases` (gpu_memory.estimate_bytes on the largest case, x
+        `gpu_mem_factor` plus one per timing and fresh input set: on the H100 a decode-attention
+        case ran out of memory while its worker drew its timing sets). A
         `cost()` that fails counts zero bytes: the floor, and the OOM retry alone, remain."""
         if self.ledger is None:
             return 0
@@ -66,7 +68,10 @@ class Admission:
         except Exception as e:  # noqa: BLE001 - a task's cost model must not fail the evaluation
             log.warning("memory estimate: cost() failed (%s); reserving the floor", e)
             largest = 0
-        return estimate_bytes(largest, self.cfg.timing.flush_mb << 20, self.cfg.gpu_mem_factor)
+        # the worker's `time` holds every timing and fresh input set at once, on top of the rest
+        sets = max(1, self.cfg.timing_sets) + max(0, self.cfg.fresh_sets)
+        return estimate_bytes(largest, self.cfg.timing.flush_mb << 20,
+                              self.cfg.gpu_mem_factor + sets)
 
     @contextmanager
     def hold(self, nbytes: int, alone: bool = False) -> Iterator[None]:

@@ -165,6 +165,8 @@ class Evaluator:
             res.stage, res.exec_ok = "done", True
         except _Fail as f:
             res.stage, res.error_kind, res.error_msg = f.stage, f.kind, trim(scrub_paths(f.msg))
+            if f.kind == "infra_error":  # the worker's harness failed: one more try, on a fresh
+                return bool(self._recover())  # worker (an H100 OOM drawing timing input sets)
         except WorkerDied as d:
             res.error_kind, res.error_msg = d.kind, trim(scrub_paths(d.msg))
         except Exception as e:  # noqa: BLE001 - the parent's own failure, never the candidate's

@@ -272,3 +272,25 @@ def test_a_content_cache_passes_the_rotation_alone_and_the_fresh_sets_catch_it()
         finally:
             e.close()
         assert (res.exec_ok, res.error_kind) == want, res.error_msg
+
+
+def test_a_worker_harness_failure_is_infra_error_retried_once(ev, tmp_path):
+    """The worker's own code failing (on the H100 an OOM while `time` drew its input sets on a
+    shared GPU) is `infra_error`, retried once on a fresh worker, never the candidate's verdict."""
+    relu = _one_case("activation/relu", "size1")
+    code = Path(relu.solution_path).read_text()
+    assert ev.evaluate(relu, make_candidate(relu.task_id, "relu", code)).exec_ok  # a warm worker
+    pid = ev.sandbox.proc.pid  # its input draw fails; a fresh worker's does not
+    src = Path(relu.path).read_text().replace(
+        '    g = torch.Generator(device).manual_seed(seed)\n', f'''    import os
+    if os.getpid() == {pid}:  # the harness fails in this worker, not the candidate
+        raise RuntimeError("CUDA out of memory (simulated in the worker's input draw)")
+    g = torch.Generator(device).manual_seed(seed)
+''', 1)
+    (tmp_path / "activation" / "relu").mkdir(parents=True)
+    path = tmp_path / "activation" / "relu" / "task.py"
+    path.write_text(src)
+    task = replace(task_from_file(path, tmp_path), cases=relu.cases)
+    res = ev.evaluate(task, make_candidate(task.task_id, "relu", code))
+    assert ev.sandbox.proc.pid != pid  # the failing worker was replaced
+    assert res.exec_ok and "retried_infra_error" in res.flags, res.error_msg

@@ -93,3 +93,19 @@ def test_shared_since_admission_sees_one_that_came_and_went(tmp_path):
         assert led.shared_since_admission()  # gone, but it ran beside this one
     with led.reserve(100):
         assert not led.shared_since_admission()
+
+
+def test_an_evaluation_reserves_every_timing_and_fresh_input_set(tmp_path):
+    """The worker's `time` holds each timing and fresh input set at once (an H100 decode-attention
+    case ran out of memory drawing them): more sets, a larger reservation, by one case each."""
+    import types
+
+    from kbx_ray.evaluate.admission import Admission
+    from kbx_ray.evaluate.settings import EvalConfig
+
+    task = types.SimpleNamespace(cost=lambda case: {"bytes": case["n"]})
+    led = MemoryLedger("gpu2", 1 << 40, str(tmp_path))
+    cases = [{"n": 100 << 20}, {"n": 300 << 20}]
+    few = Admission(EvalConfig(device="cpu", timing_sets=1, fresh_sets=0), led).estimate(task, cases)
+    many = Admission(EvalConfig(device="cpu", timing_sets=4, fresh_sets=3), led).estimate(task, cases)
+    assert many - few == int(6 * (300 << 20) * 1.25)  # 6 more sets of the largest case, + margin
