@@ -25,7 +25,7 @@ def _figure(width: float = 7.0, height: float = 4.5) -> Any:
         from matplotlib.figure import Figure
     except ImportError:
         raise ReportError("matplotlib is not installed; the report draws its figures with it: "
-                          "pip install matplotlib (or pip install -e '.[report]')") from None
+                          "pip install matplotlib (a kbx_ray dependency)") from None
 
     return Figure(figsize=(width, height), layout="constrained")
 

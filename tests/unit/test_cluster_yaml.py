@@ -136,9 +136,11 @@ def test_nodes_run_the_pinned_image_and_install_nothing_at_boot(raw: dict[str, A
         assert not any("pip install" in cmd for cmd in prepared[key]), key
     dockerfile = DOCKERFILE.read_text()
     assert dockerfile.startswith("#") and "\nFROM nvidia/cuda:" in dockerfile
-    pins = dict(re.findall(r'"(torch|triton|ray\[default\]|vllm)==([0-9.]+)"', dockerfile))
-    assert set(pins) == {"torch", "triton", "ray[default]", "vllm"}, pins
-    assert pins["ray[default]"] == ray.__version__  # `ray up` from this checkout must match
+    assert "pip install -c /opt/kbx/constraints.txt" in dockerfile  # conf/constraints.txt
+    constraints = (DOCKERFILE.parent.parent / "constraints.txt").read_text()
+    pins = dict(re.findall(r"^(torch|triton|ray|vllm)==([0-9.]+)$", constraints, re.M))
+    assert set(pins) == {"torch", "triton", "ray", "vllm"}, pins
+    assert pins["ray"] == ray.__version__  # `ray up` from this checkout must match
     for name, node_type in raw["available_node_types"].items():
         gpu = node_type["resources"].get("GPU", 0) > 0
         assert ("--gpus all" in node_type.get("docker", {}).get("worker_run_options", [])) == gpu
