@@ -3,11 +3,11 @@
 Hydra is not used (hydra-core 1.3 pins omegaconf < 2.4), so this module does the little of it we
 need: `group=name` picks conf/<group>/<name>.yaml, other `a.b=v` items override keys, and every
 mistake becomes one `ConfigError` line that names the key and the fix. The grid (variants, cells)
-is in grid.py; its names are importable from here too.
+is in grid.py, and the sweep's id and folder record in sweep_folder.py; both import this module,
+never the reverse. ConfigError lives in errors.py (a leaf) and is importable from here.
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,17 +16,13 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from kbx_ray.evaluate.settings import EvalConfig
-from kbx_ray.identity import RUN, exempt, identity, verdict, walk
+from kbx_ray.errors import ConfigError
+from kbx_ray.identity import RUN, exempt, verdict, walk
 from kbx_ray.sinks.wandb_config import WandbConfig
-from kbx_ray.types import stable_hash
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 GROUPS = ("suite", "model", "method", "sweep")
 _SETUP: dict[str, str] = {}  # model preset name -> the command that makes its local files
-
-
-class ConfigError(ValueError):
-    """A config problem the user can fix; the message is one line."""
 
 
 @dataclass
@@ -224,10 +220,41 @@ def load_config(overrides: list[str] | None = None) -> Config:
         out: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
     except ValueError as e:  # a dataclass's own check (e.g. TimingConfig.feed)
         raise ConfigError(f"bad setting: {str(e).splitlines()[0]}") from None
-    from kbx_ray.config_checks import check_choices
-
     check_choices(out)
     return out
+
+
+# (dotted key, choices, aliases of the booleans the override grammar makes of on/off/true/false)
+_ONOFF = {"True": "on", "False": "off", "true": "on", "false": "off"}
+_TRUEFALSE = {"True": "true", "False": "false"}
+CHOICES: tuple[tuple[str, tuple[str, ...], dict[str, str]], ...] = (
+    ("evaluation.device", ("auto", "cuda", "cpu"), {}),
+    ("evaluation.small_only", ("auto", "true", "false"), _TRUEFALSE),
+    ("evaluation.torch_compute", ("fail", "flag"), {}),
+    ("evaluation.timing_cases", ("large", "all"), {}),
+    ("evaluation.sandbox.landlock", ("auto", "on", "off"), _ONOFF),
+    ("engine.mode", ("actor", "task", "noop"), {}),
+    ("engine.aot_compile", ("off", "on", "always"), _ONOFF),
+    ("wandb.mode", ("offline", "online", "disabled"), {}),
+)
+
+
+def _get(obj: Any, dotted: str) -> tuple[Any, str]:
+    *parents, leaf = dotted.split(".")
+    for p in parents:
+        obj = getattr(obj, p)
+    return obj, leaf
+
+
+def check_choices(cfg: Any) -> None:
+    """Spell boolean-read choices back, then refuse any value outside its choices."""
+    for key, choices, aliases in CHOICES:
+        owner, leaf = _get(cfg, key)
+        value = str(getattr(owner, leaf))
+        value = aliases.get(value, value)
+        if value not in choices:
+            raise ConfigError(f"{key}={value!r} is not a choice: choose one of {', '.join(choices)}")
+        setattr(owner, leaf, value)
 
 
 def _refuse_ignored(cfg: DictConfig, groups: dict[str, str], cli: DictConfig) -> None:
@@ -254,73 +281,3 @@ def setup_hint(model_name: str, path: str) -> str:
 
 def to_dict(cfg: Config) -> dict[str, Any]:
     return OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)  # type: ignore
-
-
-def identity_key(cfg: Config) -> dict[str, Any]:
-    """What makes the sweep what it is, flat (`evaluation.fresh_sets` -> 2): every settings field
-    marked `verdict` (kbx_ray/identity.py), each grid variant's method and model as loaded (an
-    edited conf/method/*.yaml would otherwise add a second set of cells under the same names), and
-    the prompt texts the methods render. Kept in the sweep folder as identity.json."""
-    from kbx_ray.grid import methods, models
-    from kbx_ray.identity import flatten
-
-    key = identity(cfg)
-    variants = methods(cfg)
-    for kind, vs in (("method", variants), ("model", models(cfg))):
-        for v in vs:
-            key.update(flatten(OmegaConf.to_container(OmegaConf.structured(v)),
-                               f"variants.{kind}.{v.name}"))
-    key["prompts"] = _prompts_digest([v.templates_dir for v in variants])
-    return key
-
-
-# the evaluation's verdict fields, as marked in EvalConfig (kept for readers of the old name)
-VERDICT_KEYS = tuple(dict.fromkeys(k.split(".")[0] for k in identity(EvalConfig())))
-
-
-def sweep_id(cfg: Config) -> str:
-    """Stable across re-runs of the same sweep; `suite.include` is left out so that adding tasks
-    resumes into the same results folder. Settings that change what a cell's rows would say (every
-    field marked `verdict`, `engine.mode=noop`'s made-up verdicts) make another sweep, so a re-run
-    with them never skips cells that were judged otherwise."""
-    if cfg.sweep_id:
-        return cfg.sweep_id
-    digest = stable_hash(identity_key(cfg), n=8)
-    legacy = f"{cfg.sweep.name}-{digest}"  # before readable names: such a folder still resumes
-    if (Path(cfg.output_dir) / legacy).is_dir():
-        return legacy
-    return f"{readable_name(cfg)}-{digest}"
-
-
-def readable_name(cfg: Config) -> str:
-    """`<sweep or method>-<model>-<suite>`: what the results folder and the W&B run are called
-    (the hash after it is the identity)."""
-    def few(names: list[str], what: str) -> str:
-        return "+".join(names) if len(names) <= 2 else f"{len(names)}{what}"
-
-    head = cfg.sweep.name if cfg.sweep.name != "default" else \
-        few(list(cfg.sweep.methods) or [cfg.method.name], "methods")
-    model = few(list(cfg.sweep.models) or [cfg.model.name], "models")
-    raw = f"{head}-{model}-{cfg.suite.name}"
-    return "".join(ch if ch.isalnum() or ch in "._+-" else "_" for ch in raw)
-
-
-def _prompts_digest(override_dirs: list[str | None]) -> str:
-    """The text of every prompt template a sweep's methods can render."""
-    h = hashlib.sha256()
-    for d in [CONF_DIR / "prompts", *sorted({Path(o).expanduser() for o in override_dirs if o})]:
-        for f in sorted(d.glob("*.txt")) if d.is_dir() else []:
-            h.update(f"{f.name}\0".encode() + f.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
-
-
-_GRID = ("Cell", "ROUND_KINDS", "count_cells", "grid_axes", "iter_cells", "methods", "models")
-
-
-def __getattr__(name: str) -> Any:
-    """The grid's names, from grid.py (imported on use: it imports this module)."""
-    if name in _GRID:
-        import kbx_ray.grid as grid
-
-        return getattr(grid, name)
-    raise AttributeError(f"module 'kbx_ray.config' has no attribute {name!r}")

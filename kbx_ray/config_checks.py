@@ -9,45 +9,12 @@ before Ray starts. Every failure is one `ConfigError` line that names the key an
 """
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
-from kbx_ray.config import ConfigError
+from kbx_ray.config import Config, ModelConfig, check_choices
+from kbx_ray.errors import ConfigError, unknown_keys
 
-# (dotted key, choices, aliases of the booleans the override grammar makes of on/off/true/false)
-_ONOFF = {"True": "on", "False": "off", "true": "on", "false": "off"}
-_TRUEFALSE = {"True": "true", "False": "false"}
-CHOICES: tuple[tuple[str, tuple[str, ...], dict[str, str]], ...] = (
-    ("evaluation.device", ("auto", "cuda", "cpu"), {}),
-    ("evaluation.small_only", ("auto", "true", "false"), _TRUEFALSE),
-    ("evaluation.torch_compute", ("fail", "flag"), {}),
-    ("evaluation.timing_cases", ("large", "all"), {}),
-    ("evaluation.sandbox.landlock", ("auto", "on", "off"), _ONOFF),
-    ("engine.mode", ("actor", "task", "noop"), {}),
-    ("engine.aot_compile", ("off", "on", "always"), _ONOFF),
-    ("wandb.mode", ("offline", "online", "disabled"), {}),
-)
-
-
-def _get(obj: Any, dotted: str) -> tuple[Any, str]:
-    *parents, leaf = dotted.split(".")
-    for p in parents:
-        obj = getattr(obj, p)
-    return obj, leaf
-
-
-def check_choices(cfg: Any) -> None:
-    """Spell boolean-read choices back, then refuse any value outside its choices."""
-    for key, choices, aliases in CHOICES:
-        owner, leaf = _get(cfg, key)
-        value = str(getattr(owner, leaf))
-        value = aliases.get(value, value)
-        if value not in choices:
-            raise ConfigError(f"{key}={value!r} is not a choice: choose one of {', '.join(choices)}")
-        setattr(owner, leaf, value)
-
-
-def validate(cfg: Any) -> None:
+def validate(cfg: Config) -> None:
     """Choices, the sinks, the grid's methods and models, and each model's backend settings; one
     line each."""
     from kbx_ray.grid import methods, models
@@ -62,7 +29,7 @@ def validate(cfg: Any) -> None:
         check_backend(model, local=cfg.engine.ray_address is None)
 
 
-def check_backend(model: Any, local: bool = True) -> None:
+def check_backend(model: ModelConfig, local: bool = True) -> None:
     """The backend exists and takes every key given: its own check where it registered one (cheap:
     no engine, no request), else it takes no model.options and no model.engine keys."""
     from kbx_ray.llm.base import REGISTRY
@@ -77,16 +44,3 @@ def check_backend(model: Any, local: bool = True) -> None:
         return
     unknown_keys(model, "options", model.options, set())
     unknown_keys(model, "engine", model.engine, set())
-
-
-def unknown_keys(model: Any, kind: str, given: dict, known: set[str] | frozenset[str]) -> None:
-    """One line naming the keys of model.<kind> that the backend does not take."""
-    bad = sorted(set(given or {}) - known)
-    if bad:
-        where = f"known: {', '.join(sorted(known))}" if known else "it takes none"
-        if len(known) > 12:  # vLLM's hundreds of engine arguments: the near ones only
-            near = sorted({m for b in bad for m in difflib.get_close_matches(b, known, n=3)})
-            where = (f"did you mean {', '.join(near)}?" if near else
-                     f"none of the {len(known)} engine arguments")
-        raise ConfigError(f"model {model.name}: unknown model.{kind} keys for the {model.backend} "
-                          f"backend: {', '.join(bad)} ({where})")

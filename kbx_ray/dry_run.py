@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kbx_ray.config import ConfigError
+from kbx_ray.errors import ConfigError
 from kbx_ray.grid import methods, models
 
 log = logging.getLogger(__name__)

@@ -17,8 +17,9 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, Iterator
 
-from kbx_ray import hardware, identity, pool_set, provenance, scaling
-from kbx_ray.config import Config, ConfigError, sweep_id
+from kbx_ray import hardware, pool_set, provenance, scaling, sweep_folder
+from kbx_ray.config import Config
+from kbx_ray.errors import ConfigError
 from kbx_ray.grid import Cell, count_cells, iter_cells
 from kbx_ray.genlog import FILE as WAL_FILE
 from kbx_ray.genlog import GenerationLog
@@ -80,9 +81,9 @@ def plan(cfg: Config) -> SweepPlan:
     include, samples = narrow_to_sources(cfg)
     tasks = load_suite(cfg.suite.path, include, cfg.suite.name)
     pools = resolve_pools(cfg.hardware)
-    sid = sweep_id(cfg)
+    sid = sweep_folder.sweep_id(cfg)
     sweep_dir = Path(cfg.output_dir) / sid
-    identity.check_folder(cfg, sweep_dir)
+    sweep_folder.check_folder(cfg, sweep_dir)
     done = done_cells(sweep_dir) if sweep_dir.exists() else set()
     p = SweepPlan(sid, sweep_dir, {t.task_id: t for t in tasks}, pools,
                   count_cells(cfg, tasks, samples), done, cfg, samples)
@@ -224,7 +225,7 @@ def run_sweep(cfg: Config, p: SweepPlan | None = None) -> SweepPlan:
     fresh = not p.sweep_dir.exists()
     p.sweep_dir.mkdir(parents=True, exist_ok=True)
     clean_tmp(p.sweep_dir)  # a killed run's torn parts; only this run writes here from now on
-    identity.write_folder(cfg, p.sweep_dir)
+    sweep_folder.write_folder(cfg, p.sweep_dir)
     config = provenance.resolved(cfg, list(p.pools))
     provenance.write_config(p.sweep_dir, config)
     record = provenance.RunRecord(p.sweep_dir, p.sweep_id)

@@ -8,15 +8,13 @@ rows go) with `exempt(default, why=...)`; a nested settings dataclass whose own 
 mixes verdicts. A field with no mark counts as a verdict field (the safe side), and
 tests/unit/test_config_identity.py fails until it is marked either way.
 
-Torch-free, and imports the rest of kbx_ray only inside the folder checks: settings modules import
-it.
+Torch-free, and imports nothing of kbx_ray: settings modules import it. The sweep folder's record
+of the identity (identity.json) is kept by sweep_folder.py.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
-import logging
-from pathlib import Path
 from typing import Any, Callable
 
 KEY = "kbx_identity"  # field metadata: "verdict" | "exempt" | "walk"
@@ -144,66 +142,3 @@ def _field_type(cls: type, f: dataclasses.Field) -> type:
     if isinstance(factory, type) and dataclasses.is_dataclass(factory):
         return factory
     return type(factory())
-
-
-# the sweep folder's record of it
-
-IDENTITY_FILE = "identity.json"
-log = logging.getLogger(__name__)
-
-
-def check_folder(cfg: Any, sweep_dir: Path) -> None:
-    """A folder recorded under other verdict settings is never resumed into (its cells would be
-    skipped though judged otherwise): one line says which settings differ and how to go on. Only
-    `sweep_id=` or a legacy folder name lead here (a hashed name changes with the settings); a new
-    folder beside one of the same name says in the log what made it another sweep."""
-    from kbx_ray.config import ConfigError, identity_key
-
-    now = identity_key(cfg)
-    recorded = _recorded(sweep_dir)
-    if recorded is None:
-        if not sweep_dir.exists():
-            _name_the_sibling(sweep_dir, now)
-        return
-    diff = differences(recorded, now)
-    if diff and cfg.force_resume:
-        log.warning("force_resume: resuming %s although %s", sweep_dir, "; ".join(diff))
-    elif diff:
-        more = f" (and {len(diff) - 2} more)" if len(diff) > 2 else ""
-        raise ConfigError(f"{sweep_dir} was recorded with other verdict settings: "
-                          f"{'; '.join(diff[:2])}{more}; drop sweep_id= to start a new sweep, or "
-                          "add force_resume=true to resume it anyway (its verdicts would mix both)")
-
-
-def write_folder(cfg: Any, sweep_dir: Path) -> None:
-    """identity.json, once (force_resume: the settings it now resumes with)."""
-    from kbx_ray.config import identity_key
-
-    path = sweep_dir / IDENTITY_FILE
-    if not path.exists() or cfg.force_resume:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(identity_key(cfg), indent=1, sort_keys=True, default=str))
-        tmp.replace(path)
-
-
-def _recorded(sweep_dir: Path) -> dict | None:
-    try:
-        return json.loads((sweep_dir / IDENTITY_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _name_the_sibling(sweep_dir: Path, now: dict) -> None:
-    stem = sweep_dir.name.rsplit("-", 1)[0]
-    if not sweep_dir.parent.is_dir():
-        return
-    siblings = sorted(sweep_dir.parent.glob(f"{stem}-*/{IDENTITY_FILE}"),
-                      key=lambda f: f.stat().st_mtime)
-    for f in reversed(siblings):
-        recorded = _recorded(f.parent)
-        diff = differences(recorded, now) if recorded is not None else []
-        if diff:
-            more = f" (and {len(diff) - 3} more)" if len(diff) > 3 else ""
-            log.info("a new sweep, not a resume of %s: %s%s", f.parent.name, "; ".join(diff[:3]),
-                     more)
-            return

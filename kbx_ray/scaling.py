@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kbx_ray import hardware
-from kbx_ray.config import Config, ConfigError
+from kbx_ray.config import Config
+from kbx_ray.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ def generation_reserve(pool: hardware.HardwarePool, cfg: Config) -> int:
     """
     if not pool.is_gpu:
         return 0
-    from kbx_ray.config import models
+    from kbx_ray.grid import models
     from kbx_ray.llm.vllm_spec import generation_gpus, has_roles
 
     if has_roles():

@@ -5,40 +5,15 @@ math/exp, "fusion/*"]` works; a pattern that matches nothing is an error that na
 """
 from __future__ import annotations
 
-import fnmatch
 import hashlib
-import importlib.util
 import inspect
-import sys
-from functools import lru_cache
 from pathlib import Path
-from types import ModuleType
 
+from kbx_ray.errors import SuiteError
+from kbx_ray.task_import import load_module, select_ids  # noqa: F401 - suite.load_module, suite.select_ids
 from kbx_ray.types import CATEGORIES, Task
 
 DEFAULT_ROOT = Path(__file__).resolve().parents[1] / "tasks"
-
-
-class SuiteError(ValueError):
-    """A task is malformed, or a selection names no task."""
-
-
-def load_module(path: str | Path, prefix: str = "kbx_suite") -> ModuleType:
-    """Import a task file by path (cached by path and content hash)."""
-    path = Path(path).resolve()
-    return _load_module(str(path), hashlib.sha256(path.read_bytes()).hexdigest()[:12], prefix)
-
-
-@lru_cache(maxsize=None)
-def _load_module(path: str, digest: str, prefix: str) -> ModuleType:
-    name = f"{prefix}_{digest}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise SuiteError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def task_from_file(path: Path, root: Path) -> Task:
@@ -101,21 +76,6 @@ def load_suite(root: str | Path | None = None, include: list[str] | None = None,
     ids = [p.parent.relative_to(root).as_posix() for p in files]
     chosen = select_ids(ids, include)
     return [task_from_file(root / i / "task.py", root) for i in chosen]
-
-
-def select_ids(ids: list[str], include: list[str] | None) -> list[str]:
-    """Keep ids matching any pattern: an exact id, a category folder, or a glob."""
-    if not include:
-        return ids
-    chosen: list[str] = []
-    for pat in include:
-        pat = str(pat).strip().rstrip("/")
-        hits = [i for i in ids if i == pat or i.split("/")[0] == pat or fnmatch.fnmatch(i, pat)]
-        if not hits:
-            raise SuiteError(f"unknown task {pat!r}: run `kbx tasks` to list ids "
-                             "(a pattern may be an id, a category folder or a glob)")
-        chosen += [h for h in hits if h not in chosen]
-    return [i for i in ids if i in chosen]
 
 
 def get_task(task_id: str, root: str | Path | None = None, name: str = "kbx") -> Task:

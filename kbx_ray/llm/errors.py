@@ -5,7 +5,7 @@ down, a model name it does not serve or a missing weights folder are fixed in th
 """
 from __future__ import annotations
 
-from kbx_ray.config import ConfigError
+from kbx_ray.errors import ConfigError
 
 
 class BackendError(ConfigError):

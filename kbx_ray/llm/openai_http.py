@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from kbx_ray.config_checks import unknown_keys
+from kbx_ray.errors import unknown_keys
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.llm.errors import BackendError
 from kbx_ray.llm.request import chat_body, split_for_sdk

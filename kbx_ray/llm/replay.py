@@ -26,8 +26,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-from kbx_ray.config import ConfigError
-from kbx_ray.config_checks import unknown_keys
+from kbx_ray.errors import ConfigError, unknown_keys
 from kbx_ray.llm import replay_files
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.registry import register

@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 
 from kbx_ray.candidate_file import read_source
-from kbx_ray.config import ConfigError
+from kbx_ray.errors import ConfigError
 
 PEER_ENTRY = "kernel_function"
 _VERDICT_KEYS = ("peer_verdict", "verdict", "exe_ok", "ok")

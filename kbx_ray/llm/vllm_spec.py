@@ -20,8 +20,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kbx_ray.config import ConfigError, setup_hint
-from kbx_ray.config_checks import unknown_keys
+from kbx_ray.config import setup_hint
+from kbx_ray.errors import ConfigError, unknown_keys
 from kbx_ray.hardware import node_options
 from kbx_ray.llm.errors import BackendError
 from kbx_ray.types import stable_hash

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from kbx_ray.config_checks import unknown_keys
+from kbx_ray.errors import unknown_keys
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.mutation.mutants import Mutant, mutants_for
 from kbx_ray.registry import register

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from kbx_ray.registry import MissingDependencyError, registry
-from kbx_ray.suite import SuiteError
+from kbx_ray.errors import SuiteError
 from kbx_ray.types import Task
 
 BUILT_IN = "kbx"  # tasks/, loaded by kbx_ray/suite.py itself

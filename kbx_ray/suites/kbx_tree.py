@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbx_ray.suite import SuiteError
+from kbx_ray.errors import SuiteError
 
 SEPARATOR = re.compile(r"^#{40,}[ \t]*$", re.M)
 _KNOWN = {"torch", "triton", "numpy", "np", "math", "typing"}

@@ -28,7 +28,8 @@ from typing import Any, Callable
 import torch
 
 from kbx_ray.registry import register
-from kbx_ray.suite import SuiteError, select_ids
+from kbx_ray.errors import SuiteError
+from kbx_ray.task_import import select_ids
 from kbx_ray.suites import SuiteFormat, shim
 from kbx_ray.types import Task
 

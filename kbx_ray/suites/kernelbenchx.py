@@ -38,7 +38,8 @@ from typing import Any, Callable
 import torch
 
 from kbx_ray.registry import register
-from kbx_ray.suite import SuiteError, select_ids
+from kbx_ray.errors import SuiteError
+from kbx_ray.task_import import select_ids
 from kbx_ray.suites import SuiteFormat, kbx_tree, recorder, shim, tensorize
 from kbx_ray.suites.kbx_check import PeerCheck
 from kbx_ray.types import Task

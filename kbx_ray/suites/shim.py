@@ -28,7 +28,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from kbx_ray.evaluate import trees
-from kbx_ray.suite import SuiteError, load_module
+from kbx_ray.errors import SuiteError
+from kbx_ray.task_import import load_module
 from kbx_ray.types import Task, stable_hash
 
 ADAPTER_VERSION = 6  # bump when the generated text changes: every shim is regenerated

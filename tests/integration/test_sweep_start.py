@@ -12,7 +12,8 @@ import pytest
 import ray
 
 from kbx_ray import cli, engine
-from kbx_ray.config import ConfigError, load_config, sweep_id
+from kbx_ray.config import ConfigError, load_config
+from kbx_ray.sweep_folder import sweep_id
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,6 +1,7 @@
 import pytest
 
-from kbx_ray.config import ConfigError, load_config, sweep_id
+from kbx_ray.config import ConfigError, load_config
+from kbx_ray.sweep_folder import sweep_id
 from kbx_ray.grid import iter_cells
 from kbx_ray.suite import SuiteError, load_suite, select_ids
 

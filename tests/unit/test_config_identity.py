@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray import identity
-from kbx_ray.config import Config, ConfigError, identity_key, load_config, sweep_id
+from kbx_ray import identity, sweep_folder
+from kbx_ray.config import Config, ConfigError, load_config
+from kbx_ray.sweep_folder import identity_key, sweep_id
 
 
 def test_every_settings_field_is_marked_verdict_or_exempt():
@@ -72,16 +73,16 @@ def test_a_folder_recorded_otherwise_is_refused_in_one_line(tmp_path: Path):
     old = load_config([f"output_dir={tmp_path}", "sweep_id=mine"])
     folder = tmp_path / "mine"
     folder.mkdir()
-    identity.write_folder(old, folder)
-    identity.check_folder(old, folder)  # the same settings: a resume
+    sweep_folder.write_folder(old, folder)
+    sweep_folder.check_folder(old, folder)  # the same settings: a resume
     new = load_config([f"output_dir={tmp_path}", "sweep_id=mine", "evaluation.fresh_sets=3"])
     with pytest.raises(ConfigError) as e:
-        identity.check_folder(new, folder)
+        sweep_folder.check_folder(new, folder)
     msg = str(e.value)
     assert len(msg.splitlines()) == 1 and "evaluation.fresh_sets=2 -> 3" in msg
     assert "drop sweep_id=" in msg and "force_resume=true" in msg
     forced = load_config([f"output_dir={tmp_path}", "sweep_id=mine", "evaluation.fresh_sets=3",
                           "force_resume=true"])
-    identity.check_folder(forced, folder)
-    identity.write_folder(forced, folder)  # the folder now carries the settings it resumed with
+    sweep_folder.check_folder(forced, folder)
+    sweep_folder.write_folder(forced, folder)  # the folder now carries the settings it resumed with
     assert json.loads((folder / "identity.json").read_text())["evaluation.fresh_sets"] == 3

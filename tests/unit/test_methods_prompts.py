@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from kbx_ray import config as config_mod
-from kbx_ray.config import ConfigError, count_cells, load_config
+from kbx_ray.config import ConfigError, load_config
+from kbx_ray.grid import count_cells, iter_cells
 from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
 from kbx_ray.extract import candidate_id
 from kbx_ray.methods.base import REGISTRY, check_method
@@ -116,7 +117,7 @@ def test_sweep_presets_have_the_study_axes():
     abl = load_config(["sweep=repair_ablation"])
     assert abl.sweep.rounds == list(range(11))
     assert count_cells(abl, tasks) == 2 * len(abl.sweep.methods) * 11
-    cells = list(config_mod.iter_cells(abl, tasks[:1], ["cpu"]))
+    cells = list(iter_cells(abl, tasks[:1], ["cpu"]))
     assert sorted({c.method.rounds for c in cells}) == list(range(11))
     assert len({c.cell_id for c in cells}) == len(cells)
     paper = load_config(["sweep=kbx_paper"])

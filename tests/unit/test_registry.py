@@ -35,7 +35,7 @@ SINKS, SUITES = registry("sink"), registry("suite")
 PLUGIN = '''
 from pathlib import Path
 
-from kbx_ray.config_checks import unknown_keys
+from kbx_ray.errors import unknown_keys
 from kbx_ray.methods.base import finish, first_prompt, step
 from kbx_ray.prompts import Templates
 from kbx_ray.registry import register

@@ -1,0 +1,48 @@
+"""Import a task file by path, and select task ids by pattern: what kbx_ray/suite.py (tasks/) and
+every external suite format (kbx_ray/suites/) share. A leaf beside both, so the suite formats need
+not import suite.py, which looks them up.
+"""
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import importlib.util
+import sys
+from functools import lru_cache
+from pathlib import Path
+from types import ModuleType
+
+from kbx_ray.errors import SuiteError
+
+
+def load_module(path: str | Path, prefix: str = "kbx_suite") -> ModuleType:
+    """Import a task file by path (cached by path and content hash)."""
+    path = Path(path).resolve()
+    return _load_module(str(path), hashlib.sha256(path.read_bytes()).hexdigest()[:12], prefix)
+
+
+@lru_cache(maxsize=None)
+def _load_module(path: str, digest: str, prefix: str) -> ModuleType:
+    name = f"{prefix}_{digest}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise SuiteError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def select_ids(ids: list[str], include: list[str] | None) -> list[str]:
+    """Keep ids matching any pattern: an exact id, a category folder, or a glob."""
+    if not include:
+        return ids
+    chosen: list[str] = []
+    for pat in include:
+        pat = str(pat).strip().rstrip("/")
+        hits = [i for i in ids if i == pat or i.split("/")[0] == pat or fnmatch.fnmatch(i, pat)]
+        if not hits:
+            raise SuiteError(f"unknown task {pat!r}: run `kbx tasks` to list ids "
+                             "(a pattern may be an id, a category folder or a glob)")
+        chosen += [h for h in hits if h not in chosen]
+    return [i for i in ids if i in chosen]
