@@ -173,19 +173,20 @@ _KEYS = """\
 overrides (key=value, OmegaConf dotlist, later items win):
   GROUP=NAME              pick conf/GROUP/NAME.yaml (a preset), then its keys can be overridden
   hardware=NAME|[A,B]     evaluator pools (conf/hardware/); the first is primary; auto: this machine
-  a.b.c=VALUE             any key of kbx_ray/config.py's Config; a list is [x,y] (quote it for
-                          the shell when it holds * or spaces)
+  a.b.c=VALUE             any key of kbx_ray/config.py's Config, each shown at its default in
+                          conf/config.yaml; a list is [x,y] (quote it for the shell when it holds
+                          * or spaces)
 
 most used keys:
   suite.include=[math,activation/relu,"fusion/*"]   tasks: ids, category folders or globs
   suite.path=DIR                                     another tasks/ tree or an external suite
   sweep.samples=N  sweep.methods=[a,b]  sweep.models=[a,b]  sweep.rounds=[0,1,3]   grid axes
-  method.rounds=R  method.stop_when=correct|fast|never  method.branches=N
+  method.rounds=R  method.branches=N  method.exemplars=N
   model.temperature=T  model.max_tokens=N  model.path=HF_ID|DIR  model.replicas=N
   model.base_url=http://host:8000/v1 (model=openai)  model.options.path=results/ID (model=replay)
-  evaluation.device=auto|cuda|cpu  evaluation.seeds=N  evaluation.timing.budget_s=S
+  evaluation.seeds=N  evaluation.timing.budget_s=S
   engine.max_concurrency=N  engine.evaluators=N  engine.ray_address=auto
-  output_dir=DIR  wandb.mode=offline|online|disabled  wandb.project=NAME
+  output_dir=DIR  wandb.project=NAME
   sweep_id=NAME (name the folder)  force_resume=true (resume it under other verdict settings)
 
 examples:
@@ -196,11 +197,14 @@ examples:
 
 
 def _sweep_epilog() -> str:
-    from kbx_ray.config import CONF_DIR
+    from kbx_ray.config import CONF_DIR, choice_keys
 
     import textwrap
 
-    lines = ["presets (GROUP=NAME, from conf/GROUP/):"]
+    lines = ["choices (from the schema, kbx_ray/config.py):"]
+    for key, enum, default in choice_keys():
+        lines.append(f"  {key}={'|'.join(enum.__members__)}  (default: {default})")
+    lines += ["", "presets (GROUP=NAME, from conf/GROUP/):"]
     for group in ("suite", "model", "method", "sweep", "hardware"):
         names = " ".join(sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml")))
         lines += textwrap.wrap(names, 98, initial_indent=f"  {group + '=':<10}",

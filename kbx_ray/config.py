@@ -9,20 +9,77 @@ never the reverse. ConfigError lives in errors.py (a leaf) and is importable fro
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.errors import ConfigError
+from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.identity import RUN, exempt, verdict, walk
+from kbx_ray.schema import Choice, choice_error, choice_fields, explain, spell_booleans
 from kbx_ray.sinks.wandb_config import WandbConfig
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 GROUPS = ("suite", "model", "method", "sweep")
 _SETUP: dict[str, str] = {}  # model preset name -> the command that makes its local files
+
+
+class StopWhen(Choice):
+    correct = "correct"      # stop at the first correct candidate
+    fast = "fast"            # ... correct and speedup >= method.fast_speedup
+    never = "never"          # every round runs
+
+
+class EngineMode(Choice):
+    actor = "actor"          # warm evaluator actors
+    task = "task"            # a fresh process per candidate
+    noop = "noop"            # instant made-up verdicts (engine overhead benchmark)
+
+
+class AotCompile(Choice):
+    off = "off"
+    on = "on"                # while a compile worker is free; used if ready when an evaluator takes it
+    always = "always"
+
+
+# evaluation settings that are choices: their fields (evaluate/settings.py, evaluate/sandbox.py)
+# are strings until evaluate/ is laid out anew (issue 30); these Enums check them meanwhile
+class Device(Choice):
+    auto = "auto"
+    cuda = "cuda"
+    cpu = "cpu"
+
+
+class AutoTrueFalse(Choice):
+    auto = "auto"
+    true = "true"
+    false = "false"
+
+
+class TorchCompute(Choice):
+    fail = "fail"
+    flag = "flag"
+
+
+class TimingCases(Choice):
+    large = "large"
+    all = "all"
+
+
+class Landlock(Choice):
+    auto = "auto"
+    on = "on"
+    off = "off"
+
+
+EVALUATION_CHOICES: dict[str, type[Choice]] = {
+    "evaluation.device": Device, "evaluation.small_only": AutoTrueFalse,
+    "evaluation.torch_compute": TorchCompute, "evaluation.timing_cases": TimingCases,
+    "evaluation.sandbox.landlock": Landlock,
+}
 
 
 @dataclass
@@ -55,7 +112,7 @@ class MethodConfig:
     kind: str = ""                       # methods/base.py:REGISTRY key; "": same as name
     rounds: int = 0                      # refinement rounds after round 0 (repair, parallel, agentic)
     feedback: list[str] = field(default_factory=lambda: ["compile", "correctness", "performance"])
-    stop_when: str = "correct"           # correct | fast | never
+    stop_when: StopWhen = StopWhen.correct
     fast_speedup: float = 1.0            # `fast` = correct and speedup >= this
     branches: int = 1                    # parallel workers / agentic candidates / best_of_n samples
     exemplars: int = 0                   # few-shot exemplars in the first prompt
@@ -84,7 +141,7 @@ class EngineConfig:
     max_evaluators: int = exempt(16, why=RUN)        # per pool, on a cluster with kbx-role labels:
     #                                                  evaluators asked of the autoscaler while its
     #                                                  nodes are not up yet
-    mode: str = verdict("actor", as_=lambda m: m == "noop")  # actor (warm evaluators) | task
+    mode: EngineMode = verdict(EngineMode.actor, as_=lambda m: m == "noop")  # actor (warm evaluators) | task
     #                                                  (fresh process per candidate) | noop
     #                                                  (instant made-up verdicts: engine overhead
     #                                                  benchmark; only noop is another sweep)
@@ -107,7 +164,7 @@ class EngineConfig:
     flush_s: float = exempt(10.0, why=RUN)           # ... or seconds, whichever comes first
     flush_min_s: float = exempt(1.0, why=RUN)        # ... but parts at least this far apart
     ray_address: str | None = exempt(None, why=RUN)  # None: start or join a local Ray
-    aot_compile: str = exempt("off", why=RUN)        # off | on | always: compile candidates'
+    aot_compile: AotCompile = exempt(AotCompile.off, why=RUN)  # off | on | always: compile candidates'
     #                                                  Triton kernels ahead of time on CPU nodes
     #                                                  (`compile` resource) for each GPU pool's
     #                                                  sm_XX; `on`: while a compile worker is free,
@@ -170,13 +227,15 @@ def _load_group(group: str, name: str, seen: tuple[str, ...] = ()) -> DictConfig
     return _merge(_load_group(group, str(base), (*seen, name)), node, f"conf/{group}/{name}.yaml")
 
 
-def _merge(base: DictConfig, other: Any, where: str) -> DictConfig:
+def _merge(base: DictConfig, other: Any, where: str, schema: type | None = None) -> DictConfig:
+    """`other` over `base`; `schema` (default `Config`) types both: its choice fields take the
+    booleans YAML makes of on/off, and any error is one line (kbx_ray/schema.py)."""
+    schema = schema or Config
+    spell_booleans(other, schema)
     try:
         return OmegaConf.merge(base, other)
     except OmegaConfBaseException as e:
-        key = getattr(e, "full_key", "") or ""
-        raise ConfigError(f"bad config in {where}: {key + ': ' if key else ''}"
-                          f"{str(e).splitlines()[0]}") from None
+        raise explain(e, schema, where) from None
 
 
 def load_config(overrides: list[str] | None = None) -> Config:
@@ -211,49 +270,28 @@ def load_config(overrides: list[str] | None = None) -> Config:
     if not 1 <= cfg.engine.evaluators_per_gpu <= 16:
         raise ConfigError(f"engine.evaluators_per_gpu={cfg.engine.evaluators_per_gpu}: choose 1-16 "
                           "(evaluators sharing one GPU; timing takes it alone)")
-    aot = str(cfg.engine.aot_compile)  # YAML and the override grammar read on/off as booleans
-    cfg.engine.aot_compile = {"True": "on", "False": "off", "true": "on", "false": "off"}.get(aot, aot)
-    if cfg.engine.aot_compile not in ("off", "on", "always"):
-        raise ConfigError(f"engine.aot_compile={cfg.engine.aot_compile!r}: choose off, on (compile "
-                          "ahead while a compile worker is free) or always")
     try:
         out: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
     except ValueError as e:  # a dataclass's own check (e.g. TimingConfig.feed)
         raise ConfigError(f"bad setting: {str(e).splitlines()[0]}") from None
-    check_choices(out)
+    check_evaluation_choices(out)
     return out
 
 
-# (dotted key, choices, aliases of the booleans the override grammar makes of on/off/true/false)
-_ONOFF = {"True": "on", "False": "off", "true": "on", "false": "off"}
-_TRUEFALSE = {"True": "true", "False": "false"}
-CHOICES: tuple[tuple[str, tuple[str, ...], dict[str, str]], ...] = (
-    ("evaluation.device", ("auto", "cuda", "cpu"), {}),
-    ("evaluation.small_only", ("auto", "true", "false"), _TRUEFALSE),
-    ("evaluation.torch_compute", ("fail", "flag"), {}),
-    ("evaluation.timing_cases", ("large", "all"), {}),
-    ("evaluation.sandbox.landlock", ("auto", "on", "off"), _ONOFF),
-    ("engine.mode", ("actor", "task", "noop"), {}),
-    ("engine.aot_compile", ("off", "on", "always"), _ONOFF),
-    ("wandb.mode", ("offline", "online", "disabled"), {}),
-)
-
-
-def _get(obj: Any, dotted: str) -> tuple[Any, str]:
-    *parents, leaf = dotted.split(".")
-    for p in parents:
-        obj = getattr(obj, p)
-    return obj, leaf
-
-
-def check_choices(cfg: Any) -> None:
-    """Spell boolean-read choices back, then refuse any value outside its choices."""
-    for key, choices, aliases in CHOICES:
-        owner, leaf = _get(cfg, key)
+def check_evaluation_choices(cfg: Config) -> None:
+    """The evaluation's choice settings (strings in their own dataclasses): a boolean-read value is
+    spelled back, and a value outside the Enum is one line."""
+    for key, enum in EVALUATION_CHOICES.items():
+        *parents, leaf = key.split(".")
+        owner: Any = cfg
+        for part in parents:
+            owner = getattr(owner, part)
         value = str(getattr(owner, leaf))
-        value = aliases.get(value, value)
-        if value not in choices:
-            raise ConfigError(f"{key}={value!r} is not a choice: choose one of {', '.join(choices)}")
+        if value in ("True", "False"):  # the grammar's boolean, as the str field keeps it
+            value = next((m for m in (("on", "true") if value == "True" else ("off", "false"))
+                          if m in enum.__members__), value)
+        if value not in enum.__members__:
+            raise choice_error(key, value, enum)
         setattr(owner, leaf, value)
 
 
@@ -277,6 +315,32 @@ def setup_hint(model_name: str, path: str) -> str:
     """The command that builds a preset's local weights folder, if its preset names one."""
     hint = _SETUP.get(model_name, "")
     return hint.replace("{path}", path)
+
+
+_YAML_HEAD = """\
+# Every setting and its default, as the schema (kbx_ray/config.py) defines them; a test fails when
+# they drift apart. Regenerate after changing a default:
+#   python -c "from kbx_ray.config import default_yaml; print(default_yaml(), end='')" > conf/config.yaml
+# Presets (conf/<group>/<name>.yaml) and the command line override these keys:
+#   python scripts/sweep.py model=reference suite.include=[math] evaluation.seeds=5
+# The default sweep: every task of the suite, model=reference (the project's own solutions),
+# one_shot, on the local hardware (GPU if present, else the Triton interpreter on CPU). Rows go to
+# Parquet (always first: the record), then to `sinks` in order (kbx_ray/sinks/).
+"""
+
+
+def choice_keys() -> list[tuple[str, type[Enum], str]]:
+    """(key, its Enum, its default) of every choice-valued key, in the schema's order (the help
+    text lists them)."""
+    typed = choice_fields(Config)
+    typed += [(k, e) for k, e in EVALUATION_CHOICES.items() if k not in dict(typed)]
+    defaults = OmegaConf.structured(Config)
+    return [(k, e, str(OmegaConf.select(defaults, k))) for k, e in typed]
+
+
+def default_yaml() -> str:
+    """conf/config.yaml's text: every field of `Config` at its default."""
+    return _YAML_HEAD + OmegaConf.to_yaml(OmegaConf.structured(Config))
 
 
 def to_dict(cfg: Config) -> dict[str, Any]:

@@ -1,18 +1,19 @@
-"""Every choice-valued setting checked against its choices, before anything starts.
+"""The checks `engine.plan` runs before Ray starts, beyond what loading a config checks.
 
-A typo in a choice must never weaken a verdict quietly (`evaluation.torch_compute=fial` once turned
-an integrity failure into a flag, and `landlock=on` read as the YAML boolean True switched the
-sandbox's Landlock off), so each key is checked here, and `on`/`true`-style values that the override
-grammar reads as booleans are spelled back to the choice they name. `check_choices` is cheap (every
-command runs it); `validate` adds the grid and the model backends and is what `engine.plan` calls,
-before Ray starts. Every failure is one `ConfigError` line that names the key and its choices.
+Loading (config.py) types every setting against the schema: a choice outside its Enum, an unknown
+key or a value of the wrong type is one `ConfigError` line there. `validate` re-checks a `Config`
+made or edited in code against the same schema, then checks what only the registries know: the
+sinks, the grid's methods, and each model's backend settings. Every failure is one line.
 """
 from __future__ import annotations
 
-from typing import Any
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from kbx_ray.config import Config, ModelConfig, check_choices
+from kbx_ray.config import Config, ModelConfig, check_evaluation_choices
 from kbx_ray.errors import ConfigError, unknown_keys
+from kbx_ray.schema import explain
+
 
 def validate(cfg: Config) -> None:
     """Choices, the sinks, the grid's methods and models, and each model's backend settings; one
@@ -20,7 +21,11 @@ def validate(cfg: Config) -> None:
     from kbx_ray.grid import methods, models
     from kbx_ray.sinks import check_sinks
 
-    check_choices(cfg)
+    try:
+        OmegaConf.structured(cfg)  # the schema's types and choices, for a Config edited in code
+    except OmegaConfBaseException as e:
+        raise explain(e, Config, "the config") from None
+    check_evaluation_choices(cfg)
     problem = check_sinks(list(cfg.sinks))
     if problem:
         raise ConfigError(problem)

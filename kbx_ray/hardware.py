@@ -1,7 +1,8 @@
 """GPU pools: what each GPU type can do (roofline peaks) and how Ray places work on it.
 
 The figures live in conf/hardware/<pool>.yaml, one file per pool, so users read and edit them in
-one place; this module only loads them. A pool pins evaluator actors by Ray accelerator type
+one place; this module loads them through the `HardwarePool` dataclass as an OmegaConf schema (the
+same typing and defaults as every other setting). A pool pins evaluator actors by Ray accelerator type
 (which Ray derives from the name NVML reports), custom resources or a label selector, and the
 evaluator reports the GPU it actually saw so `check_gpu_name` can catch a misplaced pool. On a
 cluster laid out like cluster.yaml (`on_role_cluster`) the pool also selects its evaluation nodes
@@ -18,6 +19,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+
+from kbx_ray.errors import did_you_mean
 
 log = logging.getLogger(__name__)
 
@@ -58,55 +63,37 @@ class HardwarePool:
         return hash(self.name)
 
 
-_FIELDS = {f.name for f in dataclasses.fields(HardwarePool)}
-
-
-def _coerce(values: dict[str, Any]) -> dict[str, Any]:
-    """YAML gives ints, lists and None where the dataclass wants floats, tuples and dicts."""
-    for key in ("resources", "peak_tflops"):
-        if key in values:
-            values[key] = {str(k): float(v) for k, v in (values[key] or {}).items()}
-    for key, kind in (("peak_gbps", float), ("memory_gb", float), ("sm_count", int),
-                      ("compute_capability", int),
-                      ("num_gpus_per_actor", float)):
-        if key in values:
-            values[key] = kind(values[key] or 0)
-    if "labels" in values:
-        values["labels"] = {str(k): str(v) for k, v in (values["labels"] or {}).items()}
-    if "name_patterns" in values:
-        values["name_patterns"] = tuple(str(p) for p in values["name_patterns"] or ())
-    return values
-
-
-def _pool_from_mapping(name: str, data: Mapping[str, Any], base: HardwarePool | None,
-                       source: Path) -> HardwarePool:
-    """Build a pool from one yaml mapping; a file for an existing pool overrides just its keys."""
-    unknown = set(data) - _FIELDS
-    if unknown:
-        raise ValueError(f"{source}: unknown key(s) {sorted(unknown)}; "
-                         f"valid keys are {sorted(_FIELDS - {'name'})}")
-    if data.get("name", name) != name:
-        raise ValueError(f"{source}: name {data['name']!r} must match the file name {name!r}")
+def _pool_from_file(path: Path, base: HardwarePool | None) -> HardwarePool:
+    """A pool from its yaml file, typed by the `HardwarePool` schema (OmegaConf): a file for a
+    pool that exists overrides just its keys; each problem is one line naming the file."""
+    name = path.stem
     try:
-        values = _coerce(dict(data, name=name))
-    except (TypeError, ValueError, AttributeError) as exc:
-        raise ValueError(f"{source}: bad value ({exc})") from None
-    if base is not None:
-        return dataclasses.replace(base, **values)
-    if "gpu" not in values:
-        raise ValueError(f"{source}: a new pool needs at least 'gpu' (the device name)")
-    return HardwarePool(**values)
+        data = OmegaConf.load(path)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, DictConfig):
+        raise ValueError(f"{path}: expected a mapping of pool fields")
+    if data.get("name", name) != name:
+        raise ValueError(f"{path}: name {data['name']!r} must match the file name {name!r}")
+    node = OmegaConf.structured(base if base is not None else HardwarePool)
+    OmegaConf.set_readonly(node, False)  # the pool is frozen once built, not while it is read
+    node.name = name
+    try:
+        node = OmegaConf.merge(node, data)
+    except ConfigKeyError as exc:
+        known = [f.name for f in dataclasses.fields(HardwarePool) if f.name != "name"]
+        raise ValueError(f"{path}: unknown key(s) [{exc.key!r}]{did_you_mean(str(exc.key), known)}"
+                         f"; valid keys are {sorted(known)}") from None
+    except OmegaConfBaseException as exc:
+        raise ValueError(f"{path}: bad value ({exc.full_key}: {str(exc).splitlines()[0]})") from None
+    if OmegaConf.is_missing(node, "gpu"):
+        raise ValueError(f"{path}: a new pool needs at least 'gpu' (the device name)")
+    return OmegaConf.to_object(node)  # type: ignore[return-value]
 
 
 def _read_dir(conf_dir: Path, pools: dict[str, HardwarePool]) -> dict[str, HardwarePool]:
     for path in sorted(conf_dir.glob("*.yaml")):
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise ValueError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"{path}: expected a mapping of pool fields")
-        pools[path.stem] = _pool_from_mapping(path.stem, data, pools.get(path.stem), path)
+        pools[path.stem] = _pool_from_file(path, pools.get(path.stem))
     return pools
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from kbx_ray.config import Config
 from kbx_ray.sinks.base import Sink
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ PACKAGES = ("torch", "triton", "ray", "vllm", "wandb", "omegaconf", "pyarrow")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def resolved(cfg: Any, pools: list[str] | None = None) -> dict[str, Any]:
+def resolved(cfg: Config, pools: list[str] | None = None) -> dict[str, Any]:
     """The resolved config plus `variants`: each method and model the cells run, as they run it,
     and `pools`: the pools `hardware` resolved to (`auto`: this machine's). What W&B is given and
     config.yaml holds."""

@@ -46,7 +46,7 @@ def role_cluster() -> bool:
     return has_roles()
 
 
-def evaluator_target(pool: hardware.HardwarePool, cfg: Any, live_slots: int, n_todo: int) -> int:
+def evaluator_target(pool: hardware.HardwarePool, cfg: Config, live_slots: int, n_todo: int) -> int:
     """Evaluators a pool asks for on a role cluster: `engine.evaluators` if set; else what the
     live nodes hold, or up to `engine.max_evaluators` while the cluster is still scaling up, but
     never more than there are cells to run (each cell is one evaluation at a time per pool)."""
@@ -114,7 +114,7 @@ def release() -> None:
         log.debug("autoscaler request not withdrawn: %s", e)
 
 
-def concurrency(cfg: Any, evaluators: int, replica_slots: int) -> int:
+def concurrency(cfg: Config, evaluators: int, replica_slots: int) -> int:
     """Cells in flight: `engine.max_concurrency` if set; else enough to keep every evaluator fed
     with one cell queued behind each (1.5x), plus what the vllm replicas batch at once, and at
     least 64 (a laptop's default)."""

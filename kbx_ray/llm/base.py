@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kbx_ray.config import ModelConfig
 from kbx_ray.registry import MissingDependencyError, RegistryError, registry
 from kbx_ray.types import Generation
 
@@ -38,7 +39,7 @@ class UnknownBackendError(RegistryError):
     pass
 
 
-def build_backend(cfg: Any) -> Backend:
+def build_backend(cfg: ModelConfig) -> Backend:
     """Build the backend named by `cfg.backend` from its model config."""
     if cfg.backend not in REGISTRY:
         raise UnknownBackendError(f"unknown model backend {cfg.backend!r}: choose one of "

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
+from kbx_ray.config import ModelConfig
 from kbx_ray.errors import unknown_keys
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.llm.errors import BackendError
@@ -208,7 +209,7 @@ def _parse(out: Any, latency: float, model: str) -> Generation:
                       model=getattr(out, "model", None) or model)
 
 
-def settings_from(cfg: Any) -> HTTPSettings:
+def settings_from(cfg: ModelConfig) -> HTTPSettings:
     """HTTPSettings from a ModelConfig; unknown options and a missing key are one-line errors."""
     opts = dict(getattr(cfg, "options", {}) or {})
     unknown = sorted(set(opts) - set(OPTIONS))
@@ -229,12 +230,12 @@ def settings_from(cfg: Any) -> HTTPSettings:
     return HTTPSettings(base_url=base, model=getattr(cfg, "path", "") or "", api_key=key, **opts)
 
 
-def check(cfg: Any, local: bool = True) -> None:
+def check(cfg: ModelConfig, local: bool = True) -> None:
     """Before anything starts: the options and the API key's variable; no engine keys."""
     settings_from(cfg)
     unknown_keys(cfg, "engine", cfg.engine, set())
 
 
 @register("backend", "openai", requires=("openai",), extra="openai", check=check)
-def build(cfg: Any) -> OpenAIBackend:
+def build(cfg: ModelConfig) -> OpenAIBackend:
     return OpenAIBackend(settings_from(cfg))

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
+from kbx_ray.config import ModelConfig
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.registry import register
 from kbx_ray.types import Generation
@@ -36,7 +36,7 @@ class ReferenceBackend:
 
 
 @register("backend", "reference")
-def build(cfg: Any) -> ReferenceBackend:
+def build(cfg: ModelConfig) -> ReferenceBackend:
     """Finds the solutions without importing every task (the sweep has loaded the ones it runs)."""
     from kbx_ray.suite import DEFAULT_ROOT
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
+from kbx_ray.config import ModelConfig
 from kbx_ray.errors import ConfigError, unknown_keys
 from kbx_ray.llm import replay_files
 from kbx_ray.llm.base import GenParams, Messages
@@ -190,14 +191,14 @@ def unanswered(backend: ReplayBackend, cells: Iterable[Any]) -> tuple[int, int, 
     return missing, total, first
 
 
-def check(cfg: Any, local: bool = True) -> None:
+def check(cfg: ModelConfig, local: bool = True) -> None:
     """Before anything starts: every option is a ReplayOptions field; no engine keys."""
     unknown_keys(cfg, "options", cfg.options, {f.name for f in fields(ReplayOptions)})
     unknown_keys(cfg, "engine", cfg.engine, set())
 
 
 @register("backend", "replay", check=check)
-def build(cfg: Any) -> ReplayBackend:
+def build(cfg: ModelConfig) -> ReplayBackend:
     raw = dict(getattr(cfg, "options", {}) or {})
     known = {f.name for f in fields(ReplayOptions)}
     if set(raw) - known:

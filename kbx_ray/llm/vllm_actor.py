@@ -25,6 +25,7 @@ import time
 import uuid
 from typing import Any
 
+from kbx_ray.config import ModelConfig
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.registry import register
 from kbx_ray.llm.errors import BackendError
@@ -316,7 +317,7 @@ def _live_key(spec: VLLMSpec) -> str:
 
 
 @register("backend", "vllm", check=vllm_spec.check)
-def build(cfg: Any) -> VLLMBackend:
+def build(cfg: ModelConfig) -> VLLMBackend:
     """Replicas for this model config; a driver that builds the same config again (a resumed or
     repeated sweep in one process) reuses the engines already loaded instead of reloading them."""
     import ray

@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from kbx_ray.config import ModelConfig
 from kbx_ray.config import setup_hint
 from kbx_ray.errors import ConfigError, unknown_keys
 from kbx_ray.hardware import node_options
@@ -62,7 +63,7 @@ def _unknown(kind: str, given: dict, known: tuple[str, ...]) -> None:
                            f"(known: {', '.join(known)})")
 
 
-def spec_from(cfg: Any) -> VLLMSpec:
+def spec_from(cfg: ModelConfig) -> VLLMSpec:
     """A VLLMSpec from a ModelConfig; a bad key or a missing model path is one line."""
     engine = dict(getattr(cfg, "engine", {}) or {})
     placement = dict(getattr(cfg, "placement", {}) or {})
@@ -164,7 +165,7 @@ def for_cluster(spec: VLLMSpec, nodes: list[dict] | None = None) -> VLLMSpec:
     return dataclasses.replace(spec, resources=resources, labels=labels)
 
 
-def generation_gpus(cfg: Any, accelerator_type: str | None = None) -> int:
+def generation_gpus(cfg: ModelConfig, accelerator_type: str | None = None) -> int:
     """GPUs that a model config's vllm replicas hold (0 for other backends); with
     `accelerator_type`, only if the replicas may land on GPUs of that type. On a single machine
     the engine leaves these to generation when it sizes its evaluator pools, or the replicas
@@ -177,7 +178,7 @@ def generation_gpus(cfg: Any, accelerator_type: str | None = None) -> int:
     return spec.replicas * spec.gpus_per_replica
 
 
-def check(model: Any, local: bool = True) -> None:
+def check(model: ModelConfig, local: bool = True) -> None:
     """The vllm backend's config check, before anything starts (config_checks.check_backend):
     option and placement keys, weights and tensor parallel (spec_from), the engine arguments
     against vLLM's own, and, where replicas run on this machine, that a local weights folder
@@ -234,7 +235,7 @@ def engine_arg_names() -> frozenset[str]:
     return frozenset(names)
 
 
-def _check_local_weights(model: Any) -> None:
+def _check_local_weights(model: ModelConfig) -> None:
     path = str(model.path or model.engine.get("model", ""))
     if not path.startswith(("/", "./", "~")) or Path(path).expanduser().is_dir():
         return

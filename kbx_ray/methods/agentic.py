@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from typing import Any
 
+from kbx_ray.config import MethodConfig
 from kbx_ray.hardware import HardwarePool
 from kbx_ray.methods.base import (
     Attempt, Evaluate, Generate, Method, cached, finish, first_prompt, select_best, step,
@@ -26,7 +26,7 @@ from kbx_ray.types import Task
 
 
 @register("method", "agentic")
-def agentic(cfg: Any) -> Method:
+def agentic(cfg: MethodConfig) -> Method:
     templates = Templates(cfg.templates_dir)
 
     async def solve(task: Task, generate: Generate, evaluate: Evaluate,

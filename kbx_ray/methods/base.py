@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Awaitable, Callable, Protocol
 
+from kbx_ray.config import MethodConfig, StopWhen
 from kbx_ray.extract import extract
 from kbx_ray.hardware import HardwarePool
 from kbx_ray.prompts import (
@@ -54,18 +55,18 @@ class Method(Protocol):
 
 # name -> Entry: each method module registers its factory with `@register("method", name)`.
 REGISTRY = registry("method")
-STOP_WHEN = ("correct", "fast", "never")
+STOP_WHEN = tuple(StopWhen.choices())
 
 
 class UnknownMethodError(RegistryError):
     pass
 
 
-def kind_of(cfg: Any) -> str:
+def kind_of(cfg: MethodConfig) -> str:
     return getattr(cfg, "kind", "") or cfg.name
 
 
-def check_method(cfg: Any) -> str | None:
+def check_method(cfg: MethodConfig) -> str | None:
     """One line naming a bad method setting and its fix, or None; run before anything starts."""
     kind = kind_of(cfg)
     if kind not in REGISTRY:
@@ -73,7 +74,7 @@ def check_method(cfg: Any) -> str | None:
     bad = [f for f in getattr(cfg, "feedback", []) if f not in FEEDBACK_KINDS]
     if bad:
         return f"method {cfg.name}: unknown feedback {bad}: choose from {', '.join(FEEDBACK_KINDS)}"
-    if getattr(cfg, "stop_when", "correct") not in STOP_WHEN:
+    if str(getattr(cfg, "stop_when", "correct")) not in STOP_WHEN:
         return f"method {cfg.name}: stop_when={cfg.stop_when!r}: choose one of {', '.join(STOP_WHEN)}"
     if getattr(cfg, "rounds", 0) < 0 or getattr(cfg, "branches", 1) < 1:
         return f"method {cfg.name}: rounds must be >= 0 and branches >= 1"
@@ -84,7 +85,7 @@ def check_method(cfg: Any) -> str | None:
     return None
 
 
-def build_method(cfg: Any) -> Method:
+def build_method(cfg: MethodConfig) -> Method:
     problem = check_method(cfg)
     if problem:
         raise UnknownMethodError(problem)
@@ -108,7 +109,7 @@ def select_best(attempts: list[Attempt]) -> Attempt:
     return max(attempts, key=lambda a: (result_rank(a.result), -a.round, -a.branch))
 
 
-def stop_reason(r: EvalResult, cfg: Any) -> str:
+def stop_reason(r: EvalResult, cfg: MethodConfig) -> str:
     """Why a chain stops after this result ("" = keep going). On a CPU speedup is None, so
     `fast` never stops early."""
     when = getattr(cfg, "stop_when", "correct")
@@ -147,7 +148,7 @@ async def step(task: Task, generate: Generate, evaluate: Evaluate, prompt: Promp
                    branch=branch)
 
 
-def first_prompt(task: Task, cfg: Any, templates: Templates, exemplars: int | None = None,
+def first_prompt(task: Task, cfg: MethodConfig, templates: Templates, exemplars: int | None = None,
                  cot: bool | None = None, pool: HardwarePool | None = None) -> Prompt:
     """Round 0's prompt: the task, the target GPU's facts (`pool`), plus the exemplars and
     chain-of-thought the config asks for."""

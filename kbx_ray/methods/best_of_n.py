@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from typing import Any
 
+from kbx_ray.config import MethodConfig
 from kbx_ray.hardware import HardwarePool
 from kbx_ray.methods.base import (
     Attempt, Evaluate, Generate, Method, cached, finish, first_prompt, step,
@@ -19,7 +19,7 @@ from kbx_ray.types import Task
 
 
 @register("method", "best_of_n")
-def best_of_n(cfg: Any) -> Method:
+def best_of_n(cfg: MethodConfig) -> Method:
     templates = Templates(cfg.templates_dir)
 
     async def solve(task: Task, generate: Generate, evaluate: Evaluate,

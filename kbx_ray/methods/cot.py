@@ -5,13 +5,12 @@ tokens; a completion cut off mid-reasoning is recorded as `truncated`.
 """
 from __future__ import annotations
 
-from typing import Any
-
+from kbx_ray.config import MethodConfig
 from kbx_ray.methods.base import Method
 from kbx_ray.methods.one_shot import single_round
 from kbx_ray.registry import register
 
 
 @register("method", "cot")
-def cot(cfg: Any = None) -> Method:
+def cot(cfg: MethodConfig | None = None) -> Method:
     return single_round(cfg, cot=True)

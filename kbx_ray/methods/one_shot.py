@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
+from kbx_ray.config import MethodConfig
 from kbx_ray.hardware import HardwarePool
 from kbx_ray.methods.base import Attempt, Evaluate, Generate, Method, finish, first_prompt, step
 from kbx_ray.prompts import Templates
@@ -11,7 +11,7 @@ from kbx_ray.registry import register
 from kbx_ray.types import Task
 
 
-def single_round(cfg: Any, exemplars: int | None = None, cot: bool | None = None) -> Method:
+def single_round(cfg: MethodConfig | None, exemplars: int | None = None, cot: bool | None = None) -> Method:
     """The shape one_shot, few_shot and cot share; they differ only in their first prompt."""
     templates = Templates(getattr(cfg, "templates_dir", None))
 
@@ -25,5 +25,5 @@ def single_round(cfg: Any, exemplars: int | None = None, cot: bool | None = None
 
 
 @register("method", "one_shot")
-def one_shot(cfg: Any = None) -> Method:
+def one_shot(cfg: MethodConfig | None = None) -> Method:
     return single_round(cfg)

@@ -8,8 +8,8 @@ together, which the vLLM backend batches.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
+from kbx_ray.config import MethodConfig
 from kbx_ray.hardware import HardwarePool
 from kbx_ray.methods.base import Attempt, Evaluate, Generate, Method, cached, finish
 from kbx_ray.methods.repair import run_chain
@@ -19,7 +19,7 @@ from kbx_ray.types import Task
 
 
 @register("method", "parallel")
-def parallel(cfg: Any) -> Method:
+def parallel(cfg: MethodConfig) -> Method:
     templates = Templates(cfg.templates_dir)
 
     async def solve(task: Task, generate: Generate, evaluate: Evaluate,

@@ -9,8 +9,8 @@ the same records (kbx_ray/ablation.py).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
+from kbx_ray.config import MethodConfig
 from kbx_ray.hardware import HardwarePool
 from kbx_ray.methods.base import (
     Attempt, Evaluate, Generate, Method, cached, finish, first_prompt, step, stop_reason,
@@ -20,7 +20,7 @@ from kbx_ray.registry import register
 from kbx_ray.types import Task
 
 
-async def run_chain(task: Task, generate: Generate, evaluate: Evaluate, cfg: Any,
+async def run_chain(task: Task, generate: Generate, evaluate: Evaluate, cfg: MethodConfig,
                     templates: Templates, branch: int = 0,
                     pool: HardwarePool | None = None) -> list[Attempt]:
     """One refinement chain; its last attempt carries why it stopped."""
@@ -41,7 +41,7 @@ async def run_chain(task: Task, generate: Generate, evaluate: Evaluate, cfg: Any
 
 
 @register("method", "repair")
-def repair(cfg: Any) -> Method:
+def repair(cfg: MethodConfig) -> Method:
     templates = Templates(cfg.templates_dir)
 
     async def solve(task: Task, generate: Generate, evaluate: Evaluate,

@@ -6,8 +6,8 @@ answer holds no code: no_code_block).
 from __future__ import annotations
 
 import time
-from typing import Any
 
+from kbx_ray.config import ModelConfig
 from kbx_ray.errors import unknown_keys
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.mutation.mutants import Mutant, mutants_for
@@ -45,14 +45,14 @@ class MutantsBackend:
         return Generation(text=text, latency_s=time.perf_counter() - t0, model=self.name)
 
 
-def check(cfg: Any, local: bool = True) -> None:
+def check(cfg: ModelConfig, local: bool = True) -> None:
     """Before anything starts: the one option is per_operator; no engine keys."""
     unknown_keys(cfg, "options", cfg.options, {"per_operator"})
     unknown_keys(cfg, "engine", cfg.engine, set())
 
 
 @register("backend", "mutants", check=check)
-def build(cfg: Any) -> MutantsBackend:
+def build(cfg: ModelConfig) -> MutantsBackend:
     from kbx_ray.suite import load_suite
 
     options = dict(getattr(cfg, "options", None) or {})

@@ -3,12 +3,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-MODES = ("offline", "online", "disabled")
+from kbx_ray.schema import Choice
+
+
+class WandbMode(Choice):
+    offline = "offline"      # `wandb sync` later
+    online = "online"
+    disabled = "disabled"
+
+
+MODES = tuple(WandbMode.choices())
 
 
 @dataclass
 class WandbConfig:
-    mode: str = "offline"            # offline (`wandb sync` later) | online | disabled
+    mode: WandbMode = WandbMode.offline
     project: str = "kbx_ray"
     entity: str | None = None        # None: the key's default entity
     group: str | None = None         # groups sweeps of one study in the UI

@@ -131,5 +131,6 @@ def test_aot_compile_modes_survive_the_yaml_booleans(value, mode):
 
 
 def test_aot_compile_unknown_mode_is_one_line():
-    with pytest.raises(ConfigError, match=r"^engine.aot_compile='sometimes': choose off, on"):
+    with pytest.raises(ConfigError, match=r"^engine.aot_compile='sometimes' is not a choice: "
+                       r"choose one of off, on, always$"):
         load_config(["engine.aot_compile=sometimes"])

@@ -1,0 +1,88 @@
+"""The one typed schema (kbx_ray/config.py): defaults, choices, errors and help all come from it."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from omegaconf import OmegaConf
+
+from kbx_ray.cli import build_parser
+from kbx_ray.config import (
+    CONF_DIR, AotCompile, Config, ConfigError, EngineMode, StopWhen, choice_keys, default_yaml,
+    load_config,
+)
+from kbx_ray.config_checks import validate
+from kbx_ray.sinks.wandb_config import WandbMode
+
+
+def test_conf_config_yaml_shows_every_default_of_the_schema():
+    """Generate-and-compare: conf/config.yaml holds exactly the schema's keys at their defaults
+    (regenerate it with config.default_yaml() after changing one)."""
+    on_disk = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "config.yaml"))
+    schema = OmegaConf.to_container(OmegaConf.structured(Config), enum_to_str=True)
+    assert on_disk == schema, "conf/config.yaml differs from the schema's defaults: regenerate it"
+    assert OmegaConf.to_container(OmegaConf.create(default_yaml())) == schema
+
+
+def test_choice_fields_are_enums_and_their_values_read_as_text():
+    cfg = load_config(["engine.mode=task", "method.stop_when=fast", "wandb.mode=disabled"])
+    assert cfg.engine.mode is EngineMode.task and cfg.method.stop_when is StopWhen.fast
+    assert cfg.wandb.mode is WandbMode.disabled
+    # a member is its spelling wherever the code compares, formats or hashes it
+    assert cfg.engine.mode == "task" and f"{cfg.method.stop_when}" == "fast"
+
+
+@pytest.mark.parametrize("override, value", [
+    ("engine.aot_compile=on", AotCompile.on), ("engine.aot_compile=true", AotCompile.on),
+    ("engine.aot_compile=false", AotCompile.off), ("evaluation.sandbox.landlock=on", "on"),
+    ("evaluation.sandbox.landlock=off", "off"), ("evaluation.small_only=true", "true"),
+])
+def test_booleans_the_grammar_reads_are_spelled_back_to_the_choice(override, value):
+    key = override.split("=")[0]
+    assert OmegaConf.select(OmegaConf.structured(load_config([override])), key) == value
+
+
+@pytest.mark.parametrize("override, line", [
+    ("method.stop_when=neve",
+     "method.stop_when='neve' is not a choice: choose one of correct, fast, never "
+     "(did you mean never?)"),
+    ("engine.mode=actr",
+     "engine.mode='actr' is not a choice: choose one of actor, task, noop (did you mean actor?)"),
+    ("evaluation.device=xla", "evaluation.device='xla' is not a choice: choose one of auto, cuda, "
+     "cpu"),
+    ("engine.mdoe=task", "unknown key engine.mdoe in the command line: did you mean engine.mode?"),
+    ("evaluation.timing.budgte_s=2", "unknown key evaluation.timing.budgte_s in the command line: "
+     "did you mean evaluation.timing.budget_s?"),
+])
+def test_schema_errors_are_one_line_with_the_nearest_choice_or_key(override, line):
+    with pytest.raises(ConfigError) as e:
+        load_config([override])
+    assert str(e.value) == line
+
+
+def test_an_unknown_key_with_nothing_near_lists_the_known_ones():
+    with pytest.raises(ConfigError) as e:
+        load_config(["sweep.zzz=1"])
+    assert str(e.value) == ("unknown key sweep.zzz in the command line: sweep takes name, methods, "
+                            "models, samples, rounds, hardware")
+
+
+def test_validate_types_a_config_edited_in_code_against_the_same_schema():
+    cfg = load_config([])
+    cfg.engine = replace(cfg.engine, mode="noop")  # a string that names a member: fine
+    validate(cfg)
+    cfg.engine = replace(cfg.engine, mode="nop")
+    with pytest.raises(ConfigError, match=r"^engine.mode='nop' is not a choice: .*noop"):
+        validate(cfg)
+
+
+def test_the_help_lists_every_choice_key_of_the_schema_with_its_default():
+    sweep = build_parser()._subparsers._group_actions[0].choices["sweep"]  # type: ignore[union-attr]
+    text = sweep.format_help()
+    keys = choice_keys()
+    assert {k for k, _, _ in keys} >= {"engine.mode", "engine.aot_compile", "method.stop_when",
+                                       "wandb.mode", "evaluation.device",
+                                       "evaluation.sandbox.landlock"}
+    for key, enum, default in keys:
+        assert f"{key}={'|'.join(enum.__members__)}  (default: {default})" in text
+    assert "engine.aot_compile=off|on|always  (default: off)" in text
