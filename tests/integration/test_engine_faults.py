@@ -45,7 +45,7 @@ async def _evaluate_while_killing(pool, task, cand, kills: int):
     for _ in range(kills):
         while pool.stats.in_flight == 0:
             await asyncio.sleep(0.05)
-        await asyncio.sleep(1.0)  # mid-candidate: the worker is evaluating
+        await _evaluating(pool)  # mid-candidate: the worker is evaluating
         ray.kill(pool.actors[0], no_restart=False)
         while pool.stats.in_flight:
             await asyncio.sleep(0.05)
@@ -96,7 +96,7 @@ def test_batch_on_an_evaluator_that_dies_is_queued_again(local_ray):
             job = asyncio.gather(*(pool.evaluate(task, c) for c in cands))
             while pool.stats.in_flight == 0:
                 await asyncio.sleep(0.05)
-            await asyncio.sleep(1.0)  # the first four are being evaluated
+            await _evaluating(pool)  # the first four are being evaluated
             ray.kill(pool.actors[0], no_restart=False)
             return pool, await job
         finally:
@@ -123,19 +123,35 @@ def _read_bytes(path: Path) -> bytes:
         return b""
 
 
-async def _kill_sandbox_worker(actor_pid: int, timeout_s: float = 120.0) -> None:
-    """SIGKILL the evaluator's sandbox worker as soon as it is up, as a resource limit would."""
+async def _sandbox_workers(actor_pid: int, timeout_s: float = 120.0) -> list[int]:
+    """The evaluator's sandbox worker processes, once there is one. The sandbox starts its worker
+    with the first candidate it is sent, so one running means that a candidate is on it."""
     deadline = time.monotonic() + timeout_s
     while True:
         workers = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
                    and _proc_stat(int(p.name))[1:2] == [str(actor_pid)]
                    and b"kbx_ray.evaluate.worker" in _read_bytes(p / "cmdline")]
         if workers:
-            for pid in workers:
-                os.kill(pid, signal.SIGKILL)
-            return
+            return workers
         assert time.monotonic() < deadline, "the evaluator started no sandbox worker"
         await asyncio.sleep(0.02)
+
+
+async def _evaluating(pool, timeout_s: float = 120.0) -> None:
+    """Until the pool's one evaluator is evaluating, not a guessed time after the call was sent:
+    its sandbox worker is up and has been sent a candidate (the sandbox copies the task file into
+    the worker's home, its cwd, with the candidate's request)."""
+    deadline = time.monotonic() + timeout_s
+    for pid in await _sandbox_workers(pool._pids[pool.actors[0]], timeout_s):
+        while not list(Path(f"/proc/{pid}/cwd").glob("kbx_task_*.py")):
+            assert time.monotonic() < deadline, "the sandbox worker was sent no candidate"
+            await asyncio.sleep(0.02)
+
+
+async def _kill_sandbox_worker(actor_pid: int, timeout_s: float = 120.0) -> None:
+    """SIGKILL the evaluator's sandbox worker as soon as it is up, as a resource limit would."""
+    for pid in await _sandbox_workers(actor_pid, timeout_s):
+        os.kill(pid, signal.SIGKILL)
 
 
 async def _exited(pid: int, timeout_s: float = 60.0) -> None:
@@ -267,7 +283,8 @@ def test_driver_killed_with_sigkill_then_resumed(tmp_path):
     proc = subprocess.Popen(args, cwd=ROOT, start_new_session=True, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 240
-    while time.time() < deadline and not list(tmp_path.rglob("evaluations/part-*.parquet")):
+    while not list(tmp_path.rglob("evaluations/part-*.parquet")):
+        assert time.time() < deadline and proc.poll() is None, "no cell was recorded"
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()

@@ -1,31 +1,68 @@
 """The cross-process GPU lock: shared work overlaps, timing runs alone, and timing is not starved."""
 from __future__ import annotations
 
+import fcntl
 import multiprocessing as mp
+import os
 import time
 
 from kbx_ray.evaluate.gpulock import GpuLock
 
 
-def _worker(root: str, mode: str, hold: float, delay: float, q, held=None) -> None:
-    time.sleep(delay)
+def _worker(root: str, mode: str, hold: float, q, held=None, release=None) -> None:
+    """Take the lock in `mode`, say so (`held`), keep it `hold` s or until `release` is set (the
+    hold is the work under test; the test orders the holders by these events, not by delays)."""
     lock = GpuLock("gpu-test", root)
     with getattr(lock, mode)():
         t0 = time.monotonic()
         if held is not None:
             held.set()  # the test waits for this, not for a guessed delay
-        time.sleep(hold)
+        if release is not None:
+            assert release.wait(30), "the test never released the holder"
+        else:
+            time.sleep(hold)
         q.put((mode, t0, time.monotonic()))
     lock.close()
 
 
-def _run(tmp_path, plan):
+def _writer_waiting(root: str, timeout_s: float = 30.0) -> None:
+    """Until a writer waits at the turnstile: it holds the turnstile from its arrival until it is
+    done, and a reader holds it only for the instant of taking its shared lock."""
+    fd = os.open(GpuLock("gpu-test", root).paths[0], os.O_RDWR | os.O_CREAT, 0o666)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            assert time.monotonic() < deadline, "no writer came to the turnstile"
+            time.sleep(0.01)
+    finally:
+        os.close(fd)
+
+
+def _readers_then_writer_then_reader(tmp_path, early_readers: int):
+    """`early_readers` shared holders take the lock together; a writer (0.3 s) arrives while they
+    hold it, then a late reader (0.3 s) arrives while the writer waits; then the early readers let
+    go. Returns every holder's (mode, start, end), the late reader last."""
     ctx = mp.get_context("fork")
-    q = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(str(tmp_path), m, h, d, q)) for m, h, d in plan]
+    q, release, root = ctx.Queue(), ctx.Event(), str(tmp_path)
+    helds = [ctx.Event() for _ in range(early_readers)]
+    procs = [ctx.Process(target=_worker, args=(root, "shared", 0.0, q, h, release)) for h in helds]
     for p in procs:
         p.start()
-    spans = [q.get(timeout=30) for _ in procs]
+    for h in helds:  # all of them at once: shared holders do not exclude each other
+        assert h.wait(30), "an early reader never took the shared lock"
+    procs.append(ctx.Process(target=_worker, args=(root, "exclusive", 0.3, q)))
+    procs[-1].start()
+    _writer_waiting(root)
+    late_q = ctx.Queue()
+    procs.append(ctx.Process(target=_worker, args=(root, "shared", 0.3, late_q)))
+    procs[-1].start()
+    release.set()
+    spans = [q.get(timeout=30) for _ in range(early_readers + 1)] + [late_q.get(timeout=30)]
     for p in procs:
         p.join(10)
     return spans
@@ -36,8 +73,7 @@ def _overlap(a, b) -> bool:
 
 
 def test_shared_holders_overlap_and_exclusive_runs_alone(tmp_path):
-    spans = _run(tmp_path, [("shared", 0.6, 0.0), ("shared", 0.6, 0.0), ("exclusive", 0.3, 0.2),
-                            ("shared", 0.3, 0.4)])
+    spans = _readers_then_writer_then_reader(tmp_path, early_readers=2)
     shared = [s for s in spans if s[0] == "shared"]
     excl = [s for s in spans if s[0] == "exclusive"]
     assert _overlap(shared[0], shared[1]) or _overlap(shared[0], shared[2]), spans
@@ -46,16 +82,16 @@ def test_shared_holders_overlap_and_exclusive_runs_alone(tmp_path):
 
 def test_writer_goes_before_later_readers(tmp_path):
     """A reader that arrives while timing waits must queue behind it, not overtake it."""
-    spans = _run(tmp_path, [("shared", 0.5, 0.0), ("exclusive", 0.2, 0.15), ("shared", 0.2, 0.3)])
+    spans = _readers_then_writer_then_reader(tmp_path, early_readers=1)
     excl = next(s for s in spans if s[0] == "exclusive")
-    late = max((s for s in spans if s[0] == "shared"), key=lambda s: s[1])
+    late = spans[-1]
     assert excl[2] <= late[1] + 1e-3, spans
 
 
 def test_a_killed_holder_releases_the_lock(tmp_path):
     ctx = mp.get_context("fork")
     held = ctx.Event()
-    p = ctx.Process(target=_worker, args=(str(tmp_path), "exclusive", 60, 0.0, ctx.Queue(), held))
+    p = ctx.Process(target=_worker, args=(str(tmp_path), "exclusive", 60, ctx.Queue(), held))
     p.start()
     assert held.wait(30), "the holder never took the lock"  # killed while holding it, not before
     p.kill()
@@ -71,7 +107,7 @@ def test_wait_and_exclusive_hold_are_accounted(tmp_path):
     """The counters the evaluator reports (stage_s lock_wait / exclusive) follow real waits."""
     ctx = mp.get_context("fork")
     q, held = ctx.Queue(), ctx.Event()
-    holder = ctx.Process(target=_worker, args=(str(tmp_path), "exclusive", 0.5, 0.0, q, held))
+    holder = ctx.Process(target=_worker, args=(str(tmp_path), "exclusive", 0.5, q, held))
     holder.start()
     assert held.wait(30), "the holder never took the lock"  # it has the lock now
     lock = GpuLock("gpu-test", str(tmp_path))
