@@ -41,7 +41,7 @@ class EngineMode(Choice):
 
 class AotCompile(Choice):
     off = "off"
-    on = "on"                # while a compile worker is free; used if ready when an evaluator takes it
+    on = "on"                # while a compile worker is free; used if ready in time
     always = "always"
 
 
@@ -141,7 +141,8 @@ class EngineConfig:
     max_evaluators: int = exempt(16, why=RUN)        # per pool, on a cluster with kbx-role labels:
     #                                                  evaluators asked of the autoscaler while its
     #                                                  nodes are not up yet
-    mode: EngineMode = verdict(EngineMode.actor, as_=lambda m: m == "noop")  # actor (warm evaluators) | task
+    mode: EngineMode = verdict(EngineMode.actor,
+                               as_=lambda m: m == "noop")  # actor (warm evaluators) | task
     #                                                  (fresh process per candidate) | noop
     #                                                  (instant made-up verdicts: engine overhead
     #                                                  benchmark; only noop is another sweep)
@@ -164,7 +165,8 @@ class EngineConfig:
     flush_s: float = exempt(10.0, why=RUN)           # ... or seconds, whichever comes first
     flush_min_s: float = exempt(1.0, why=RUN)        # ... but parts at least this far apart
     ray_address: str | None = exempt(None, why=RUN)  # None: start or join a local Ray
-    aot_compile: AotCompile = exempt(AotCompile.off, why=RUN)  # off | on | always: compile candidates'
+    aot_compile: AotCompile = exempt(AotCompile.off, why=RUN)  # off | on | always: compile
+    #                                                  candidates'
     #                                                  Triton kernels ahead of time on CPU nodes
     #                                                  (`compile` resource) for each GPU pool's
     #                                                  sm_XX; `on`: while a compile worker is free,
@@ -189,7 +191,11 @@ class Config:
     hardware: list[str] = verdict(["auto"])  # pool names; auto: local
     evaluation: EvalConfig = walk(EvalConfig)
     engine: EngineConfig = walk(EngineConfig)
-    wandb: WandbConfig = exempt(factory=WandbConfig, why="where rows are mirrored to")
+    wandb: WandbConfig = exempt(factory=WandbConfig, why="where rows are mirrored to")  # the
+    #                                      W&B sink's settings (its registered `settings`)
+    sink: dict[str, Any] = exempt({}, why="each sink's own settings: where rows go")  # sink.<name>
+    #                                      .<key>=...: typed by the settings dataclass that sink
+    #                                      registered (sinks/__init__.py:sink_settings)
     sinks: list[str] = exempt(["wandb", "console"], why="where rows go after Parquet")  # in
     #                                      order, after Parquet (always first: the record): sinks/
     output_dir: str = exempt("results", why="where the sweep folder is")
@@ -320,7 +326,7 @@ def setup_hint(model_name: str, path: str) -> str:
 _YAML_HEAD = """\
 # Every setting and its default, as the schema (kbx_ray/config.py) defines them; a test fails when
 # they drift apart. Regenerate after changing a default:
-#   python -c "from kbx_ray.config import default_yaml; print(default_yaml(), end='')" > conf/config.yaml
+#   python -c "from kbx_ray.config import default_yaml as d; print(d(), end='')" >conf/config.yaml
 # Presets (conf/<group>/<name>.yaml) and the command line override these keys:
 #   python scripts/sweep.py model=reference suite.include=[math] evaluation.seeds=5
 # The default sweep: every task of the suite, model=reference (the project's own solutions),

@@ -19,7 +19,7 @@ def validate(cfg: Config) -> None:
     """Choices, the sinks, the grid's methods and models, and each model's backend settings; one
     line each."""
     from kbx_ray.grid import methods, models
-    from kbx_ray.sinks import check_sinks
+    from kbx_ray.sinks import check_sinks, sink_settings
 
     try:
         OmegaConf.structured(cfg)  # the schema's types and choices, for a Config edited in code
@@ -29,6 +29,8 @@ def validate(cfg: Config) -> None:
     problem = check_sinks(list(cfg.sinks))
     if problem:
         raise ConfigError(problem)
+    for name in cfg.sinks:
+        sink_settings(name, cfg)  # each sink's own settings, typed by what it registered
     methods(cfg)  # each method variant passes check_method, or this raises its line
     for model in models(cfg):
         check_backend(model, local=cfg.engine.ray_address is None)

@@ -166,22 +166,22 @@ def _aot_line(p: Any) -> str:
 def check_replay(p: Any) -> None:
     """A replay model whose source cannot answer a cell's first round stops here, in one line
     (with `on_missing=skip`: one warning naming how many cells will be recorded as empty)."""
-    from kbx_ray.llm.replay import build, unanswered
+    from kbx_ray.llm.base import REGISTRY, replays
 
     for model in models(p.cfg):
-        if model.backend != "replay":
+        if not replays(model):
             continue
-        backend = build(model)
-        missing, total, first = unanswered(
-            backend, (c for c in p.todo() if c.model.name == model.name))
+        backend = REGISTRY.build(model.backend, model)
+        missing, total, first = backend.unanswered(
+            c for c in p.todo() if c.model.name == model.name)
         if not missing:
             continue
-        where = backend.opts.path
+        where = backend.source
         others = {o for m in methods(p.cfg) for o in backend.other_methods(m.name)}
         hint = (f"the source's rows are of method {', '.join(sorted(others))}: set "
                 "model.options.match_method=false to replay them under another method, or "
                 if others else "")
-        if backend.opts.on_missing == "skip":
+        if backend.skips_missing:
             log.warning("replay: %d of the %d cells to run have no completion in %s (first: %s); "
                         "on_missing=skip records them as no_code_block", missing, total, where,
                         first)

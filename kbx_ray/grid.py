@@ -25,7 +25,14 @@ from kbx_ray.suite import select_ids
 
 log = logging.getLogger(__name__)
 
-ROUND_KINDS = ("repair", "parallel", "agentic")  # methods that run refinement rounds
+
+
+def runs_rounds(kind: str) -> bool:
+    """Whether the method registered as `kind` declared `runs_rounds` (an unknown one is named by
+    check_method)."""
+    from kbx_ray.methods.base import REGISTRY
+
+    return kind in REGISTRY and REGISTRY.entry(kind).runs_rounds
 
 
 @dataclass(frozen=True)
@@ -76,7 +83,7 @@ def methods(cfg: Config) -> list[MethodConfig]:
         label = len(budgets) > 1
         variants = [v for m in variants for v in (
             [replace(m, rounds=r, kind=m.kind or m.name, name=f"{m.name}@R{r}" if label else m.name)
-             for r in budgets] if (m.kind or m.name) in ROUND_KINDS else [m])]
+             for r in budgets] if runs_rounds(m.kind or m.name) else [m])]
     for m in variants:
         problem = check_method(m)
         if problem:
@@ -131,14 +138,14 @@ def narrow_to_sources(cfg: Config) -> tuple[list[str] | None, dict[str, int] | N
     those hold, each with as many samples as it holds kernels (at most `sweep.samples` where a
     config sets it), said in one log line. An explicit `suite.include` still chooses: it is
     intersected with them, and a task id it names that no kernel answers is an error."""
-    from kbx_ray.llm.replay import build, held_tasks
+    from kbx_ray.llm.base import REGISTRY, replays
 
     include = list(cfg.suite.include) or None
     variants = models(cfg)
-    if any(m.backend != "replay" for m in variants):
+    if not all(replays(m) for m in variants):
         return include, None
-    backends = [build(m) for m in variants]
-    helds = [held_tasks(b) for b in backends]
+    backends = [REGISTRY.build(m.backend, m) for m in variants]
+    helds = [b.held_tasks() for b in backends]
     listing = _suite_ids(cfg)
     if any(h is None for h in helds) or listing is None:
         return include, None  # a sweep's generations answer the grid; a bad suite.path says so
@@ -147,7 +154,7 @@ def narrow_to_sources(cfg: Config) -> tuple[list[str] | None, dict[str, int] | N
         for task_id, n in (h or {}).items():
             held[task_id] = max(held.get(task_id, 0), n)
     listed, known = listing
-    where = ", ".join(dict.fromkeys(str(b.opts.path) for b in backends))
+    where = ", ".join(dict.fromkeys(b.source for b in backends))
     unknown = [t for t in held if t not in known]
     if unknown:
         at = f" at {cfg.suite.path}" if cfg.suite.path else ""
@@ -158,7 +165,7 @@ def narrow_to_sources(cfg: Config) -> tuple[list[str] | None, dict[str, int] | N
     if include:
         named = {str(p).strip().rstrip("/") for p in include}
         chosen = [i for i in select_ids(known, include) if i in listed or i in named]
-        skip = all(b.opts.on_missing == "skip" for b in backends)
+        skip = all(b.skips_missing for b in backends)
         lacking = [i for i in chosen if i in named and i not in held]
         if lacking and not skip:
             raise ConfigError(f"suite.include names {len(lacking)} task(s) that {where} holds no "

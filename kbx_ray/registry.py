@@ -42,6 +42,14 @@ class Entry:
     requires: tuple[str, ...] = ()  # top-level modules the factory imports
     extra: str = ""                 # the pyproject extra that installs them ("" = name them)
     check: F | None = None          # the entry's own settings check, run before anything starts
+    # capabilities the engine asks about instead of comparing names:
+    gpus: F | None = None           # backend: model config -> its replicas' placement (replicas,
+    #                                 gpus_per_replica, accelerator_type, resources, labels,
+    #                                 max_inflight); None: it holds no GPU of the cluster
+    replays: bool = False           # backend: answers from recorded completions (a `Replayer`)
+    runs_rounds: bool = False       # method: runs `method.rounds` refinement rounds (a rounds axis
+    #                                 multiplies it)
+    settings: type | None = None    # sink: its settings dataclass, typed from `sink.<name>.*`
 
     def missing(self) -> str | None:
         """One line naming what to install, or None when every required module is present."""
@@ -157,14 +165,17 @@ def add_kind(kind: str, packages: tuple[str, ...]) -> Registry:
 
 
 def register(kind: str, name: str, *, requires: tuple[str, ...] = (), extra: str = "",
-             check: F | None = None) -> Callable[[F], F]:
+             check: F | None = None, gpus: F | None = None, replays: bool = False,
+             runs_rounds: bool = False, settings: type | None = None) -> Callable[[F], F]:
     """Register the decorated factory as `name` of `kind`; it is returned unchanged. `check`, for
     a backend: (model config, local) -> None, raising one ConfigError line for a setting the
     backend does not take (config_checks.check_backend calls it; without one, a backend takes no
-    model.options and no model.engine keys)."""
+    model.options and no model.engine keys). The capabilities (`Entry`'s fields) are declared
+    here, so the engine asks the entry and never compares a name."""
 
     def wrap(factory: F) -> F:
-        registry(kind).add(Entry(kind, name, factory, tuple(requires), extra, check))
+        registry(kind).add(Entry(kind, name, factory, tuple(requires), extra, check, gpus,
+                                 replays, runs_rounds, settings))
         return factory
 
     return wrap

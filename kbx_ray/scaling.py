@@ -17,6 +17,7 @@ from typing import Any
 from kbx_ray import hardware
 from kbx_ray.config import Config
 from kbx_ray.errors import ConfigError
+from kbx_ray.llm.base import generation_gpus, replicas_of
 
 log = logging.getLogger(__name__)
 
@@ -69,15 +70,14 @@ def evaluator_demand(opts: dict[str, Any], n: int) -> Demand:
 
 
 def generation_demand(models: list[Any]) -> Demand:
-    """One bundle per GPU of every vllm replica (per replica on CPU engines), with the preset's
+    """One bundle per GPU of every replica of a backend that holds GPUs (registered `gpus=`: vllm;
+    per replica on CPU engines), with the preset's
     `gen` resource and labels; other backends ask for what their `model.placement` names."""
     out = Demand([], [])
     for m in models:
         placement = dict(getattr(m, "placement", {}) or {})
-        if getattr(m, "backend", "") == "vllm":
-            from kbx_ray.llm.vllm_spec import spec_from
-
-            spec = spec_from(m)
+        spec = replicas_of(m)
+        if spec is not None:
             per = max(spec.gpus_per_replica, 1)
             bundle = {"CPU": 1.0, **spec.resources}
             if spec.gpus_per_replica:
@@ -124,11 +124,10 @@ def concurrency(cfg: Config, evaluators: int, replica_slots: int) -> int:
 
 
 def replica_slots(models: list[Any]) -> int:
-    """Requests the sweep's vllm replicas take at once (each ~1.1 x max_num_seqs)."""
-    from kbx_ray.llm.vllm_spec import spec_from
-
-    return sum(spec_from(m).max_inflight * spec_from(m).replicas for m in models
-               if getattr(m, "backend", "") == "vllm")
+    """Requests the replicas of the sweep's GPU-holding backends (registered `gpus=`; vllm's:
+    each ~1.1 x max_num_seqs) take at once."""
+    specs = [replicas_of(m) for m in models]
+    return sum(s.max_inflight * s.replicas for s in specs if s is not None)
 
 
 def generation_reserve(pool: hardware.HardwarePool, cfg: Config) -> int:
@@ -141,7 +140,7 @@ def generation_reserve(pool: hardware.HardwarePool, cfg: Config) -> int:
     if not pool.is_gpu:
         return 0
     from kbx_ray.grid import models
-    from kbx_ray.llm.vllm_spec import generation_gpus, has_roles
+    from kbx_ray.llm.vllm_spec import has_roles
 
     if has_roles():
         return 0

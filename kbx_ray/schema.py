@@ -101,8 +101,10 @@ def choice_error(key: str, value: Any, enum: type[Enum]) -> ConfigError:
                        f"{did_you_mean(str(value), choices)}")
 
 
-def explain(e: OmegaConfBaseException, schema: type, where: str) -> ConfigError:
-    """One line for an OmegaConf error met while merging `where` into `schema`."""
+def explain(e: OmegaConfBaseException, schema: type, where: str,
+            prefix: str = "") -> ConfigError:
+    """One line for an OmegaConf error met while merging `where` into `schema`, which sits at
+    `prefix` (e.g. "sink.tally.") of the whole config: keys are named from the config's top."""
     key = str(getattr(e, "full_key", "") or "")
     first = str(e).splitlines()[0] if str(e) else type(e).__name__
     if isinstance(e, ConfigKeyError) and key:
@@ -110,13 +112,14 @@ def explain(e: OmegaConfBaseException, schema: type, where: str) -> ConfigError:
         owner = _dataclass_of(type_at(schema, parent) if parent else schema)
         if owner is not None:
             known = list(field_types(owner))
-            near = [f"{parent}.{k}" if parent else k for k in get_close_matches(leaf, known, n=3)]
+            at = prefix + (f"{parent}." if parent else "")
+            near = [at + k for k in get_close_matches(leaf, known, n=3)]
             fix = (f"did you mean {', '.join(near)}?" if near else
-                   f"{parent or 'the top level'} takes {', '.join(known)}")
-            return ConfigError(f"unknown key {key} in {where}: {fix}")
+                   f"{at.rstrip('.') or 'the top level'} takes {', '.join(known)}")
+            return ConfigError(f"unknown key {prefix}{key} in {where}: {fix}")
     if isinstance(e, ValidationError) and key:
         enum = _enum_of(type_at(schema, key))
         if enum is not None:
             value = first.split("'")[1] if first.count("'") >= 2 else first
-            return choice_error(key, value, enum)
-    return ConfigError(f"bad config in {where}: {key + ': ' if key else ''}{first}")
+            return choice_error(prefix + key, value, enum)
+    return ConfigError(f"bad config in {where}: {prefix + key + ': ' if key else ''}{first}")

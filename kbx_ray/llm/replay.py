@@ -136,6 +136,21 @@ class ReplayBackend:
         return (self.table.get((*base, method)) or (plain and self.table.get((*base, plain)))
                 or self.table.get((*base, None)))
 
+    # the `Replayer` protocol (llm/base.py) that a backend registered with replays=True offers
+    @property
+    def source(self) -> str:
+        return str(self.opts.path)
+
+    @property
+    def skips_missing(self) -> bool:
+        return self.opts.on_missing == "skip"
+
+    def held_tasks(self) -> dict[str, int] | None:
+        return held_tasks(self)
+
+    def unanswered(self, cells: Iterable[Any]) -> tuple[int, int, str]:
+        return unanswered(self, cells)
+
     def other_methods(self, method: str) -> list[str]:
         """The source's methods, when none of them is `method` (or its base): what
         `match_method=false` would replay under it."""
@@ -197,7 +212,7 @@ def check(cfg: ModelConfig, local: bool = True) -> None:
     unknown_keys(cfg, "engine", cfg.engine, set())
 
 
-@register("backend", "replay", check=check)
+@register("backend", "replay", check=check, replays=True)
 def build(cfg: ModelConfig) -> ReplayBackend:
     raw = dict(getattr(cfg, "options", {}) or {})
     known = {f.name for f in fields(ReplayOptions)}

@@ -316,7 +316,7 @@ def _live_key(spec: VLLMSpec) -> str:
     return f"{ray.get_runtime_context().get_job_id()}-{spec.key()}"
 
 
-@register("backend", "vllm", check=vllm_spec.check)
+@register("backend", "vllm", check=vllm_spec.check, gpus=vllm_spec.spec_from)
 def build(cfg: ModelConfig) -> VLLMBackend:
     """Replicas for this model config; a driver that builds the same config again (a resumed or
     repeated sweep in one process) reuses the engines already loaded instead of reloading them."""

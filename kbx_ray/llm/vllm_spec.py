@@ -165,19 +165,6 @@ def for_cluster(spec: VLLMSpec, nodes: list[dict] | None = None) -> VLLMSpec:
     return dataclasses.replace(spec, resources=resources, labels=labels)
 
 
-def generation_gpus(cfg: ModelConfig, accelerator_type: str | None = None) -> int:
-    """GPUs that a model config's vllm replicas hold (0 for other backends); with
-    `accelerator_type`, only if the replicas may land on GPUs of that type. On a single machine
-    the engine leaves these to generation when it sizes its evaluator pools, or the replicas
-    wait forever for GPUs the evaluators hold."""
-    if getattr(cfg, "backend", "") != "vllm":
-        return 0
-    spec = spec_from(cfg)
-    if accelerator_type and spec.accelerator_type not in (None, accelerator_type):
-        return 0
-    return spec.replicas * spec.gpus_per_replica
-
-
 def check(model: ModelConfig, local: bool = True) -> None:
     """The vllm backend's config check, before anything starts (config_checks.check_backend):
     option and placement keys, weights and tensor parallel (spec_from), the engine arguments

@@ -25,7 +25,7 @@ from kbx_ray.registry import register
 from kbx_ray.types import Task
 
 
-@register("method", "agentic")
+@register("method", "agentic", runs_rounds=True)
 def agentic(cfg: MethodConfig) -> Method:
     templates = Templates(cfg.templates_dir)
 

@@ -18,7 +18,7 @@ from kbx_ray.registry import register
 from kbx_ray.types import Task
 
 
-@register("method", "parallel")
+@register("method", "parallel", runs_rounds=True)
 def parallel(cfg: MethodConfig) -> Method:
     templates = Templates(cfg.templates_dir)
 

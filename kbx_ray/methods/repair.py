@@ -40,7 +40,7 @@ async def run_chain(task: Task, generate: Generate, evaluate: Evaluate, cfg: Met
     return chain
 
 
-@register("method", "repair")
+@register("method", "repair", runs_rounds=True)
 def repair(cfg: MethodConfig) -> Method:
     templates = Templates(cfg.templates_dir)
 

@@ -8,7 +8,9 @@ import pandas and pyarrow.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
+from dataclasses import replace
 import logging
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,27 @@ def check_sinks(names: list[str]) -> str | None:
     return None
 
 
+def sink_settings(name: str, cfg: Any) -> Any:
+    """The settings of sink `name`, typed by the dataclass it registered (`settings=`): from
+    `sink.<name>.*`, or from the config's own field of that name where it has one (`wandb.*`);
+    None for a sink that registered none. A bad key or value is one ConfigError line."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from kbx_ray.schema import explain
+
+    schema = registry("sink").entry(name).settings
+    if schema is None:
+        return None
+    own = getattr(cfg, name, None)
+    at = f"{name}." if dataclasses.is_dataclass(own) else f"sink.{name}."
+    given = own if dataclasses.is_dataclass(own) else (getattr(cfg, "sink", None) or {}).get(name)
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), given or {}))
+    except OmegaConfBaseException as e:
+        raise explain(e, schema, "the config", prefix=at) from None
+
+
 def build_sinks(sweep_dir: Path, sweep_id: str, cfg: Any, extra: list[Any] | None = None) -> Any:
     """Parquet first (critical: a batch it cannot record stops the sweep before anyone shows it),
     then `extra` (the engine's run record: it closes before W&B logs it), then `cfg.sinks` in their
@@ -59,7 +82,7 @@ def build_sinks(sweep_dir: Path, sweep_id: str, cfg: Any, extra: list[Any] | Non
         if name == RECORD:
             continue
         try:
-            sink = known.build(name, ctx)
+            sink = known.build(name, replace(ctx, settings=sink_settings(name, cfg)))
         except MissingDependencyError as e:
             log.warning("%s; the sweep goes on without it (results are still written to Parquet)",
                         e)

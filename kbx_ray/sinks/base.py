@@ -20,12 +20,13 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class SinkContext:
-    """What a sink factory builds from: the sweep's folder and id, and the whole config (a sink
-    reads its own settings there, e.g. `cfg.wandb`)."""
+    """What a sink factory builds from: the sweep's folder and id, the whole config, and the
+    sink's own settings, typed by the dataclass it registered (`settings=`; None without one)."""
 
     sweep_dir: Path
     sweep_id: str
-    cfg: Any  # kbx_ray.config.Config
+    cfg: Any  # kbx_ray.config.Config (sinks/ is imported by config.py: no import back)
+    settings: Any = None
 
 
 class Sink:

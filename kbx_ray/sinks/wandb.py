@@ -205,10 +205,10 @@ class WandbSink(Sink):
                 logger.debug("W&B finish after a failure also failed", exc_info=True)
 
 
-@register("sink", "wandb", requires=("wandb",))
+@register("sink", "wandb", requires=("wandb",), settings=WandbConfig)
 def build(ctx: SinkContext) -> WandbSink | None:
     """Off with wandb.mode=disabled; a bad mode is one line naming the choices."""
-    cfg: WandbConfig = ctx.cfg.wandb
+    cfg: WandbConfig = ctx.settings if ctx.settings is not None else ctx.cfg.wandb
     return None if cfg.mode == "disabled" else WandbSink(cfg, ctx.sweep_id, ctx.sweep_dir)
 
 

@@ -9,7 +9,8 @@ import pytest
 from kbx_ray.config import CONF_DIR, load_config
 from kbx_ray.llm.errors import BackendError
 from kbx_ray.llm.openai_http import settings_from
-from kbx_ray.llm.vllm_spec import for_cluster, generation_gpus, spec_from
+from kbx_ray.llm.base import generation_gpus
+from kbx_ray.llm.vllm_spec import for_cluster, spec_from
 
 PRESETS = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
 REQUIRED = {"qwen2.5-coder-7b", "qwen2.5-coder-32b", "deepseek-coder-v2-lite", "autotriton-8b",

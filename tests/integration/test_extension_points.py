@@ -1,0 +1,162 @@
+"""README's "Adding things", as a user outside the package does it: a backend that holds GPUs, a
+method that runs rounds, a sink with its own settings and a suite format, each one module in a
+temporary folder on sys.path whose factory carries `@register(...)` with its capabilities. Nothing
+in kbx_ray/ or conf/ is touched, and the engine treats them as it treats its own.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kbx_ray import engine, scaling
+from kbx_ray.config import ConfigError, load_config
+from kbx_ray.grid import iter_cells, methods
+from kbx_ray.llm.base import generation_gpus
+from kbx_ray.registry import registry
+from kbx_ray.sinks import build_sinks
+
+MODULES = {
+    "ext_gpu_backend": '''
+        from dataclasses import dataclass, field
+
+        from kbx_ray.registry import register
+        from kbx_ray.types import Generation
+
+        @dataclass
+        class Replicas:
+            replicas: int
+            gpus_per_replica: int = 2
+            accelerator_type: str | None = "H100"
+            resources: dict = field(default_factory=lambda: {"gen": 1.0})
+            labels: dict = field(default_factory=dict)
+            max_inflight: int = 8
+
+        def placement(model):
+            return Replicas(replicas=model.replicas)
+
+        class Echo:
+            name = "ext_gpu"
+
+            async def generate(self, messages, params):
+                return Generation(text="no kernel", model=self.name)
+
+        def check(model, local=True):
+            pass  # takes any options: its own check says so
+
+        @register("backend", "ext_gpu", gpus=placement, check=check)
+        def build(cfg):
+            return Echo()
+    ''',
+    "ext_rounds_method": '''
+        from kbx_ray.methods.repair import repair
+        from kbx_ray.registry import register
+
+        @register("method", "ext_refine", runs_rounds=True)
+        def ext_refine(cfg):
+            return repair(cfg)
+    ''',
+    "ext_sink": '''
+        from dataclasses import dataclass
+
+        from kbx_ray.registry import register
+        from kbx_ray.sinks.base import Sink
+
+        @dataclass
+        class TallySettings:
+            every: int = 1
+            label: str = "tally"
+
+        class Tally(Sink):
+            def __init__(self, settings):
+                self.settings, self.rows = settings, []
+
+            def write_evaluations(self, rows):
+                self.rows += rows
+
+        @register("sink", "ext_tally", settings=TallySettings)
+        def build(ctx):
+            return Tally(ctx.settings)
+    ''',
+    "ext_suite": '''
+        from pathlib import Path
+
+        from kbx_ray.registry import register
+        from kbx_ray.suite import load_suite
+        from kbx_ray.suites import SuiteFormat
+
+        TASKS = str(Path(__file__).resolve().parent / "tasks")
+
+        def load(root, include, skipped):
+            return load_suite(root, include or ["activation/relu"])
+
+        def ids(root):
+            ids = sorted(p.parent.relative_to(root).as_posix() for p in root.glob("*/*/task.py"))
+            return ids, ids
+
+        @register("suite", "ext_suite")
+        def fmt():
+            return SuiteFormat("a folder of kbx tasks", load, ids)
+    ''',
+}
+
+
+@pytest.fixture()
+def extensions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    for name, text in MODULES.items():
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(text))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in MODULES:
+        importlib.import_module(name)  # its decorator is the whole registration
+    yield tmp_path
+    for kind, name in (("backend", "ext_gpu"), ("method", "ext_refine"), ("sink", "ext_tally"),
+                       ("suite", "ext_suite")):
+        del registry(kind)[name]
+    for name in MODULES:
+        sys.modules.pop(name, None)
+
+
+def overrides(tmp_path: Path) -> list[str]:
+    from kbx_ray.suite import DEFAULT_ROOT
+
+    return [f"output_dir={tmp_path / 'results'}", "suite.name=ext_suite",
+            f"suite.path={DEFAULT_ROOT}",
+            "suite.include=[activation/relu]", "model.backend=ext_gpu", "model.name=ext",
+            "model.replicas=3", "method.name=ext_refine", "sweep.rounds=[0,2]",
+            "sinks=[console,ext_tally]", "sink.ext_tally.every=5", "wandb.mode=disabled"]
+
+
+def test_a_dry_run_plans_with_every_extension(extensions: Path) -> None:
+    cfg = load_config(overrides(extensions))
+    p = engine.plan(cfg)
+    assert list(p.tasks) == ["activation/relu"]  # loaded through the registered suite format
+    # the rounds axis multiplies the method that declared runs_rounds, as it does repair
+    assert [(m.name, m.rounds) for m in methods(cfg)] == [("ext_refine@R0", 0),
+                                                          ("ext_refine@R2", 2)]
+    assert {c.method.name for c in iter_cells(cfg, list(p.tasks.values()), ["cpu"])} == {
+        "ext_refine@R0", "ext_refine@R2"}
+    assert p.n_cells == 2 and "ext_refine@R2" in engine.describe(p)
+
+
+def test_a_backend_that_holds_gpus_is_counted_and_placed(extensions: Path) -> None:
+    model = load_config(overrides(extensions)).model
+    assert generation_gpus(model) == 3 * 2
+    assert generation_gpus(model, "A100") == 0  # its replicas land on H100s only
+    assert scaling.replica_slots([model]) == 3 * 8
+    demand = scaling.generation_demand([model])
+    assert len(demand.bundles) == 6 and all(b["GPU"] == 1.0 and b["gen"] == 1.0
+                                            for b in demand.bundles)
+
+
+def test_a_sink_gets_its_own_typed_settings(extensions: Path, tmp_path: Path) -> None:
+    cfg = load_config(overrides(extensions))
+    fan = build_sinks(tmp_path / "sweep", "sid", cfg)
+    tally = next(s for s in fan.sinks if type(s).__name__ == "Tally")
+    assert tally.settings.every == 5 and tally.settings.label == "tally"
+    bad = load_config([*overrides(extensions), "sink.ext_tally.evry=2"])
+    with pytest.raises(ConfigError, match=r"^unknown key sink.ext_tally.evry in the config: did "
+                       r"you mean sink.ext_tally.every\?$"):
+        engine.plan(bad)
