@@ -7,12 +7,14 @@ sinks, the grid's methods, and each model's backend settings. Every failure is o
 """
 from __future__ import annotations
 
+from dataclasses import fields
+
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from kbx_ray.config import Config, ModelConfig, check_evaluation_choices
 from kbx_ray.errors import ConfigError, unknown_keys
-from kbx_ray.schema import explain
+from kbx_ray.schema import explain, typed
 
 
 def validate(cfg: Config) -> None:
@@ -37,17 +39,22 @@ def validate(cfg: Config) -> None:
 
 
 def check_backend(model: ModelConfig, local: bool = True) -> None:
-    """The backend exists and takes every key given: its own check where it registered one (cheap:
-    no engine, no request), else it takes no model.options and no model.engine keys."""
+    """The backend exists and takes every key given: model.options typed by the options dataclass
+    it registered, then its own check where it registered one (cheap: no engine, no request);
+    without a check it takes no model.engine keys (and, without options, no model.options)."""
     from kbx_ray.llm.base import REGISTRY
 
     backend = model.backend
     if backend not in REGISTRY:
         raise ConfigError(f"model {model.name}: unknown backend {backend!r}: choose one of "
                           f"{', '.join(sorted(REGISTRY))}")
-    check = REGISTRY.entry(backend).check
-    if check is not None:
-        check(model, local)
+    entry = REGISTRY.entry(backend)
+    if entry.options is not None:  # the options dataclass it registered types model.options
+        unknown_keys(model, "options", model.options, [f.name for f in fields(entry.options)])
+        typed(entry.options, model.options, "model.options.", f"model {model.name}")
+    if entry.check is not None:
+        entry.check(model, local)
         return
-    unknown_keys(model, "options", model.options, set())
+    if entry.options is None:
+        unknown_keys(model, "options", model.options, set())
     unknown_keys(model, "engine", model.engine, set())

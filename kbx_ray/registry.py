@@ -50,6 +50,8 @@ class Entry:
     runs_rounds: bool = False       # method: runs `method.rounds` refinement rounds (a rounds axis
     #                                 multiplies it)
     settings: type | None = None    # sink: its settings dataclass, typed from `sink.<name>.*`
+    options: type | None = None     # backend: its `model.options` dataclass (typed before
+    #                                 anything starts; None: its check says, or it takes none)
 
     def missing(self) -> str | None:
         """One line naming what to install, or None when every required module is present."""
@@ -166,7 +168,8 @@ def add_kind(kind: str, packages: tuple[str, ...]) -> Registry:
 
 def register(kind: str, name: str, *, requires: tuple[str, ...] = (), extra: str = "",
              check: F | None = None, gpus: F | None = None, replays: bool = False,
-             runs_rounds: bool = False, settings: type | None = None) -> Callable[[F], F]:
+             runs_rounds: bool = False, settings: type | None = None,
+             options: type | None = None) -> Callable[[F], F]:
     """Register the decorated factory as `name` of `kind`; it is returned unchanged. `check`, for
     a backend: (model config, local) -> None, raising one ConfigError line for a setting the
     backend does not take (config_checks.check_backend calls it; without one, a backend takes no
@@ -175,7 +178,7 @@ def register(kind: str, name: str, *, requires: tuple[str, ...] = (), extra: str
 
     def wrap(factory: F) -> F:
         registry(kind).add(Entry(kind, name, factory, tuple(requires), extra, check, gpus,
-                                 replays, runs_rounds, settings))
+                                 replays, runs_rounds, settings, options))
         return factory
 
     return wrap

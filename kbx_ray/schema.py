@@ -19,7 +19,7 @@ from difflib import get_close_matches
 from enum import Enum, StrEnum
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
 from kbx_ray.errors import ConfigError, did_you_mean
@@ -123,3 +123,12 @@ def explain(e: OmegaConfBaseException, schema: type, where: str,
             value = first.split("'")[1] if first.count("'") >= 2 else first
             return choice_error(prefix + key, value, enum)
     return ConfigError(f"bad config in {where}: {prefix + key + ': ' if key else ''}{first}")
+
+
+def typed(schema: type, given: Any, prefix: str, where: str = "the config") -> Any:
+    """`given` (a mapping or a dataclass) typed by the dataclass `schema`, at `prefix` of the
+    config ("model.options."): an instance of it, or one ConfigError line."""
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), given or {}))
+    except OmegaConfBaseException as e:
+        raise explain(e, schema, where, prefix=prefix) from None

@@ -31,6 +31,7 @@ from kbx_ray.errors import ConfigError, unknown_keys
 from kbx_ray.llm import replay_files
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.registry import register
+from kbx_ray.schema import Choice
 from kbx_ray.types import Generation
 
 log = logging.getLogger(__name__)
@@ -45,13 +46,24 @@ class ReplayError(ConfigError):
     """The replay source cannot answer: a bad path, a missing column, a missing or ambiguous key."""
 
 
+class OnMissing(Choice):
+    error = "error"
+    skip = "skip"
+
+
+class Duplicates(Choice):
+    error = "error"
+    first = "first"
+    last = "last"
+
+
 @dataclass
 class ReplayOptions:
     path: str = ""                  # sweep folder, generations/ folder, .parquet or .jsonl
-    on_missing: str = "error"       # error | skip (an empty completion, recorded as no_code_block)
+    on_missing: OnMissing = OnMissing.error  # skip: an empty completion (no_code_block)
     match_method: bool = True       # rows that name a method answer only that method
     where: dict[str, Any] = field(default_factory=dict)  # keep rows with these column values
-    duplicates: str = "error"       # error | first | last: a key with different completions
+    duplicates: Duplicates = Duplicates.error  # a key with different completions
 
 
 def read_rows(path: str | Path, columns: tuple[str, ...] = REQUIRED + OPTIONAL) -> list[dict]:
@@ -207,12 +219,12 @@ def unanswered(backend: ReplayBackend, cells: Iterable[Any]) -> tuple[int, int, 
 
 
 def check(cfg: ModelConfig, local: bool = True) -> None:
-    """Before anything starts: every option is a ReplayOptions field; no engine keys."""
-    unknown_keys(cfg, "options", cfg.options, {f.name for f in fields(ReplayOptions)})
+    """Before anything starts (model.options is typed by ReplayOptions, registered): no engine
+    keys."""
     unknown_keys(cfg, "engine", cfg.engine, set())
 
 
-@register("backend", "replay", check=check, replays=True)
+@register("backend", "replay", check=check, replays=True, options=ReplayOptions)
 def build(cfg: ModelConfig) -> ReplayBackend:
     raw = dict(getattr(cfg, "options", {}) or {})
     known = {f.name for f in fields(ReplayOptions)}

@@ -6,6 +6,7 @@ answer holds no code: no_code_block).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from kbx_ray.config import ModelConfig
 from kbx_ray.errors import unknown_keys
@@ -45,13 +46,18 @@ class MutantsBackend:
         return Generation(text=text, latency_s=time.perf_counter() - t0, model=self.name)
 
 
+@dataclass
+class MutantsOptions:
+    per_operator: int = 3  # mutated sites per operator
+
+
 def check(cfg: ModelConfig, local: bool = True) -> None:
-    """Before anything starts: the one option is per_operator; no engine keys."""
-    unknown_keys(cfg, "options", cfg.options, {"per_operator"})
+    """Before anything starts (model.options is typed by MutantsOptions, registered): no engine
+    keys."""
     unknown_keys(cfg, "engine", cfg.engine, set())
 
 
-@register("backend", "mutants", check=check)
+@register("backend", "mutants", check=check, options=MutantsOptions)
 def build(cfg: ModelConfig) -> MutantsBackend:
     from kbx_ray.suite import load_suite
 

@@ -49,10 +49,7 @@ def sink_settings(name: str, cfg: Any) -> Any:
     """The settings of sink `name`, typed by the dataclass it registered (`settings=`): from
     `sink.<name>.*`, or from the config's own field of that name where it has one (`wandb.*`);
     None for a sink that registered none. A bad key or value is one ConfigError line."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    from kbx_ray.schema import explain
+    from kbx_ray.schema import typed
 
     schema = registry("sink").entry(name).settings
     if schema is None:
@@ -60,10 +57,7 @@ def sink_settings(name: str, cfg: Any) -> Any:
     own = getattr(cfg, name, None)
     at = f"{name}." if dataclasses.is_dataclass(own) else f"sink.{name}."
     given = own if dataclasses.is_dataclass(own) else (getattr(cfg, "sink", None) or {}).get(name)
-    try:
-        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), given or {}))
-    except OmegaConfBaseException as e:
-        raise explain(e, schema, "the config", prefix=at) from None
+    return typed(schema, given, at, f"sink {name}")
 
 
 def build_sinks(sweep_dir: Path, sweep_id: str, cfg: Any, extra: list[Any] | None = None) -> Any:

@@ -157,6 +157,6 @@ def test_a_sink_gets_its_own_typed_settings(extensions: Path, tmp_path: Path) ->
     tally = next(s for s in fan.sinks if type(s).__name__ == "Tally")
     assert tally.settings.every == 5 and tally.settings.label == "tally"
     bad = load_config([*overrides(extensions), "sink.ext_tally.evry=2"])
-    with pytest.raises(ConfigError, match=r"^unknown key sink.ext_tally.evry in the config: did "
+    with pytest.raises(ConfigError, match=r"^unknown key sink.ext_tally.evry in sink ext_tally: did "
                        r"you mean sink.ext_tally.every\?$"):
         engine.plan(bad)

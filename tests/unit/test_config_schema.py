@@ -86,3 +86,22 @@ def test_the_help_lists_every_choice_key_of_the_schema_with_its_default():
     for key, enum, default in keys:
         assert f"{key}={'|'.join(enum.__members__)}  (default: {default})" in text
     assert "engine.aot_compile=off|on|always  (default: off)" in text
+
+
+@pytest.mark.parametrize("overrides, line", [
+    (["model=replay", "model.options.path=x", "model.options.on_missing=ignore"],
+     "model.options.on_missing='ignore' is not a choice: choose one of error, skip"),
+    (["model=replay", "model.options.path=x", "model.options.duplicates=frist"],
+     "model.options.duplicates='frist' is not a choice: choose one of error, first, last "
+     "(did you mean first?)"),
+    (["model.backend=mutants", "model.name=m", "model.options.per_operator=abc"],
+     "bad config in model m: model.options.per_operator: Value 'abc' of type 'str' could not be "
+     "converted to Integer"),
+    (["model=replay", "model.options.pth=x"], "model replay: unknown model.options keys for the "
+     "replay backend: pth (known: duplicates, match_method, on_missing, path, where)"),
+])
+def test_backend_options_are_typed_by_the_dataclass_the_backend_registered(overrides, line):
+    with pytest.raises(ConfigError) as e:
+        validate(load_config(overrides))
+    assert str(e.value) == line
+
