@@ -50,7 +50,7 @@ def compare(out: list[torch.Tensor], ref: list[torch.Tensor], task: Any, case: d
     worst = Verdict(True)
     table = {**DEFAULT_TOLERANCE, **getattr(task, "TOLERANCE", {})}
     for i, (o, r) in enumerate(zip(out, ref)):
-        v = _close(o, r, table)
+        v = _close(o, r, table, bool(case.get("unseen")))
         worst.max_abs_err = max(worst.max_abs_err, v.max_abs_err)
         worst.max_rel_err = max(worst.max_rel_err, v.max_rel_err)
         if not v.ok:
@@ -122,9 +122,20 @@ def _nan_message(nan_o: torch.Tensor, nan_r: torch.Tensor, s: int, shape: torch.
     return "NaNs in different places: " + "; ".join(parts)
 
 
-def _close(o: torch.Tensor, r: torch.Tensor, table: dict[str, tuple[float, float]]) -> Verdict:
+UNSEEN_STRAYS = 1e-5  # an unseen case's share of values that may stray to 2x the tolerance
+
+
+def _close(o: torch.Tensor, r: torch.Tensor, table: dict[str, tuple[float, float]],
+           unseen: bool = False) -> Verdict:
     """`o` against `r`, `CHUNK` elements at a time (no float64 copy of a whole output: 16M
-    elements would need 2 GB on the GPU per copy)."""
+    elements would need 2 GB on the GPU per copy).
+
+    An unseen case (kbx_ray/unseen.py) judges whether a kernel handles sizes past the public ones,
+    where a specialised kernel is wrong by whole tiles; the public cases judged its precision. Its
+    larger reductions in half precision put a few values of millions just past the tolerance,
+    against a reference that rounds too (on the H100, an honest linear_layernorm: 70 of 19.9M at
+    1.07x it; matmul_add_residual: 11 of 21.3M), so there up to `UNSEEN_STRAYS` of the values may
+    stray, none past twice the tolerance."""
     cplx = r.is_complex()
     name = str(r.real.dtype if cplx else r.dtype).replace("torch.", "")
     of, rf = _flat_real(o), _flat_real(r)
@@ -144,7 +155,7 @@ def _close(o: torch.Tensor, r: torch.Tensor, table: dict[str, tuple[float, float
         return Verdict(True)
     rtol, atol = table.get(name, (1e-5, 1e-5))
     max_abs = max_rel = 0.0
-    count, first, first_vals = 0, -1, (0.0, 0.0)
+    count, far, first, first_vals = 0, 0, -1, (0.0, 0.0)
     for s in range(0, n, CHUNK):
         o64, r64 = of[s:s + CHUNK].double(), rf[s:s + CHUNK].double()
         nan_r = r64.isnan()
@@ -161,12 +172,16 @@ def _close(o: torch.Tensor, r: torch.Tensor, table: dict[str, tuple[float, float
         if diff.numel():
             max_abs = max(max_abs, float(diff.max()))
             max_rel = max(max_rel, float((diff / mag.clamp_min(1e-12)).max()))
-        bad = diff > atol + rtol * mag
+        bound = atol + rtol * mag
+        bad = diff > bound
         k = int(bad.sum())
+        far += int((diff > 2 * bound).sum()) if k else 0
         if k and first < 0:
             j = int(bad.nonzero()[0, 0])
             first, first_vals = s + j, (float(o64[j]), float(r64[j]))
         count += k
+    if count and unseen and not far and count <= UNSEEN_STRAYS * n:
+        return Verdict(True, max_abs_err=max_abs, max_rel_err=max_rel)
     if count:
         idx = _where(first, r.shape, cplx)
         part = (" (imaginary part)" if first % 2 else " (real part)") if cplx else ""

@@ -60,12 +60,37 @@ def install_launch_counter() -> None:
             if on_side_stream():
                 MONITOR.side_launches += 1
             try:
-                return __orig(self, *args, **kwargs)
+                kernel = __orig(self, *args, **kwargs)
             finally:
                 if MONITOR.watching():
                     MONITOR.launched(args, kwargs)
+            refuse_integer_pointers(kernel)
+            return kernel
 
         cls.run = run
+
+
+_INT_POINTERS: dict[int, bool] = {}  # id(compiled kernel) -> its IR makes a pointer from an int
+
+
+def refuse_integer_pointers(kernel: Any) -> None:
+    """On a GPU, refuse a compiled kernel whose Triton IR forms a pointer from an integer
+    (`tt.int_to_ptr`: `x_ptr.to(tl.int64)` cast back, or `tl.cast(..., bitcast=True)` to a
+    pointer type), whatever spelling the source used; the static layer refuses the spellings it
+    knows and the interpreter refuses the cast on the CPU, where `run` returns no compiled kernel.
+    A kernel addresses only the tensors it is handed (issue 26, class 1). The verdict is checked
+    once per compiled kernel; the launch has run, and the call ends disqualified."""
+    asm = getattr(kernel, "asm", None)
+    if not isinstance(asm, dict) and not hasattr(asm, "get"):
+        return
+    bad = _INT_POINTERS.get(id(kernel))
+    if bad is None:
+        bad = _INT_POINTERS[id(kernel)] = "tt.int_to_ptr" in str(asm.get("ttir", "") or "")
+    if bad:
+        MONITOR.torch_ops.add("a kernel made a pointer from an integer")
+        MONITOR.denied = True
+        raise TypeError("a kernel made a pointer from an integer (tt.int_to_ptr in its IR): "
+                        "kernels address only the tensors they are given")
 
 
 

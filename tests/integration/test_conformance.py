@@ -148,4 +148,20 @@ def test_unseen_cases_are_new_odd_larger_and_computable(task):
         case = _check_family(task, mod, True, seed)
         args, kwargs = mod.make_inputs(case, seed, "cpu")
         ref(*args, **kwargs)
-        _check_family(task, mod, False, seed)
+        _reference_takes(mod, ref, _check_family(task, mod, False, seed), seed)
+
+
+def _reference_takes(mod, ref, case: dict, seed: int) -> None:
+    """A GPU-sized draw is too large to compute here, but its shapes are checked: inputs and the
+    reference under FakeTensorMode (shapes, no data) raise where the case breaks the task's own
+    constraints (the H100 drew 641 channels for 32 groups before group_norm_silu declared them).
+    Ops whose output shape depends on the data cannot run there and end the check early."""
+    from torch._subclasses.fake_tensor import DataDependentOutputException, \
+        DynamicOutputShapeException, FakeTensorMode
+
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            args, kwargs = mod.make_inputs(case, seed, "cpu")
+            ref(*args, **kwargs)
+    except (DataDependentOutputException, DynamicOutputShapeException):
+        pass

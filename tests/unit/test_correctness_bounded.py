@@ -123,3 +123,27 @@ def test_peak_gpu_memory_of_a_16m_comparison_is_bounded():
     torch.cuda.reset_peak_memory_stats()
     assert _close(o, r, DEFAULT_TOLERANCE).ok
     assert torch.cuda.max_memory_allocated() - base < 160 << 20
+
+
+def test_an_unseen_case_lets_a_few_values_in_millions_stray_to_twice_the_tolerance():
+    """Unseen cases judge structure (a kernel specialised to the public sizes is wrong by whole
+    tiles); a handful of half-precision values just past the tolerance in millions passes there,
+    and nowhere else, and never a value past twice the tolerance or more than 1e-5 of them."""
+    from types import SimpleNamespace
+
+    from kbx_ray.evaluate.correctness import compare
+
+    r = torch.zeros(2_000_000, dtype=torch.float16)
+    rtol, atol = DEFAULT_TOLERANCE["float16"]
+    task = SimpleNamespace()
+
+    def judged(strays: int, factor: float, unseen: bool) -> bool:
+        o = r.clone()
+        o[torch.arange(strays) * 997] = factor * atol
+        return compare([o], [r], task, {"name": "c", **({"unseen": "big"} if unseen else {})}).ok
+
+    assert not judged(10, 1.5, unseen=False)  # a public case: every value within the tolerance
+    assert judged(10, 1.5, unseen=True)
+    assert not judged(10, 3.0, unseen=True)    # past twice the tolerance
+    assert not judged(100, 1.5, unseen=True)   # 5e-5 of the values: more than strays
+    assert judged(0, 0.0, unseen=True)

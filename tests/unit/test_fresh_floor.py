@@ -40,3 +40,36 @@ def test_bound_is_max_of_ratio_and_floor():
     _check(4.0, [4.0 + 100.0 + 19.0])            # under median + floor (+ 20 us slack)
     with pytest.raises(Fail):
         _check(4.0, [4.0 + 100.0 + 25.0])
+
+
+def test_a_host_bound_fresh_call_is_timed_on_the_host_clock(monkeypatch):
+    """A call that waits on the host inside (an `.item()` hash) never queues behind the gate; its
+    fresh calls were then untimed (None) and the check skipped, so a content cache passed on the
+    H100. Now each is timed on the host clock between two synchronisations and checked."""
+    import time
+
+    import torch
+
+    from kbx_ray.evaluate import rotation, timing
+
+    x = torch.zeros(8)
+    calls = []
+
+    def slow_miss(t):
+        calls.append(1)
+        time.sleep(0.005)  # the miss computes: 5 ms
+        return t + 1
+
+    syncs = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: syncs.append(1))
+    never_clean = lambda *a, **k: ([(None, type("E", (), {"synchronize": lambda s: None})())],  # noqa: E731
+                                   None, False, None)
+    monkeypatch.setattr(timing, "_queue", never_clean)
+    rot = rotation.Rotation(slow_miss, (x,), {}, [(1, ((x.clone(),), {})), (2, ((x.clone(),), {}))],
+                            lambda a, k: [], lambda: len(calls), fresh=1)
+    rot.at = 1
+    ms = rot._time_one(None)
+    assert ms is not None and ms >= 5.0, ms
+    assert len(syncs) >= 2 + len(rotation.FRESH_GATES_US)  # around the host-timed call
+    with pytest.raises(Fail):  # and the check then sees the miss: 5 ms against 0.1 ms timed
+        _check(100.0, [ms * 1e3])
