@@ -6,21 +6,45 @@ from dataclasses import dataclass
 from kbx_ray.evaluate.sandbox import SandboxConfig
 from kbx_ray.evaluate.timing import TimingConfig
 from kbx_ray.identity import FILLED, LIMIT, RUN, exempt, verdict, walk
+from kbx_ray.schema import Choice
+
+
+class Device(Choice):
+    auto = "auto"            # cuda where a GPU is visible, else cpu
+    cuda = "cuda"
+    cpu = "cpu"
+
+
+class SmallOnly(Choice):
+    auto = "auto"            # small cases only on CPU
+    true = "true"
+    false = "false"
+
+
+class TorchCompute(Choice):
+    fail = "fail"            # aten compute seen at run time fails the candidate
+    flag = "flag"            # ... is recorded only (debugging; never a published verdict)
+
+
+class TimingCases(Choice):
+    large = "large"          # time the non-small cases
+    all = "all"
 
 
 @dataclass
 class EvalConfig:
     """Each field marks itself: `verdict(...)` (a change is another sweep) or `exempt(..., why=)`
     (kbx_ray/identity.py; tests/unit/test_config_identity.py fails on a field with neither)."""
-    device: str = verdict("auto")                   # auto | cuda | cpu
+    device: Device = verdict(Device.auto)
     seeds: int = verdict(3)                         # correctness seeds per small case
     large_seeds: int = verdict(1)                   # correctness seeds per large case; a timed one
     #                                                 is also checked on a fresh seed after timing
     #                                                 (random tasks use `seeds`)
     base_seed: int = verdict(0)
-    small_only: str = verdict("auto")               # auto (small cases on CPU only) | "true" |
-    #                                                 "false"
-    torch_compute: str = verdict("fail")            # fail | flag: aten compute seen at run time
+    small_only: SmallOnly = verdict(SmallOnly.auto)  # auto (small cases on CPU only) | true |
+    #                                                 false
+    torch_compute: TorchCompute = verdict(TorchCompute.fail)  # fail | flag: aten compute seen at
+    #                                                 run time
     load_timeout_s: float = exempt(120.0, why=LIMIT)
     case_timeout_s: float = exempt(120.0, why=LIMIT)
     timing: TimingConfig = verdict(factory=TimingConfig)
@@ -30,8 +54,9 @@ class EvalConfig:
     #                                                 candidates
     ref_cache_entries: int = exempt(64, why=LIMIT)  # reference outputs kept per (task, case, seed)
     ref_cache_mb: int = exempt(4096, why=LIMIT)     # ... and at most this many MB of them
-    timing_cases: str = verdict("large")            # large: time the non-small cases (launch-bound
-    #                                                 toys say nothing about a kernel) | all
+    timing_cases: TimingCases = verdict(TimingCases.large)  # large: time the non-small cases
+    #                                                 (launch-bound toys say nothing about a
+    #                                                 kernel) | all
     timing_group_mb: int = exempt(8192, why=RUN)    # timed cases held alone together, up to this
     #                                                 many MB of their inputs and outputs (kept
     #                                                 until each one's check)
