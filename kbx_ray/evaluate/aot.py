@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kbx_ray.evaluate.checks import static_check
+from kbx_ray.evaluate.static.checks import static_check
 from kbx_ray.evaluate.sandbox import (SandboxConfig, confine_spec, kill_group, redact,
                                       scrubbed_env, spawn)
 from kbx_ray.types import Candidate, Task

@@ -19,7 +19,7 @@ from kbx_ray import unseen
 from kbx_ray.evaluate import case_checks
 from kbx_ray.evaluate.admission import Admission, device_ledger, file_shared_oom, is_oom
 from kbx_ray.evaluate.case_checks import Fail as _Fail
-from kbx_ray.evaluate.checks import static_check
+from kbx_ray.evaluate.static.checks import static_check
 from kbx_ray.evaluate.correctness import Verdict
 from kbx_ray.evaluate.gpu_memory import MemoryLedger
 from kbx_ray.evaluate.gpulock import GpuLock, NoLock

@@ -89,7 +89,7 @@ def test_kernelbenchx_tests_become_recorded_cases():
 def test_a_class_entry_is_extracted_and_passes_static_checks():
     import ast
 
-    from kbx_ray.evaluate.checks import static_check
+    from kbx_ray.evaluate.static.checks import static_check
     from kbx_ray.extract import extract_code
 
     code = (KB / "candidates" / "linear_relu_correct.py").read_text()

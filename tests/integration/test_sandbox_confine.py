@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray.evaluate import checks
+from kbx_ray.evaluate.static import checks
 from kbx_ray.evaluate import evaluator as evaluator_mod
 from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
 from kbx_ray.evaluate.sandbox import ConfinementError, Sandbox, SandboxConfig

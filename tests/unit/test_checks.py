@@ -2,7 +2,7 @@ import ast
 
 import pytest
 
-from kbx_ray.evaluate.checks import static_check
+from kbx_ray.evaluate.static.checks import static_check
 
 HEADER = "import torch\nimport triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x):\n    pass\n\n"
 

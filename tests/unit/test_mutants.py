@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kbx_ray.config import ModelConfig
-from kbx_ray.evaluate.checks import static_check
+from kbx_ray.evaluate.static.checks import static_check
 from kbx_ray.extract import extract
 from kbx_ray.llm.base import GenParams, build_backend
 from kbx_ray.mutation import OPERATORS, mutants_for

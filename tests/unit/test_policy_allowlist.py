@@ -7,9 +7,9 @@ import textwrap
 
 import pytest
 
-from kbx_ray.evaluate.checks import static_check
-from kbx_ray.evaluate.static_policy import outside_host_api
-from kbx_ray.evaluate.static_resolve import closed_module
+from kbx_ray.evaluate.static.checks import static_check
+from kbx_ray.evaluate.static.policy import outside_host_api
+from kbx_ray.evaluate.static.resolve import closed_module
 
 HEAD = '''
 import math

@@ -1,5 +1,5 @@
 """What each name in candidate source stands for: the module aliases its imports and assignments
-make, resolved against the real torch and triton (`static_policy.resolve_chain`).
+make, resolved against the real torch and triton (`policy.resolve_chain`).
 
 `AliasScope` is the base of the static checker (`checks.py`): it holds the state every family of
 checks reads (the parent of each node, the alias table, the names bound anywhere) and judges the
@@ -11,9 +11,9 @@ import ast
 import inspect
 from typing import Any
 
-from kbx_ray.evaluate import static_policy as P
-from kbx_ray.evaluate.static_resolve import closed_module, resolve_chain, walk
-from kbx_ray.evaluate.static_scopes import parts
+from kbx_ray.evaluate.static import policy as P
+from kbx_ray.evaluate.static.resolve import closed_module, resolve_chain, walk
+from kbx_ray.evaluate.static.scopes import parts
 
 
 class AliasScope:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import ast
 
-from kbx_ray.evaluate import static_policy as P
-from kbx_ray.evaluate.static_aliases import AliasScope
-from kbx_ray.evaluate.static_resolve import resolve_chain
-from kbx_ray.evaluate.static_scopes import COMPS, FUNCS, SCOPES, bindings, parts
+from kbx_ray.evaluate.static import policy as P
+from kbx_ray.evaluate.static.aliases import AliasScope
+from kbx_ray.evaluate.static.resolve import resolve_chain
+from kbx_ray.evaluate.static.scopes import COMPS, FUNCS, SCOPES, bindings, parts
 
 _BUILTINS = frozenset(dir(__import__("builtins"))) - P.BANNED_NAMES
 

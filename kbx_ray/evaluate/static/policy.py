@@ -9,7 +9,7 @@ Two kinds of rule, because an AST cannot know what a runtime value is:
   resolved, so their *names* are checked against the denylists below.
 The stdlib helpers a kernel may use are allowlisted name by name: `typing.get_type_hints` and
 `functools.singledispatch` evaluate strings, so "import typing" alone must not open them. The
-resolution itself, against the real modules, is `static_resolve.py`.
+resolution itself, against the real modules, is `resolve.py`.
 """
 from __future__ import annotations
 

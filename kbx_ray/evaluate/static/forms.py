@@ -7,11 +7,11 @@ from __future__ import annotations
 import ast
 import re
 
-from kbx_ray.evaluate import static_policy as P
-from kbx_ray.evaluate.static_aliases import AliasScope
-from kbx_ray.evaluate.static_policy import MISSING
-from kbx_ray.evaluate.static_resolve import walk
-from kbx_ray.evaluate.static_scopes import FUNCS, bindings, parts, walk_local
+from kbx_ray.evaluate.static import policy as P
+from kbx_ray.evaluate.static.aliases import AliasScope
+from kbx_ray.evaluate.static.policy import MISSING
+from kbx_ray.evaluate.static.resolve import walk
+from kbx_ray.evaluate.static.scopes import FUNCS, bindings, parts, walk_local
 
 _FORMAT_FIELD = re.compile(r"\{[^{}!:]*[.\[]")
 _ENTRY_DECORATORS = {"torch.no_grad", "torch.inference_mode"}

@@ -1,6 +1,6 @@
 """Module-rooted chains in candidate source (`torch.cuda.x`, `tl.core.y`) -> the real object they
 name, and why it is out of reach: a module outside torch and triton (`torch.os`, any alias a
-library keeps), a refused torch/triton module or object (`static_policy.BANNED_*`), or a name
+library keeps), a refused torch/triton module or object (`policy.BANNED_*`), or a name
 outside the host API. Resolved in the trusted parent, importing submodules as Python would.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ import inspect
 from functools import lru_cache
 from typing import Any
 
-from kbx_ray.evaluate.static_policy import (BANNED_MODULES, BANNED_NAMES, BANNED_OBJECTS,
+from kbx_ray.evaluate.static.policy import (BANNED_MODULES, BANNED_NAMES, BANNED_OBJECTS,
                                             DANGER_MODULES, MISSING, ROOTS, STDLIB_ALLOW,
                                             banned_attr_name, outside_host_api)
 

@@ -1,7 +1,7 @@
 """Static checks on candidate source (AST), run in the trusted parent before the code executes.
 
 Violations disqualify the candidate; flags are observations kept on the record. The rules (tables
-in `static_policy.py`, module resolution in `static_resolve.py`) close the routes by which a
+in `policy.py`, module resolution in `resolve.py`) close the routes by which a
 candidate could reach the OS, the interpreter's namespaces, other streams or the harness: imports
 are allowlisted; chains rooted at an imported module are resolved against the real torch and
 triton, so `torch.os` or `typing.sys` is seen as the module it is; attribute names on runtime
@@ -9,23 +9,20 @@ values are denylisted (frames, file readers, side streams); dunders, private att
 monkeypatching, exception fallbacks, format-string traversal and hooks such as `__torch_function__`
 are refused. INTEGRITY.md explains what each rule stops.
 
-The checks come in families, one module each: what the names stand for (`static_aliases.py`, the
+The checks come in families, one module each: what the names stand for (`aliases.py`, the
 base holding the imports and module aliases), what the code reaches by name, attribute and store
-(`static_reach.py`), and the module's forms: fallbacks, hooks, the entry and the kernels
-(`static_forms.py`); `static_scopes.py` has Python's scoping rules over the AST.
+(`reach.py`), and the module's forms: fallbacks, hooks, the entry and the kernels
+(`forms.py`); `scopes.py` has Python's scoping rules over the AST.
 """
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
 
-from kbx_ray.evaluate import static_policy as P
-from kbx_ray.evaluate.static_forms import FormChecks
-from kbx_ray.evaluate.static_reach import ReachChecks
-from kbx_ray.evaluate.static_scopes import all_bindings, targets
-
-ALLOWED_IMPORTS = frozenset(P.STDLIB_ALLOW) | P.ROOTS
-TORCH_ALLOC = P.TORCH_ALLOC
+from kbx_ray.evaluate.static import policy as P
+from kbx_ray.evaluate.static.forms import FormChecks
+from kbx_ray.evaluate.static.reach import ReachChecks
+from kbx_ray.evaluate.static.scopes import all_bindings, targets
 
 
 @dataclass
