@@ -172,7 +172,7 @@ skipped); a changed setting that can change a verdict makes a new sweep."""
 _KEYS = """\
 overrides (key=value, OmegaConf dotlist, later items win):
   GROUP=NAME              pick conf/GROUP/NAME.yaml (a preset), then its keys can be overridden
-  hardware=NAME|[A,B]     evaluator pools (conf/hardware/); the first is primary; auto: this machine
+  hardware=NAME|[A,B]     hardware pools (conf/hardware/); the first is primary; auto: this machine
   a.b.c=VALUE             any key of kbx_ray/config.py's Config, each shown at its default in
                           conf/config.yaml; a list is [x,y] (quote it for the shell when it holds
                           * or spaces)

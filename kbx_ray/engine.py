@@ -1,10 +1,11 @@
 """The driver: cells -> method -> generate / evaluate -> writer.
 
 `run_sweep` plans (config, tasks, pools, the grid, resume), starts Ray and the sinks, and drives:
-every pool is started (pool_set.py), worker coroutines take the cells to run, and each cell runs
-its method with `generate` (a backend, through the generation log) and `evaluate` (its primary
-pool) injected, then its final candidates on every other pool; its rows go to the writer
-(writer.py), which writes whole cells only. The driver is the only process that writes sinks.
+every hardware pool's evaluator group is started (evaluator_groups.py), worker coroutines take
+the cells to run, and each cell runs its method with `generate` (a backend, through the generation
+log) and `evaluate` (its primary pool's evaluators) injected, then its final candidates on every
+other pool; its rows go to the writer (writer.py), which writes whole cells only. The driver is
+the only process that writes sinks.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, Iterator
 
-from kbx_ray import hardware, pool_set, provenance, scaling, sweep_folder
+from kbx_ray import evaluator_groups, hardware, provenance, scaling, sweep_folder
 from kbx_ray.config import Config
 from kbx_ray.errors import ConfigError
 from kbx_ray.grid import Cell, count_cells, iter_cells
@@ -97,8 +98,8 @@ def describe(p: SweepPlan) -> str:
     return what_it_will_do(p)
 
 
-async def _run_cell(cell: Cell, p: SweepPlan, backends: dict, pools: dict, genlog: GenerationLog,
-                    writer: CellWriter) -> None:
+async def _run_cell(cell: Cell, p: SweepPlan, backends: dict, groups: dict,
+                    genlog: GenerationLog, writer: CellWriter) -> None:
     """One cell: its method, with `generate` and `evaluate` (its primary pool) injected; its final
     candidates on the other pools; its rows, to the writer."""
     task = p.tasks[cell.task_id]
@@ -106,12 +107,12 @@ async def _run_cell(cell: Cell, p: SweepPlan, backends: dict, pools: dict, genlo
     primary, others = cell.hardware[0], cell.hardware[1:]
     started = time.time()
     attempts: list[Attempt] = await method(task, _generator(cell, task, backend, genlog),
-                                           partial(pools[primary].evaluate, task),
+                                           partial(groups[primary].evaluate, task),
                                            pool=p.pools.get(primary))
     rows = [evaluation_row(p.sweep_id, cell, task, a, started, primary) for a in attempts]
     finals = [a for a in attempts if a.final] or attempts[-1:]
     pairs = [(hw, a) for hw in others for a in finals]
-    extra = await asyncio.gather(*(pools[hw].evaluate(task, a.candidate) for hw, a in pairs))
+    extra = await asyncio.gather(*(groups[hw].evaluate(task, a.candidate) for hw, a in pairs))
     rows += [evaluation_row(p.sweep_id, cell, task, replace(a, result=res), started, hw)
              for (hw, a), res in zip(pairs, extra)]
     writer.add(cell.cell_id, [generation_row(p.sweep_id, cell, a) for a in attempts], rows)
@@ -147,11 +148,11 @@ def _generator(cell: Cell, task: Task, backend: Any, genlog: GenerationLog) -> A
 
 
 async def _drive(p: SweepPlan, sinks: Any) -> None:
-    async with pool_set.started(p) as pools:
-        await _run_cells(p, sinks, pools)
+    async with evaluator_groups.started(p) as groups:
+        await _run_cells(p, sinks, groups)
 
 
-async def _run_cells(p: SweepPlan, sinks: Any, pools: dict) -> None:
+async def _run_cells(p: SweepPlan, sinks: Any, groups: dict) -> None:
     """`engine.max_concurrency` workers take the cells one by one from the lazy iterator (driver
     memory does not grow with the grid); the first error stops them, keeping what is recorded."""
     cfg = p.cfg
@@ -167,7 +168,7 @@ async def _run_cells(p: SweepPlan, sinks: Any, pools: dict) -> None:
             if errors:
                 return
             try:
-                await _run_cell(cell, p, backends, pools, genlog, writer)
+                await _run_cell(cell, p, backends, groups, genlog, writer)
             except BaseException as e:  # noqa: BLE001 - stop cleanly, keep what is recorded
                 errors.append(e)
                 return
@@ -176,12 +177,13 @@ async def _run_cells(p: SweepPlan, sinks: Any, pools: dict) -> None:
         while True:
             await asyncio.sleep(30)
             sinks.write_metrics(replica_gauges(list(backends.values())))
-            pool_set.tick(pools)
+            evaluator_groups.tick(groups)
 
     reporter = asyncio.create_task(report())
     ticker = asyncio.create_task(flush_when_due(writer, max(0.5, cfg.engine.flush_s / 2), errors))
     try:
-        await asyncio.gather(*(worker() for _ in range(pool_set.cells_in_flight(cfg, pools))))
+        n = evaluator_groups.cells_in_flight(cfg, groups)
+        await asyncio.gather(*(worker() for _ in range(n)))
     finally:
         reporter.cancel()
         ticker.cancel()
@@ -195,7 +197,7 @@ async def _run_cells(p: SweepPlan, sinks: Any, pools: dict) -> None:
 def _wait_for_pools(p: SweepPlan) -> None:
     """Fail at start, naming the pool, unless the autoscaler brings it up within pool_wait_s.
     On a role cluster (cluster.yaml) a GPU pool is not waited for here: its pending evaluators
-    and the sweep's resource request make the autoscaler start its nodes (EvaluatorPool.start)."""
+    and the sweep's resource request make the autoscaler start its nodes (EvaluatorGroup.start)."""
     deadline = time.monotonic() + p.cfg.engine.pool_wait_s
     roles = scaling.role_cluster()
     for pool in p.pools.values():

@@ -1,8 +1,8 @@
 """State that belongs to one asyncio event loop, made again when the running loop is another one.
 
 asyncio queues, conditions, locks and HTTP clients are bound to the loop that first uses them, and
-the engine runs each sweep in a fresh loop (`asyncio.run` per sweep, per test). Every pool and
-backend that keeps such state across sweeps holds it in a `PerLoop`, instead of comparing loops
+the engine runs each sweep in a fresh loop (`asyncio.run` per sweep, per test). Every actor group
+and backend that keeps such state across sweeps holds it in a `PerLoop`, instead of comparing loops
 itself.
 """
 from __future__ import annotations

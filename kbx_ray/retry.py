@@ -2,8 +2,8 @@
 
 `retry` re-runs a coroutine on the exceptions it is told are transient and re-raises the last one
 once the attempts are spent, so the caller turns it into its own one-line message. `poll` waits for
-something to come up (an actor restarting) within a time budget. The actor pools
-(kbx_ray/actor_pool.py: calls on a lost actor, waits for its restart), the evaluator pool (a
+something to come up (an actor restarting) within a time budget. The actor groups
+(kbx_ray/actor_group.py: calls on a lost actor, waits for its restart), the evaluator groups (a
 candidate whose evaluator died) and the openai backend use them.
 """
 from __future__ import annotations

@@ -83,7 +83,7 @@ def replays(cfg: ModelConfig) -> bool:
 def generation_gpus(cfg: ModelConfig, accelerator_type: str | None = None) -> int:
     """GPUs that a model config's replicas hold (0 for a backend that holds none); with
     `accelerator_type`, only if the replicas may land on GPUs of that type. On a single machine
-    the engine leaves these to generation when it sizes its evaluator pools, or the replicas
+    the engine leaves these to generation when it sizes its evaluator groups, or the replicas
     wait forever for GPUs the evaluators hold."""
     spec = replicas_of(cfg)
     if spec is None or (accelerator_type and spec.accelerator_type not in (None, accelerator_type)):

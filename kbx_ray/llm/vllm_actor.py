@@ -1,6 +1,6 @@
 """The `vllm` backend: N Ray actor replicas, each an async actor around one vLLM AsyncLLM engine.
 
-The driver awaits `generate` from every cell coroutine at once; `ReplicaPool` spreads the requests
+The driver awaits `generate` from every cell coroutine at once; `ReplicaGroup` spreads the requests
 over the replicas (least in flight, capped at ~1.1 x max_num_seqs each), so every prompt of a round
 is inside an engine together and vLLM batches them continuously. Sampling is seeded per request
 (GenParams.seed), so a cell's completion is reproducible. vllm is imported only inside the actor:
@@ -29,7 +29,7 @@ from kbx_ray.config import ModelConfig
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.registry import register
 from kbx_ray.llm.errors import BackendError
-from kbx_ray.llm.pool import ReplicaPool
+from kbx_ray.llm.replica_group import ReplicaGroup
 from kbx_ray.llm.request import chat_body
 from kbx_ray.llm import vllm_spec
 from kbx_ray.llm.vllm_spec import VLLMSpec, actor_options, for_cluster, placement_hint, spec_from
@@ -210,7 +210,7 @@ class VLLMBackend:
             if "scheduling_strategy" in opts:
                 self.groups.append(opts["scheduling_strategy"].placement_group)
             self.actors.append(remote.options(**opts).remote(spec.engine, spec.name, spec.sampling))
-        self.pool = ReplicaPool(self.actors, spec.max_inflight)
+        self.pool = ReplicaGroup(self.actors, spec.max_inflight)
         self.info: list[dict] | None = None
         self._starting: dict[int, asyncio.Future] = {}
 
@@ -262,7 +262,7 @@ class VLLMBackend:
             raise BackendError(f"vllm replica of {self.spec.name} failed a request: "
                                f"{root_cause(e)}") from None
         except ray.exceptions.RayActorError as e:
-            # Ray restarts a dead replica (max_restarts) and the pool retries the request once on
+            # Ray restarts a dead replica (max_restarts) and the group retries the request once on
             # it; this one died again or for good. Drop it: a resumed sweep starts fresh replicas.
             self._forget()
             why = (str(e).strip().splitlines() or [type(e).__name__])[0][:160].rstrip(".")

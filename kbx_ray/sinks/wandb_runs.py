@@ -145,21 +145,22 @@ class GenerationTally:
 
 
 def replica_gauges(backends: list[Any]) -> dict[str, float]:
-    """Per replica of each backend that balances over replicas (llm/pool.py's ReplicaPool): calls
-    served, the most requests it held at once, and what it generated (completion tokens, mean
-    latency, truncation rate, tokens/s since the pool started)."""
+    """Per replica of each backend that balances over replicas (its `pool`, an
+    llm/replica_group.py:ReplicaGroup): calls served, the most requests it held at once, and what
+    it generated (completion tokens, mean latency, truncation rate, tokens/s since the group
+    started)."""
     out: dict[str, float] = {}
     for backend in backends:
-        pool = getattr(backend, "pool", None)
-        served = getattr(pool, "served", None)
+        group = getattr(backend, "pool", None)
+        served = getattr(group, "served", None)
         if not isinstance(served, list):
             continue
         label = key_part(getattr(getattr(backend, "spec", None), "name", None)
                          or getattr(backend, "name", "model"))
-        for i, (n, peak) in enumerate(zip(served, getattr(pool, "peak", [0] * len(served)))):
+        for i, (n, peak) in enumerate(zip(served, getattr(group, "peak", [0] * len(served)))):
             out[f"generation/{label}/replica{i}/served"] = float(n)
             out[f"generation/{label}/replica{i}/peak_inflight"] = float(peak)
-        for i, tally in enumerate(getattr(pool, "gen", [])):
+        for i, tally in enumerate(getattr(group, "gen", [])):
             for name, v in tally.metrics().items():
                 out[f"generation/{label}/replica{i}/{name}"] = v
     return out

@@ -11,11 +11,11 @@ kernels are compiled ahead, and wall seconds per candidate on one core (a fresh 
 each: about 2 s of it is importing torch and Triton).
 
 GPU (`--gpu`): the same solutions evaluated twice by one warm evaluator, each time in a fresh Triton
-cache: cold (the worker compiles, as without the compile pool), then seeded with the kernels
-compiled ahead for this GPU's sm_XX (what the compile pool ships). Side by side per task: the
+cache: cold (the worker compiles, as without the compile workers), then seeded with the kernels
+compiled ahead for this GPU's sm_XX (what the compile workers ship). Side by side per task: the
 evaluator's wall time and its correctness stage (where the worker's JIT compiles happen); the
-ratio of their sums is the GPU time the compile pool takes off the evaluators. New kernels seen by
-the seeded worker (cache misses) are counted too: zero means every key matched.
+ratio of their sums is the GPU time the compile workers take off the evaluators. New kernels seen
+by the seeded worker (cache misses) are counted too: zero means every key matched.
 """
 from __future__ import annotations
 

@@ -149,16 +149,17 @@ def steady_rate(sweep_dir: Path) -> float | None:
     return round(rows / ((parts[-1][0] - parts[0][0]) / 1e9), 1)
 
 
-def noop_pools(depth: int) -> None:
-    """The benchmark's own pool option: with instant verdicts the Ray round trip is the whole
-    cost, so `depth` calls (of `engine.eval_batch` candidates each) overlap per evaluator. A real
-    evaluator takes one call at a time (timing has the GPU alone); the production default is 1."""
+def noop_groups(depth: int) -> None:
+    """The benchmark's own evaluator group option: with instant verdicts the Ray round trip is the
+    whole cost, so `depth` calls (of `engine.eval_batch` candidates each) overlap per evaluator. A
+    real evaluator takes one call at a time (timing has the GPU alone); the production default is
+    1."""
     import functools
 
-    from kbx_ray import pools
+    from kbx_ray import evaluator_group as eg
 
-    real = getattr(pools.EvaluatorPool, "func", pools.EvaluatorPool)
-    pools.EvaluatorPool = functools.partial(real, depth=depth)  # the engine reads it at sweep start
+    real = getattr(eg.EvaluatorGroup, "func", eg.EvaluatorGroup)
+    eg.EvaluatorGroup = functools.partial(real, depth=depth)  # the engine reads it at sweep start
 
 
 def run(n_cells: int, out_dir: str, args: argparse.Namespace) -> dict:
@@ -217,7 +218,7 @@ def main() -> int:
     ray.init(include_dashboard=False, configure_logging=False, log_to_driver=False,
              _temp_dir=tempfile.mkdtemp(prefix="rb", dir="/tmp"))  # apart from other local Rays
     runs = []
-    noop_pools(args.eval_depth)
+    noop_groups(args.eval_depth)
     with tempfile.TemporaryDirectory() as tmp:
         run(300, tmp, args)  # warm: task imports, first Parquet parts
         base = {"ray_calls_per_s": round(ray_calls_per_s(), 1),

@@ -1,7 +1,7 @@
 """Balance at scale: does one driver keep 256 evaluators busy? Writes results/bench_scale.json.
 
 The whole driver is real: `engine.run_sweep` plans the grid, derives its concurrency
-(engine.max_concurrency=0), runs the method coroutines, dispatches through `EvaluatorPool` and
+(engine.max_concurrency=0), runs the method coroutines, dispatches through `EvaluatorGroup` and
 writes Parquet. Only the evaluators are simulated, in the driver's event loop: 256 Ray actor
 processes (about 0.2 GB each) do not fit the 2-core machine this runs on, and their verdicts are
 not what is measured. Each simulated evaluation takes a time drawn log-uniformly from 2-20 s
@@ -36,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from kbx_ray import engine, pools  # noqa: E402
+from kbx_ray import engine, evaluator_group  # noqa: E402
 from kbx_ray.config import load_config  # noqa: E402
 from kbx_ray.types import EvalResult  # noqa: E402
 
@@ -80,10 +80,10 @@ def _sampler(stop: threading.Event, out: list[tuple[float, float, float]], made:
     last_t, last_cpu = time.monotonic(), sum(proc.cpu_times()[:2])
     tick = 0
     while not stop.wait(0.1):
-        for pool in made:
-            if pool.stats.waiting > 0:
-                queued.setdefault(pool.pool.name, []).append(
-                    min(1.0, pool.stats.in_flight / len(pool.actors)))
+        for group in made:
+            if group.stats.waiting > 0:
+                queued.setdefault(group.pool.name, []).append(
+                    min(1.0, group.stats.in_flight / len(group.actors)))
         tick += 1
         if tick % 10 == 0:
             t, cpu = time.monotonic(), sum(proc.cpu_times()[:2])
@@ -95,14 +95,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(args.seed)
     busy: dict[str, list[tuple[float, float]]] = {"h100": [], "a100": []}
     per_pool = args.evaluators // 2
-    real_pool = pools.EvaluatorPool
+    real_group = evaluator_group.EvaluatorGroup
     made: list[Any] = []
     queued: dict[str, list[float]] = {}
 
     def simulated(pool: Any, cfg: Any, n_todo: int = 0, handles: Any = None) -> Any:
         sims = [SimEvaluator(pool.gpu, rng, args.time_scale, args.stragglers, busy[pool.name])
                 for _ in range(per_pool)]
-        made.append(real_pool(pool, cfg, n_todo, handles=sims))
+        made.append(real_group(pool, cfg, n_todo, handles=sims))
         return made[-1]
 
     samples = max(1, math.ceil(args.cells / 176))
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     cfg = load_config([f"output_dir={out}", "hardware=[h100,a100]", "wandb.mode=disabled",
                        f"sweep.samples={samples}", "engine.max_concurrency=0",
                        "engine.flush_every=256", "engine.flush_s=5", "engine.flush_min_s=1"])
-    pools.EvaluatorPool = simulated  # the engine imports it from the module at sweep start
+    evaluator_group.EvaluatorGroup = simulated  # the engine imports it from the module at sweep start
     engine._wait_for_pools = lambda p: None  # no GPU nodes here: the evaluators are simulated
     stop, usage = threading.Event(), []
     sampler = threading.Thread(target=_sampler, args=(stop, usage, made, queued), daemon=True)
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         p = engine.run_sweep(cfg)
     finally:
         stop.set()
-        pools.EvaluatorPool = real_pool
+        evaluator_group.EvaluatorGroup = real_group
     wall = time.monotonic() - t0
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return _summary(args, p, busy, queued, per_pool, usage, wall, ru.ru_utime + ru.ru_stime -

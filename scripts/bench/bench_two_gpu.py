@@ -4,7 +4,7 @@
                                           [--out scripts/bench/results/bench_engine.json]
 
 Ray actors as a sweep uses them (`EvaluatorActor`, one GPU each, started and warm before the clock),
-fed from one queue with one candidate in flight per actor, as the engine's bounded pools do. Each
+fed from one queue with one candidate in flight per actor, as the engine's evaluator groups do. Each
 phase gets its own empty Triton cache, so the second does not reuse the first one's compiled
 kernels. Throughput is candidates per minute; `two_gpu_scaling` = two actors' rate / one actor's
 rate, goal >= 1.8 (issue 6). Every record must name the GPU it ran on. The result is merged into

@@ -144,8 +144,8 @@ class PrivateAutoscalingCluster:
                 pass
 
 
-def test_elastic_pool_grows_onto_joining_evaluation_nodes_only(tmp_path):
-    """A node of the pool's type that joins beyond what the pool asked for is taken up by `grow`
+def test_elastic_group_grows_onto_joining_evaluation_nodes_only(tmp_path):
+    """A node of the pool's type that joins beyond what the group asked for is taken up by `grow`
     (the engine calls it every 30 s); the H100-style trap, a generation node with the same GPU
     type, is never counted nor used. Runs first: it starts and ends its own (non-autoscaling) Ray."""
     import asyncio
@@ -155,7 +155,7 @@ def test_elastic_pool_grows_onto_joining_evaluation_nodes_only(tmp_path):
 
     from kbx_ray.config import load_config
     from kbx_ray.hardware import get_pool
-    from kbx_ray.pools import EvaluatorPool
+    from kbx_ray.evaluator_group import EvaluatorGroup
     from kbx_ray.suite import get_task
     from tests.conftest import make_candidate
 
@@ -175,29 +175,29 @@ def test_elastic_pool_grows_onto_joining_evaluation_nodes_only(tmp_path):
                        "engine.max_evaluators=1", "engine.eval_batch=1"])
     task = get_task("activation/relu")
     cand = make_candidate(task.task_id, task.name, open(task.solution_path).read())
-    pool = EvaluatorPool(get_pool("h100"), cfg, n_todo=100)
+    group = EvaluatorGroup(get_pool("h100"), cfg, n_todo=100)
 
     async def scenario() -> tuple[int, int, set[str]]:
-        await pool.start()
-        before = pool.grow()  # one H100 evaluation node, one evaluator: nothing to add
+        await group.start()
+        before = group.grow()  # one H100 evaluation node, one evaluator: nothing to add
         second = add(POOLS["h100"])
         c.wait_for_nodes()
-        added = pool.grow()
+        added = group.grow()
         deadline = time.monotonic() + 60
-        while pool.stats.up < 2 and time.monotonic() < deadline:
-            await pool.evaluate(task, cand)  # the dispatchers run while the new one comes up
+        while group.stats.up < 2 and time.monotonic() < deadline:
+            await group.evaluate(task, cand)  # the dispatchers run while the new one comes up
             await asyncio.sleep(0.2)
-        results = await asyncio.gather(*(pool.evaluate(task, cand) for _ in range(16)))
+        results = await asyncio.gather(*(group.evaluate(task, cand) for _ in range(16)))
         assert second.node_id in {r.node_id for r in results}
         return before, added, {r.node_id for r in results}
 
     try:
-        assert pool.elastic and len(pool.actors) == 1
+        assert group.elastic and len(group.actors) == 1
         before, added, used = asyncio.run(scenario())
-        assert (before, added, len(pool.actors), pool.stats.up) == (0, 1, 2, 2)
+        assert (before, added, len(group.actors), group.stats.up) == (0, 1, 2, 2)
         assert gen.node_id not in used and first.node_id in used
     finally:
-        pool.close()
+        group.close()
         ray.shutdown()
         c.shutdown()
 
@@ -332,7 +332,7 @@ def test_sweep_scales_up_places_by_role_survives_a_node_loss_and_resumes(fake_cl
     first = time.time() - t0
     assert killed.get("pids"), "the h100 node to kill was not found"
     assert killed.get("joined"), "no node that joined after the kill evaluated a candidate"
-    lost = [r.getMessage() for r in caplog.records if r.name == "kbx_ray.pools"]
+    lost = [r.getMessage() for r in caplog.records if r.name == "kbx_ray.evaluator_group"]
     # what the lost node held was queued again as a node loss, not as the candidates' failures
     assert any("lost an evaluator with its node" in m for m in lost), lost
     assert not any(" died on " in m for m in lost), lost

@@ -32,22 +32,22 @@ def local_ray():
     ray.shutdown()
 
 
-def _pool(retries: int):
-    from kbx_ray.pools import EvaluatorPool
+def _group(retries: int):
+    from kbx_ray.evaluator_group import EvaluatorGroup
 
     cfg = load_config(["engine.evaluators=1", f"engine.retries={retries}"])
-    return EvaluatorPool(get_pool("cpu"), cfg)
+    return EvaluatorGroup(get_pool("cpu"), cfg)
 
 
-async def _evaluate_while_killing(pool, task, cand, kills: int):
-    await pool.start()  # the actor is up: a kill now lands mid-candidate
-    job = asyncio.ensure_future(pool.evaluate(task, cand))
+async def _evaluate_while_killing(group, task, cand, kills: int):
+    await group.start()  # the actor is up: a kill now lands mid-candidate
+    job = asyncio.ensure_future(group.evaluate(task, cand))
     for _ in range(kills):
-        while pool.stats.in_flight == 0:
+        while group.stats.in_flight == 0:
             await asyncio.sleep(0.05)
-        await _evaluating(pool)  # mid-candidate: the worker is evaluating
-        ray.kill(pool.actors[0], no_restart=False)
-        while pool.stats.in_flight:
+        await _evaluating(group)  # mid-candidate: the worker is evaluating
+        ray.kill(group.actors[0], no_restart=False)
+        while group.stats.in_flight:
             await asyncio.sleep(0.05)
     return await job
 
@@ -57,13 +57,13 @@ def test_evaluator_killed_mid_candidate_is_restarted_and_retried(local_ray):
     cand = make_candidate(task.task_id, "relu", Path(task.solution_path).read_text())
 
     async def main():
-        pool = _pool(retries=2)
-        res = await _evaluate_while_killing(pool, task, cand, kills=1)
-        return pool, res
+        group = _group(retries=2)
+        res = await _evaluate_while_killing(group, task, cand, kills=1)
+        return group, res
 
-    pool, res = asyncio.run(main())
+    group, res = asyncio.run(main())
     assert res.exec_ok, res.error_msg
-    assert pool.stats.retried == 1
+    assert group.stats.retried == 1
 
 
 def test_evaluator_that_keeps_dying_is_recorded_as_infra_error(local_ray):
@@ -71,8 +71,8 @@ def test_evaluator_that_keeps_dying_is_recorded_as_infra_error(local_ray):
     cand = make_candidate(task.task_id, "relu", Path(task.solution_path).read_text())
 
     async def main():
-        pool = _pool(retries=0)
-        return await _evaluate_while_killing(pool, task, cand, kills=1)
+        group = _group(retries=0)
+        return await _evaluate_while_killing(group, task, cand, kills=1)
 
     res = asyncio.run(main())
     assert (res.exec_ok, res.error_kind) == (False, "infra_error")
@@ -82,7 +82,7 @@ def test_evaluator_that_keeps_dying_is_recorded_as_infra_error(local_ray):
 def test_batch_on_an_evaluator_that_dies_is_queued_again(local_ray):
     """A call carrying several candidates (engine.eval_batch) meets a dead evaluator: every one of
     them is retried once it is back, and each gets its own verdict."""
-    from kbx_ray.pools import EvaluatorPool
+    from kbx_ray.evaluator_group import EvaluatorGroup
 
     task = get_task("activation/relu")
     code = Path(task.solution_path).read_text()
@@ -90,22 +90,22 @@ def test_batch_on_an_evaluator_that_dies_is_queued_again(local_ray):
     cfg = load_config(["engine.evaluators=1", "engine.retries=1", "engine.eval_batch=4"])
 
     async def main():
-        pool = EvaluatorPool(get_pool("cpu"), cfg)
-        await pool.start()
+        group = EvaluatorGroup(get_pool("cpu"), cfg)
+        await group.start()
         try:
-            job = asyncio.gather(*(pool.evaluate(task, c) for c in cands))
-            while pool.stats.in_flight == 0:
+            job = asyncio.gather(*(group.evaluate(task, c) for c in cands))
+            while group.stats.in_flight == 0:
                 await asyncio.sleep(0.05)
-            await _evaluating(pool)  # the first four are being evaluated
-            ray.kill(pool.actors[0], no_restart=False)
-            return pool, await job
+            await _evaluating(group)  # the first four are being evaluated
+            ray.kill(group.actors[0], no_restart=False)
+            return group, await job
         finally:
-            pool.close()
+            group.close()
 
-    pool, results = asyncio.run(main())
+    group, results = asyncio.run(main())
     assert [r.candidate_id for r in results] == [c.candidate_id for c in cands]
     assert all(r.exec_ok for r in results), [r.error_msg for r in results]
-    assert pool.stats.retried == 4 and pool.stats.done == 6
+    assert group.stats.retried == 4 and group.stats.done == 6
 
 
 def _proc_stat(pid: int) -> list[str]:
@@ -137,12 +137,12 @@ async def _sandbox_workers(actor_pid: int, timeout_s: float = 120.0) -> list[int
         await asyncio.sleep(0.02)
 
 
-async def _evaluating(pool, timeout_s: float = 120.0) -> None:
-    """Until the pool's one evaluator is evaluating, not a guessed time after the call was sent:
+async def _evaluating(group, timeout_s: float = 120.0) -> None:
+    """Until the group's one evaluator is evaluating, not a guessed time after the call was sent:
     its sandbox worker is up and has been sent a candidate (the sandbox copies the task file into
     the worker's home, its cwd, with the candidate's request)."""
     deadline = time.monotonic() + timeout_s
-    for pid in await _sandbox_workers(pool._pids[pool.actors[0]], timeout_s):
+    for pid in await _sandbox_workers(group._pids[group.actors[0]], timeout_s):
         while not list(Path(f"/proc/{pid}/cwd").glob("kbx_task_*.py")):
             assert time.monotonic() < deadline, "the sandbox worker was sent no candidate"
             await asyncio.sleep(0.02)
@@ -161,13 +161,13 @@ async def _exited(pid: int, timeout_s: float = 60.0) -> None:
         await asyncio.sleep(0.05)
 
 
-def _pool_killed_after_its_worker(restarted: bool, *overrides: str):
-    """A pool whose first call replays the race: Ray reaps the evaluator's sandbox worker, the
+def _group_killed_after_its_worker(restarted: bool, *overrides: str):
+    """A group whose first call replays the race: Ray reaps the evaluator's sandbox worker, the
     actor answers with the worker's SIGKILL crash, and only then does the actor itself die (and,
-    if `restarted`, come back before the pool asks after it)."""
-    from kbx_ray.pools import EvaluatorPool
+    if `restarted`, come back before the group asks after it)."""
+    from kbx_ray.evaluator_group import EvaluatorGroup
 
-    class Pool(EvaluatorPool):
+    class Group(EvaluatorGroup):
         raced = False
 
         async def _results(self, actor, batch):
@@ -189,30 +189,30 @@ def _pool_killed_after_its_worker(restarted: bool, *overrides: str):
                     await asyncio.sleep(0.2)
             return results
 
-    return Pool(get_pool("cpu"), load_config(["engine.evaluators=1", *overrides]))
+    return Group(get_pool("cpu"), load_config(["engine.evaluators=1", *overrides]))
 
 
 @pytest.mark.parametrize("restarted", [False, True], ids=["dead", "restarted"])
 def test_worker_reaped_before_its_killed_evaluator_is_retried(local_ray, restarted):
     """The sandbox worker's SIGKILL reported by an evaluator that Ray then killed is the kill's,
-    not the candidate's: the candidate is retried on the restarted evaluator, whether the pool
+    not the candidate's: the candidate is retried on the restarted evaluator, whether the group
     finds it dead or already back (a new pid)."""
     task = get_task("activation/relu")
     cand = make_candidate(task.task_id, "relu", Path(task.solution_path).read_text())
 
     async def main():
-        pool = _pool_killed_after_its_worker(restarted, "engine.retries=2")
-        await pool.start()
-        first = pool._pids[pool.actors[0]]
+        group = _group_killed_after_its_worker(restarted, "engine.retries=2")
+        await group.start()
+        first = group._pids[group.actors[0]]
         try:
-            return pool, first, await pool.evaluate(task, cand)
+            return group, first, await group.evaluate(task, cand)
         finally:
-            pool.close()
+            group.close()
 
-    pool, first, res = asyncio.run(main())
+    group, first, res = asyncio.run(main())
     assert res.exec_ok, res.error_msg
-    assert pool.stats.retried == 1 and pool.stats.done == 1
-    assert pool._pids[pool.actors[0]] not in (None, first)  # the restarted actor's pid
+    assert group.stats.retried == 1 and group.stats.done == 1
+    assert group._pids[group.actors[0]] not in (None, first)  # the restarted actor's pid
 
 
 def test_batch_with_a_worker_reaped_before_its_evaluator_is_queued_again(local_ray):
@@ -223,16 +223,16 @@ def test_batch_with_a_worker_reaped_before_its_evaluator_is_queued_again(local_r
     cands = [make_candidate(task.task_id, "relu", code + f"\n# {i}\n") for i in range(3)]
 
     async def main():
-        pool = _pool_killed_after_its_worker(False, "engine.retries=1", "engine.eval_batch=3")
-        await pool.start()
+        group = _group_killed_after_its_worker(False, "engine.retries=1", "engine.eval_batch=3")
+        await group.start()
         try:
-            return pool, await asyncio.gather(*(pool.evaluate(task, c) for c in cands))
+            return group, await asyncio.gather(*(group.evaluate(task, c) for c in cands))
         finally:
-            pool.close()
+            group.close()
 
-    pool, results = asyncio.run(main())
+    group, results = asyncio.run(main())
     assert all(r.exec_ok for r in results), [r.error_msg for r in results]
-    assert pool.stats.retried == 3 and pool.stats.done == 3
+    assert group.stats.retried == 3 and group.stats.done == 3
 
 
 def test_worker_sigkilled_under_a_live_evaluator_is_the_candidates_crash(local_ray):
@@ -242,19 +242,19 @@ def test_worker_sigkilled_under_a_live_evaluator_is_the_candidates_crash(local_r
     cand = make_candidate(task.task_id, "relu", Path(task.solution_path).read_text())
 
     async def main():
-        pool = _pool(retries=2)
-        await pool.start()
+        group = _group(retries=2)
+        await group.start()
         try:
-            job = asyncio.ensure_future(pool.evaluate(task, cand))
-            await _kill_sandbox_worker(pool._pids[pool.actors[0]])
-            return pool, await job
+            job = asyncio.ensure_future(group.evaluate(task, cand))
+            await _kill_sandbox_worker(group._pids[group.actors[0]])
+            return group, await job
         finally:
-            pool.close()
+            group.close()
 
-    pool, res = asyncio.run(main())
+    group, res = asyncio.run(main())
     assert (res.exec_ok, res.error_kind) == (False, "crash"), res.error_msg
     assert "killed by SIGKILL" in res.error_msg
-    assert pool.stats.retried == 0 and pool.stats.failed == 1
+    assert group.stats.retried == 0 and group.stats.failed == 1
 
 
 def test_generation_log_survives_a_torn_line(tmp_path):

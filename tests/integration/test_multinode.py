@@ -69,7 +69,7 @@ def test_evaluators_per_gpu_packs_several_evaluators_onto_one_gpu(cluster, tmp_p
     import asyncio
 
     from kbx_ray.hardware import get_pool
-    from kbx_ray.pools import EvaluatorPool
+    from kbx_ray.evaluator_group import EvaluatorGroup
     from kbx_ray.suite import get_task
     from tests.conftest import make_candidate
 
@@ -78,25 +78,25 @@ def test_evaluators_per_gpu_packs_several_evaluators_onto_one_gpu(cluster, tmp_p
     c.wait_for_nodes()
     cfg = load_config([f"output_dir={tmp_path}", "evaluation.device=cpu", "wandb.mode=disabled",
                        "engine.evaluators_per_gpu=2"])
-    pool = EvaluatorPool(get_pool("l40s"), cfg)
+    group = EvaluatorGroup(get_pool("l40s"), cfg)
     try:
-        assert pool.opts["num_gpus"] == 0.5 and len(pool.actors) == 2
-        asyncio.run(pool.start())
-        assert len(pool.actors) == 2  # both placed on the one GPU
+        assert group.opts["num_gpus"] == 0.5 and len(group.actors) == 2
+        asyncio.run(group.start())
+        assert len(group.actors) == 2  # both placed on the one GPU
         task = get_task("activation/relu")
         code = open(task.solution_path).read()
-        res = asyncio.run(pool.evaluate(task, make_candidate(task.task_id, task.name, code)))
+        res = asyncio.run(group.evaluate(task, make_candidate(task.task_id, task.name, code)))
         assert res.exec_ok and res.node_id == node.node_id, (res.error_msg, res.node_id)
     finally:
-        pool.close()
+        group.close()
         c.remove_node(node)
 
 
-def test_aot_compile_pool_runs_on_compile_nodes_and_seeds_each_arch(cluster, tmp_path):
+def test_aot_compile_workers_run_on_compile_nodes_and_seed_each_arch(cluster, tmp_path):
     """engine.aot_compile=always: compile actors go to the node with the `compile` resource, and each
     GPU pool's evaluator gets its candidate's kernels compiled for its own sm_XX (A100: sm_80,
     H100: sm_90), written into the worker's Triton cache before the candidate arrives."""
-    from kbx_ray.compile_pool import CompilePool
+    from kbx_ray.compile_workers import CompileWorkers
     from kbx_ray.evaluate.sandbox import triton_cache_dir
 
     c, _ = cluster
@@ -119,32 +119,32 @@ def test_aot_compile_pool_runs_on_compile_nodes_and_seeds_each_arch(cluster, tmp
         assert any(".target sm_80" in x for x in ptx) and any(".target sm_90" in x for x in ptx)
         import asyncio
 
-        pool = CompilePool(1, 60)
-        asyncio.run(pool.start(60))
-        assert pool.nodes == {node.node_id}
+        workers = CompileWorkers(1, 60)
+        asyncio.run(workers.start(60))
+        assert workers.nodes == {node.node_id}
 
         async def busy_then_free() -> tuple:
-            from kbx_ray.compile_pool import ready_result
+            from kbx_ray.compile_workers import ready_result
             from kbx_ray.suite import get_task
             from tests.conftest import make_candidate
 
             task = get_task("math/exp")
             cand = make_candidate(task.task_id, task.name, Path(task.solution_path).read_text())
-            held = await pool.pool.acquire()  # the only worker is busy
-            skipped = pool.start_compile(task, cand, 90)
-            await pool.pool.release(held)
-            fut = pool.start_compile(task, cand, 90)
+            held = await workers.group.acquire()  # the only worker is busy
+            skipped = workers.start_compile(task, cand, 90)
+            await workers.group.release(held)
+            fut = workers.start_compile(task, cand, 90)
             not_yet = ready_result(fut)  # an evaluator taking the candidate now goes without
             await fut
-            return skipped, not_yet, ready_result(fut), pool.start_compile(task, cand, 90)
+            return skipped, not_yet, ready_result(fut), workers.start_compile(task, cand, 90)
 
         skipped, not_yet, done, again = asyncio.run(busy_then_free())
-        assert skipped is None and pool.skipped == 1  # `on` never waits for a compile worker
+        assert skipped is None and workers.skipped == 1  # `on` never waits for a compile worker
         assert not_yet is None  # ... nor for the compile
         assert done is not None and done.kernels >= 1 and done.arch == 90
-        assert again is not None and again.result() is done  # another pool of sm_90 shares it
-        assert pool.line() == ("compile pool: 1 workers on 1 node(s), 1 candidates compiled ahead, "
-                               "0 without kernels, 1 left to the GPU (no worker free)")
-        pool.close()
+        assert again is not None and again.result() is done  # another sm_90 pool shares it
+        assert workers.line() == ("compile workers: 1 up on 1 node(s), 1 candidates compiled "
+                                  "ahead, 0 without kernels, 1 left to the GPU (no worker free)")
+        workers.close()
     finally:
         c.remove_node(node)

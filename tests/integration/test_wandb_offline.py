@@ -313,16 +313,16 @@ def test_generation_metrics_and_the_committed_workspace(tmp_path: Path) -> None:
         sink.write_evaluations(batch)
     from types import SimpleNamespace
 
-    from kbx_ray.llm.pool import ReplicaPool
+    from kbx_ray.llm.replica_group import ReplicaGroup
     from kbx_ray.sinks.wandb_runs import replica_gauges
 
-    pool = ReplicaPool([object(), object()], cap=4)  # two replicas, as a vllm backend holds them
-    pool.served, pool.peak = [5, 3], [4, 2]
+    group = ReplicaGroup([object(), object()], cap=4)  # two replicas, as a vllm backend holds them
+    group.served, group.peak = [5, 3], [4, 2]
     from kbx_ray.types import Generation
 
-    pool.gen[1].add([Generation("a", completion_tokens=30, latency_s=0.5, finish_reason="length"),
+    group.gen[1].add([Generation("a", completion_tokens=30, latency_s=0.5, finish_reason="length"),
                      Generation("b", completion_tokens=10, latency_s=1.5)])
-    sink.write_metrics(replica_gauges([SimpleNamespace(name="org/coder-1.5b", pool=pool)]))
+    sink.write_metrics(replica_gauges([SimpleNamespace(name="org/coder-1.5b", pool=group)]))
     sink.close()
     assert sink.failed is None
     (run_dir,) = (sweep_dir / "wandb").glob("offline-run-*")

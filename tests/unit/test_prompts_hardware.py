@@ -64,8 +64,8 @@ def test_every_method_builds_its_prompts_for_the_pool_it_is_given(method):
         assert seen and all(("NVIDIA H100" in s) is named for s in seen), method
 
 
-class _Pool:
-    """The EvaluatorPool's one method the cell loop calls, on a real CPU evaluator."""
+class _Evaluators:
+    """The EvaluatorGroup's one method the cell loop calls, on a real CPU evaluator."""
 
     def __init__(self) -> None:
         self.ev = Evaluator(EvalConfig(device="cpu", seeds=1, case_timeout_s=60,
@@ -90,11 +90,11 @@ def test_engine_hands_the_cells_pool_to_the_method(tmp_path: Path):
                        "method=one_shot", "hardware=[h100]", "wandb.mode=disabled"])
     p = engine.plan(cfg)
     cell = next(p.todo())
-    pool, rows = _Pool(), _Rows()
+    group, rows = _Evaluators(), _Rows()
     try:
-        asyncio.run(engine._run_cell(cell, p, {}, {"h100": pool}, GenerationLog(tmp_path), rows))
+        asyncio.run(engine._run_cell(cell, p, {}, {"h100": group}, GenerationLog(tmp_path), rows))
     finally:
-        pool.ev.close()
+        group.ev.close()
     prompt = _user(json.loads(rows.gen[0]["prompt"]))
     assert all(fact in prompt for fact in H100_FACTS), prompt
     assert rows.ev[0]["exec_ok"]  # the reference solution, judged for real

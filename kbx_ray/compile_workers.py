@@ -1,12 +1,12 @@
-"""The optional CPU compile pool (`engine.aot_compile=on|always`): Triton kernels compiled ahead.
+"""The optional CPU compile workers (`engine.aot_compile=on|always`): Triton kernels compiled ahead.
 
 Compile actors run on CPU nodes (those advertising the `compile` resource, as cluster.yaml's
-`compile.*` node type does; any CPU otherwise). Before a candidate joins a GPU pool's queue, the
-pool asks for its kernels compiled for that pool's architecture (`compute_capability` in
+`compile.*` node type does; any CPU otherwise). Before a candidate joins the queue of a GPU pool's
+evaluators, they ask for its kernels compiled for that pool's architecture (`compute_capability` in
 conf/hardware); the files ride with the candidate to the evaluator, which seeds its worker's Triton
 cache with them (evaluate/aot.py). Compiles for one (candidate, architecture) are shared by every
-pool of that architecture (H100 and H200 are both sm_90). A failed or slow compile only means the
-GPU compiles as it always did: it is logged, never recorded as the candidate's fault.
+hardware pool of that architecture (H100 and H200 are both sm_90). A failed or slow compile only
+means the GPU compiles as it always did: it is logged, never recorded as the candidate's fault.
 
 `on` starts a compile only while a compile worker is free and never holds the candidate back: it
 is queued for an evaluator at once and takes the kernels along only if they are ready when an
@@ -19,7 +19,7 @@ import logging
 from collections import OrderedDict
 from typing import Any
 
-from kbx_ray.actor_pool import ActorPool
+from kbx_ray.actor_group import ActorGroup
 from kbx_ray.evaluate.aot import AotResult
 from kbx_ray.per_loop import PerLoop
 from kbx_ray.types import Candidate, Task
@@ -59,15 +59,15 @@ def compile_resources(name: str = "") -> dict[str, float]:
     return {"compile": 1} if has or role_cluster() else {}
 
 
-class CompilePool:
+class CompileWorkers:
     def __init__(self, workers: int, timeout_s: float, resource: str = "", sandbox: Any = None,
                  seed: int = 0) -> None:
         cls = _actor_class().options(resources=compile_resources(resource))
         # one compile at a time per actor; a lost one is logged (the GPU compiles), not retried
-        self.pool = ActorPool([cls.remote() for _ in range(max(1, workers))], ready="where",
-                              name="compile actor")
+        self.group = ActorGroup([cls.remote() for _ in range(max(1, workers))], ready="where",
+                                name="compile actor")
         self.timeout_s, self.sandbox, self.seed = timeout_s, sandbox, seed
-        # per event loop: recent compiles, kept for the other pools of the same architecture
+        # per event loop: recent compiles, kept for the other hardware pools of one architecture
         self._done: PerLoop[OrderedDict[tuple[str, int], asyncio.Future]] = PerLoop(OrderedDict)
         self.keep = 16
         self.compiled = self.failed = self.skipped = 0
@@ -75,13 +75,13 @@ class CompilePool:
 
     @property
     def actors(self) -> list[Any]:
-        return self.pool.handles
+        return self.group.handles
 
     async def start(self, ready_s: float) -> None:
-        """Keep the actors that came up within `ready_s`; with none, the pool stands aside (the
+        """Keep the actors that came up within `ready_s`; with none, the workers stand aside (the
         GPUs compile, as without it) instead of holding every candidate back."""
-        where = await self.pool.start(ready_s)
-        self.pool.shrink([a for a, w in where.items() if not isinstance(w, str)])
+        where = await self.group.start(ready_s)
+        self.group.shrink([a for a, w in where.items() if not isinstance(w, str)])
         self.nodes = {w for w in where.values() if isinstance(w, str)}
         if not self.actors:
             log.warning("no compile actor started within %g s (no free CPU with the `compile` "
@@ -97,7 +97,7 @@ class CompilePool:
         done = self._done.get()
         if key in done:
             return done[key]
-        if not self.pool.has_room():
+        if not self.group.has_room():
             self.skipped += 1
             return None
         return asyncio.ensure_future(self.compile(task, cand, arch))
@@ -118,7 +118,7 @@ class CompilePool:
             done.popitem(last=False)
         res: AotResult | None = None
         try:
-            res = await self.pool.call("compile", task, cand, arch, self.timeout_s, self.sandbox,
+            res = await self.group.call("compile", task, cand, arch, self.timeout_s, self.sandbox,
                                        self.seed, attempts=1, timeout_s=self.timeout_s + 60)
         except Exception as e:  # noqa: BLE001 - the GPU compiles instead
             log.warning("ahead-of-time compile of %s for sm_%d failed (%s); the GPU will "
@@ -136,12 +136,12 @@ class CompilePool:
         return res
 
     def line(self) -> str:
-        return (f"compile pool: {len(self.actors)} workers on {len(self.nodes)} node(s), "
+        return (f"compile workers: {len(self.actors)} up on {len(self.nodes)} node(s), "
                 f"{self.compiled} candidates compiled ahead, {self.failed} without kernels, "
                 f"{self.skipped} left to the GPU (no worker free)")
 
     def close(self) -> None:
-        self.pool.close()
+        self.group.close()
 
 
 def _key(task: Task, cand: Candidate, arch: int) -> tuple[str, int]:

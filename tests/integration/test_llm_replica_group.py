@@ -1,4 +1,4 @@
-"""ReplicaPool over real Ray actors: the cap per replica, least-in-flight routing, one retry when a
+"""ReplicaGroup over real Ray actors: the cap per replica, least-in-flight routing, one retry when a
 replica dies (and restarts by max_restarts), and the error when it stays dead."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import pytest
 import ray
 
-from kbx_ray.llm.pool import ReplicaPool
+from kbx_ray.llm.replica_group import ReplicaGroup
 
 
 @pytest.fixture(scope="module")
@@ -51,52 +51,53 @@ def started(*workers):
 
 
 def test_cap_holds_and_load_is_balanced(local_ray):
-    pool = ReplicaPool(started(Worker.remote(), Worker.remote()), cap=3)
+    group = ReplicaGroup(started(Worker.remote(), Worker.remote()), cap=3)
 
     async def main():
-        return await asyncio.gather(*(pool.call("work", 0.5) for _ in range(12)))
+        return await asyncio.gather(*(group.call("work", 0.5) for _ in range(12)))
 
     pids = run(main())
     assert len(pids) == 12 and len(set(pids)) == 2
     # The first 6 calls fill both replicas to the cap; which replica frees a slot first (and so
     # takes the next call) is up to the scheduler, so the split of the rest is not asserted.
-    assert pool.peak == [3, 3] and sum(pool.served) == 12 and min(pool.served) >= 3
-    assert pool.inflight == [0, 0]
-    assert run(pool.broadcast("stats")) == [3, 3]  # the actors themselves never saw more than 3
+    assert group.peak == [3, 3] and sum(group.served) == 12 and min(group.served) >= 3
+    assert group.inflight == [0, 0]
+    assert run(group.broadcast("stats")) == [3, 3]  # the actors themselves never saw more than 3
 
 
 def test_least_in_flight_prefers_the_idle_replica(local_ray):
     slow, fast = started(Worker.remote(), Worker.remote())
-    pool = ReplicaPool([slow, fast], cap=100)
+    group = ReplicaGroup([slow, fast], cap=100)
 
     async def main():
-        hog = asyncio.ensure_future(pool.call("work", 5.0))  # replica 0 is busy throughout
-        while pool.inflight[0] == 0:
+        hog = asyncio.ensure_future(group.call("work", 5.0))  # replica 0 is busy throughout
+        while group.inflight[0] == 0:
             await asyncio.sleep(0.01)
-        quick = [await pool.call("work", 0.01) for _ in range(5)]  # one at a time
+        quick = [await group.call("work", 0.01) for _ in range(5)]  # one at a time
         assert not hog.done()
         await hog
         return quick
 
     pids = run(main())
     fast_pid = ray.get(fast.work.remote(0.0))
-    assert set(pids) == {fast_pid} and pool.served == [1, 5]
+    assert set(pids) == {fast_pid} and group.served == [1, 5]
 
 
 def test_a_dead_replica_is_retried_on_another(local_ray):
-    pool = ReplicaPool([Worker.options(max_restarts=0).remote(die_first=True), Worker.remote()], cap=4)
-    pid = run(pool.call("work", 0.0))
-    assert pid == ray.get(pool.replicas[1].work.remote(0.0)) and pool.served == [0, 1]
+    group = ReplicaGroup([Worker.options(max_restarts=0).remote(die_first=True), Worker.remote()],
+                         cap=4)
+    pid = run(group.call("work", 0.0))
+    assert pid == ray.get(group.replicas[1].work.remote(0.0)) and group.served == [0, 1]
 
 
 def test_a_single_replica_is_retried_after_it_restarts(local_ray):
     actor = Worker.options(max_restarts=1).remote(die_first=True)
-    pool = ReplicaPool([actor], cap=4)
-    assert isinstance(run(pool.call("work", 0.0)), int) and pool.served == [1]
+    group = ReplicaGroup([actor], cap=4)
+    assert isinstance(run(group.call("work", 0.0)), int) and group.served == [1]
 
 
 def test_a_replica_that_stays_dead_raises(local_ray):
-    pool = ReplicaPool([Worker.options(max_restarts=0).remote(die_first=True)], cap=4)
+    group = ReplicaGroup([Worker.options(max_restarts=0).remote(die_first=True)], cap=4)
     with pytest.raises(ray.exceptions.RayActorError):
-        run(pool.call("work", 0.0))
-    assert pool.inflight == [0]
+        run(group.call("work", 0.0))
+    assert group.inflight == [0]

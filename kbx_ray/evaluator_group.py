@@ -1,19 +1,20 @@
-"""Evaluator pools: one set of evaluator actors per hardware pool, with bounded calls in flight.
+"""An evaluator group: the evaluator actors of one hardware pool, with bounded calls in flight.
 
 Each evaluator takes one candidate at a time (timing has the GPU to itself): requests queue in the
-pool, and its dispatcher hands the next one to the least busy evaluator that is up (the start,
-the slots, the waits for restarts and the growth are kbx_ray/actor_pool.py's). An evaluator that
+group, and its dispatcher hands the next one to the least busy evaluator that is up (the start,
+the slots, the waits for restarts and the growth are kbx_ray/actor_group.py's). An evaluator that
 dies mid-candidate is restarted by Ray (`max_restarts`) and the candidate is retried by retry.py's
-policy; after `retries` it is recorded as `infra_error`. `mode=task` instead runs one GPU-pinned
-Ray task per candidate in a fresh process. Calls carry more than one candidate, and more than one
+policy; after `retries` it is recorded as `infra_error` (evaluator_loss.py tells a candidate's
+crash, an evaluator's death and a lost node apart). `mode=task` instead runs one GPU-pinned Ray
+task per candidate in a fresh process. Calls carry more than one candidate, and more than one
 call is in flight per evaluator, only when asked (`engine.eval_batch`, and the engine benchmark's
-own pool options for its instant `mode=noop` verdicts).
+own group options for its instant `mode=noop` verdicts).
 
-Elastic on a cluster laid out like cluster.yaml (kbx-role labels): the pool creates its target
+Elastic on a cluster laid out like cluster.yaml (kbx-role labels): the group creates its target
 number of evaluators at once, and those whose node is not up yet stay pending, which is the demand
-the autoscaler answers; each evaluator takes candidates once it comes up, so the pool grows as
-nodes join. An evaluator whose node leaves is restarted by Ray wherever there is room (pending
-again until a node joins); what it held is queued again without counting against the
+the autoscaler answers; each evaluator takes candidates once it comes up, so the group grows as
+the pool's nodes join. An evaluator whose node leaves is restarted by Ray wherever there is room
+(pending again until a node joins); what it held is queued again without counting against the
 candidate's retries, since losing a node is not the candidate's doing.
 """
 from __future__ import annotations
@@ -30,20 +31,22 @@ from types import SimpleNamespace
 from typing import Any
 
 from kbx_ray import hardware, scaling
-from kbx_ray.actor_pool import ActorPool, Member, Revival
-from kbx_ray.compile_pool import ready_result
+from kbx_ray.actor_group import ActorGroup, Member, Revival
+from kbx_ray.compile_workers import ready_result
 from kbx_ray.config import Config, ConfigError
+from kbx_ray.evaluate.settings import Device, EvalConfig
+from kbx_ray.evaluator_loss import MOVES, EvaluatorLost, NodeLost, lost, worker_sigkilled
 from kbx_ray.per_loop import PerLoop
 from kbx_ray.retry import Backoff, retry
-from kbx_ray.scaling import actors_for, generation_reserve, pool_gpus  # noqa: F401 - re-exported
-from kbx_ray.types import Candidate, ErrorKind, EvalResult, Task
+from kbx_ray.scaling import actors_for, generation_reserve, pool_gpus
+from kbx_ray.types import Candidate, EvalResult, Task
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class PoolStats:
-    """What one pool has done so far, for its progress line and the benchmarks."""
+class GroupStats:
+    """What one evaluator group has done so far, for its progress line and the benchmarks."""
     done: int = 0               # verdicts given (infra_error ones included)
     failed: int = 0             # ... of which not exec_ok
     retried: int = 0            # calls that ended with the evaluator dead (each a candidate's try)
@@ -51,7 +54,7 @@ class PoolStats:
     waiting: int = 0            # candidates queued for one
     started: float = field(default_factory=time.monotonic)
     lost: int = 0               # candidates queued again after their evaluator's node left
-    up: int = 0                 # evaluators up now (elastic pools: changes as nodes come and go)
+    up: int = 0                 # evaluators up now (elastic groups: changes as nodes come and go)
 
     def line(self, name: str, n_actors: int) -> str:
         rate = self.done / max(1e-9, time.monotonic() - self.started)
@@ -60,37 +63,15 @@ class PoolStats:
                 f"{self.done} done ({self.failed} failed, {self.retried} retried), {rate:.2f}/s")
 
 
-def eval_config_for(pool: hardware.HardwarePool, cfg: Config) -> Any:
+def eval_config_for(pool: hardware.HardwarePool, cfg: Config) -> EvalConfig:
     ecfg = copy.deepcopy(cfg.evaluation)
     ecfg.peak_gbps = pool.peak_gbps
     ecfg.peak_tflops = hardware.peak_table(pool)
     if not pool.is_gpu:
-        ecfg.device = "cpu"
+        ecfg.device = Device.cpu
     return ecfg
 
 
-def _node_lost(e: BaseException | str, elastic: bool) -> bool:
-    """The evaluator died with its node (terminated, preempted), not by the candidate. On a role
-    cluster an evaluator that stops answering (ActorUnavailableError: the call "may or may not have
-    run", before the GCS has noticed the node is gone) counts so too: the sandbox keeps candidates
-    from taking their evaluator down, and what is left there is lost nodes. On one machine it is
-    the candidate's try, as before."""
-    if getattr(e, "preempted", False) or type(e).__name__ == "NodeDiedError":
-        return True
-    if elastic and type(e).__name__ == "ActorUnavailableError":
-        return True
-    return any(s in str(e) for s in ("its node has died", "node was terminated"))
-
-
-class EvaluatorLost(Exception):
-    """The evaluator died holding the candidate: one of the candidate's `engine.retries`."""
-
-
-class NodeLost(EvaluatorLost):
-    """The evaluator's node left: queued again without counting (up to MOVES times)."""
-
-
-MOVES = 20             # node losses one candidate may ride out before they count as its tries
 NOW = Backoff(first_s=0.0, jitter=0.0)  # a lost candidate is queued again at once
 
 
@@ -98,7 +79,7 @@ NOW = Backoff(first_s=0.0, jitter=0.0)  # a lost candidate is queued again at on
 class _Request:
     task: Task
     cand: Candidate
-    aot: Any = None             # evaluate/aot.AotResult, or a future of one (compile_pool), or None
+    aot: Any = None             # evaluate/aot.AotResult, a future of one (compile_workers), or None
     future: asyncio.Future | None = None  # this try's verdict
     tries: int = 0              # calls that ended with the evaluator dead
     moves: int = 0              # calls that ended with the evaluator's node gone (not counted)
@@ -123,25 +104,16 @@ class _Lane:
         return batch
 
 
-def _worker_sigkilled(res: EvalResult) -> bool:
-    """The verdict is the sandbox worker's death by SIGKILL (sandbox.Sandbox._died)."""
-    return res.error_kind == ErrorKind.CRASH and "killed by SIGKILL" in res.error_msg
-
-
-def _first_line(e: BaseException | str) -> str:
-    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-
-
 class _FreshProcess:
     """A slot of `engine.mode=task`: each call runs the candidate in a GPU-pinned Ray task, a
-    fresh process, so a pool of them has at most one task per GPU at a time."""
+    fresh process, so a group of them has at most one task per GPU at a time."""
 
-    def __init__(self, fn: Any, ecfg: Any) -> None:
+    def __init__(self, fn: Any, ecfg: EvalConfig) -> None:
         self.evaluate = SimpleNamespace(
             remote=lambda task, cand, aot=None: fn.remote(ecfg, task, cand, aot))
 
 
-class EvaluatorPool:
+class EvaluatorGroup:
     probe_s = 10.0  # how long an evaluator whose worker was SIGKILLed has to say it still runs
 
     def __init__(self, pool: hardware.HardwarePool, cfg: Config, n_todo: int = 0,
@@ -157,9 +129,9 @@ class EvaluatorPool:
         if self.elastic:
             pool = hardware.on_role_cluster(pool)
         self.ray, self.pool, self.mode = ray, pool, cfg.engine.mode
-        self.compiler: Any = None  # compile_pool.CompilePool, set by the engine once it is up
+        self.compiler: Any = None  # compile_workers.CompileWorkers, set once they are up
         self.aot_always = cfg.engine.aot_compile == "always"
-        self.retries, self.stats = cfg.engine.retries, PoolStats()
+        self.retries, self.stats = cfg.engine.retries, GroupStats()
         self.ecfg = eval_config_for(pool, cfg)
         self.opts = dict(hardware.ray_options(pool), num_cpus=1)
         self.per_gpu = max(1, cfg.engine.evaluators_per_gpu) if pool.is_gpu else 1
@@ -174,11 +146,11 @@ class EvaluatorPool:
         self.restarts = self.mode != "task"  # actors (or handles like them), not task slots
         task_mode = self.mode == "task" and not self.injected
         self.batch = 1 if task_mode else max(1, batch or cfg.engine.eval_batch or 1)
-        self.members = ActorPool(self._members(handles, n), cap=1 if task_mode else depth,
-                                 ready="info", name=f"evaluator of pool {pool.name}",
-                                 owned=not self.injected and not task_mode,
-                                 revival=Revival(timeout_s=inf if self.elastic else 300.0),
-                                 on_up=self._came_up)
+        self.members = ActorGroup(self._members(handles, n), cap=1 if task_mode else depth,
+                                  ready="info", name=f"evaluator of pool {pool.name}",
+                                  owned=not self.injected and not task_mode,
+                                  revival=Revival(timeout_s=inf if self.elastic else 300.0),
+                                  on_up=self._came_up)
         self.ready_s = max(cfg.engine.actor_ready_s, cfg.engine.pool_wait_s) if self.elastic \
             else cfg.engine.actor_ready_s
         self._lane: PerLoop[_Lane] = PerLoop(self._bind)
@@ -207,16 +179,17 @@ class EvaluatorPool:
         return actors_for(self.pool, cfg.engine.evaluators, self.reserved, self.per_gpu)
 
     def grow(self) -> int:
-        """Elastic pools: one more evaluator per slot of the pool's nodes beyond those it has (nodes
-        started for another reason, or min_workers raised mid-sweep); how many it added. Those
-        asked for at start need nothing here: they were pending, and start when placed."""
+        """Elastic groups: one more evaluator per slot of the pool's nodes beyond those it has
+        (nodes started for another reason, or min_workers raised mid-sweep); how many it added.
+        Those asked for at start need nothing here: they were pending, and start when placed."""
         if not self.elastic or self.fixed or not self.restarts or self.injected:
             return 0
         live = actors_for(self.pool, 0, 0, self.per_gpu) if pool_gpus(self.pool) else 0
         new = [self._new_actor() for _ in range(live - len(self.actors))]
         self.members.grow(new)
         if new:
-            log.info("pool %s: %d more evaluator(s) for nodes that joined", self.pool.name, len(new))
+            log.info("pool %s: %d more evaluator(s) for nodes that joined", self.pool.name,
+                     len(new))
         return len(new)
 
     async def start(self) -> None:
@@ -261,9 +234,9 @@ class EvaluatorPool:
     async def evaluate(self, task: Task, cand: Candidate) -> EvalResult:
         """Queue the candidate; the next free evaluator takes it (with others queued behind it,
         up to `batch`). An evaluator that dies mid-call is awaited back and the candidates it held
-        are queued again, `retries` times; then each is recorded as `infra_error`. With a compile
-        pool (engine.aot_compile) its kernels are compiled for this pool's sm_XX first, and ride
-        with it to the evaluator."""
+        are queued again, `retries` times; then each is recorded as `infra_error`. With compile
+        workers (engine.aot_compile) its kernels are compiled for this pool's sm_XX first, and
+        ride with it to the evaluator."""
         req = _Request(task, cand)
         if self.compiler is not None and self.pool.compute_capability:
             arch = self.pool.compute_capability
@@ -347,7 +320,7 @@ class EvaluatorPool:
         try:
             results = await self._results(actor, batch)
             replaced = await self._replaced(actor) \
-                if self.restarts and any(map(_worker_sigkilled, results)) else ""
+                if self.restarts and any(map(worker_sigkilled, results)) else ""
         except (self.ray.exceptions.RayActorError, self.ray.exceptions.WorkerCrashedError,
                 self.ray.exceptions.NodeDiedError) as e:
             self._requeue(batch, e)
@@ -365,7 +338,7 @@ class EvaluatorPool:
         return False
 
     async def _results(self, actor: Any, batch: list[_Request]) -> list[EvalResult]:
-        # kernels compiled ahead, if there by now (no look at all without a compile pool)
+        # kernels compiled ahead, if there by now (no look at all without compile workers)
         aot = [ready_result(r.aot) for r in batch] if self.compiler is not None \
             else [None] * len(batch)
         if len(batch) == 1:
@@ -397,9 +370,8 @@ class EvaluatorPool:
         r.future.set_result(res)
 
     def _requeue(self, batch: list[_Request], e: BaseException | str) -> None:
-        """Each candidate of the call tries again: NodeLost if the evaluator went with its node,
-        else EvaluatorLost (evaluate's retry counts it)."""
-        lost = NodeLost if _node_lost(e, self.elastic) else EvaluatorLost
+        """Each candidate of the call tries again (evaluator_loss.lost: evaluate's retry counts
+        it unless the evaluator went with its node)."""
         for r in batch:
             if r.future is not None and not r.future.done():
-                r.future.set_exception(lost(_first_line(e)))
+                r.future.set_exception(lost(e, self.elastic))

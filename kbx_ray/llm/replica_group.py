@@ -4,14 +4,14 @@ Every prompt of a round is submitted at once. The cap (about 1.1 x the engine's 
 each engine's batch full with a small queue behind it, instead of piling thousands of requests onto
 one replica while another idles. A call that meets a dead actor (RayActorError; the actor restarts
 by its `max_restarts`) is retried once: on another replica when there is one, else on the same one
-once it has restarted (kbx_ray/actor_pool.py does the routing and the retry).
+once it has restarted (kbx_ray/actor_group.py does the routing and the retry).
 """
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from kbx_ray.actor_pool import ActorPool, Member, Revival
+from kbx_ray.actor_group import ActorGroup, Member, Revival
 from kbx_ray.retry import Backoff
 
 
@@ -41,19 +41,19 @@ class ReplicaTally:
 
 
 def _per_replica(name: str, doc: str) -> property:
-    """One value per replica, kept on the pool's members (a test sets them, as a run would)."""
+    """One value per replica, kept on the group's members (a test sets them, as a run would)."""
 
-    def get(self: ActorPool) -> list[int]:
+    def get(self: ActorGroup) -> list[int]:
         return [getattr(m, name) for m in self.members]
 
-    def put(self: ActorPool, values: list[int]) -> None:
+    def put(self: ActorGroup, values: list[int]) -> None:
         for m, v in zip(self.members, values):
             setattr(m, name, v)
 
     return property(get, put, doc=doc)
 
 
-class ReplicaPool(ActorPool):
+class ReplicaGroup(ActorGroup):
     inflight = _per_replica("inflight", "Requests on each replica now.")
     peak = _per_replica("peak", "The most requests in flight seen per replica.")
     served = _per_replica("served", "Calls completed per replica.")
@@ -61,7 +61,7 @@ class ReplicaPool(ActorPool):
     def __init__(self, replicas: list[Any], cap: int, restart_timeout_s: float = 3600.0) -> None:
         """`restart_timeout_s`: how long a retry waits for a dead replica's restart."""
         if not replicas or cap < 1:
-            raise ValueError("a replica pool needs at least one replica and a cap of at least 1")
+            raise ValueError("a replica group needs at least one replica and a cap of at least 1")
         super().__init__(replicas, cap=cap, owned=False, name="replica", revival=Revival(
             timeout_s=restart_timeout_s, final_death=True,
             backoff=Backoff(first_s=0.1, max_s=10.0, jitter=0.0)))

@@ -1,9 +1,9 @@
-"""One pool of Ray actors, for the evaluators, the compile actors and the vLLM replicas alike.
+"""One group of Ray actors, for the evaluators, the compile workers and the vLLM replicas alike.
 
-A pool holds members: actor handles, or handles that act like them (a slot that runs one Ray task
-per call, a simulated evaluator). It does for every kind what each pool used to write for itself:
+A group holds members: actor handles, or handles that act like them (a slot that runs one Ray task
+per call, a simulated evaluator). It does for every kind what each group used to write for itself:
 - start: wait until the members answer their ready method; end those that do not come up in time,
-  or (an elastic pool) keep them pending until their node joins;
+  or (an elastic group) keep them pending until their node joins;
 - dispatch: a slot on the least busy member that is up, at most `cap` calls in flight on each;
 - retry on a lost member, by retry.py's policy: `call` retries on another member, or on the same
   one once it answers again; `lost` hands a member no work until Ray has restarted it;
@@ -40,7 +40,7 @@ class Member:
     inflight: int = 0           # calls on it now, in this event loop
     peak: int = 0               # the most calls it held at once
     served: int = 0             # calls it completed
-    freed: int = 0              # when it last had a slot freed (the pool's count): ties go to
+    freed: int = 0              # when it last had a slot freed (the group's count): ties go to
     #                             the member idle longest, so idle members take turns
 
 
@@ -51,11 +51,11 @@ class _Here:
     reviving: dict[Member, asyncio.Task] = field(default_factory=dict)
 
 
-class ActorPool:
+class ActorGroup:
     def __init__(self, handles: list[Any], *, cap: int = 1, ready: str = "__ray_ready__",
                  revival: Revival = Revival(), owned: bool = True, name: str = "actor",
                  on_up: Callable[[Any, Any], None] | None = None) -> None:
-        """`owned`: the pool ends its members (shrink, close); `on_up(handle, answer)` is told of
+        """`owned`: the group ends its members (shrink, close); `on_up(handle, answer)` is told of
         each member that came back, with its ready method's answer."""
         self.members = [Member(h) for h in handles]
         self.cap, self.ready, self.revival = cap, ready, revival
@@ -112,7 +112,7 @@ class ActorPool:
             self._revive_in(here, m)
 
     def shrink(self, handles: list[Any]) -> None:
-        """Remove these members (ended, if the pool owns them)."""
+        """Remove these members (ended, if the group owns them)."""
         gone = {id(h) for h in handles}
         self.members = [m for m in self.members if id(m.handle) not in gone]
         if self.owned:

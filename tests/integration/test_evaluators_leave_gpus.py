@@ -1,4 +1,4 @@
-"""Evaluator pools on one machine leave the vLLM replicas their GPUs (issue 4).
+"""Evaluator groups on one machine leave the vLLM replicas their GPUs (issue 4).
 
 A local Ray started by `ray.init()` with two fake H100s and no kbx-role labels, as on a single
 GPU host: evaluators used to take every GPU and the generation actor waited for one forever. Noop
@@ -15,7 +15,7 @@ from kbx_ray import engine
 from kbx_ray.config import ConfigError, load_config
 from kbx_ray.hardware import get_pool
 from kbx_ray.llm.vllm_spec import actor_options, for_cluster, spec_from
-from kbx_ray.pools import EvaluatorPool
+from kbx_ray.evaluator_group import EvaluatorGroup
 
 H100 = ["hardware=[h100]", "engine.mode=noop", "wandb.mode=disabled"]
 
@@ -28,18 +28,18 @@ def two_gpus():
     ray.shutdown()
 
 
-def started(cfg) -> EvaluatorPool:
-    async def main() -> EvaluatorPool:
-        pool = EvaluatorPool(get_pool("h100"), cfg)
-        await pool.start()
-        return pool
+def started(cfg) -> EvaluatorGroup:
+    async def main() -> EvaluatorGroup:
+        group = EvaluatorGroup(get_pool("h100"), cfg)
+        await group.start()
+        return group
     return asyncio.run(main())
 
 
 def test_evaluators_leave_the_generation_gpu_free(two_gpus):
     cfg = load_config(["model=qwen2.5-coder-7b", *H100])  # one replica on one GPU
-    pool = started(cfg)
-    assert (pool.reserved, len(pool.actors)) == (1, 1)
+    group = started(cfg)
+    assert (group.reserved, len(group.actors)) == (1, 1)
     # The replica's own Ray options (the preset, placed for this unlabelled cluster) find a GPU.
     opts = actor_options(for_cluster(spec_from(cfg.model)))
     assert opts["num_gpus"] == 1 and "resources" not in opts and "label_selector" not in opts
@@ -52,14 +52,14 @@ def test_evaluators_leave_the_generation_gpu_free(two_gpus):
     replica = Replica.options(**opts).remote()
     assert len(ray.get(replica.gpus.remote(), timeout=60)) == 1  # not pending behind evaluators
     ray.kill(replica)
-    for a in pool.actors:
+    for a in group.actors:
         ray.kill(a)
 
 
 def test_without_vllm_every_gpu_gets_an_evaluator(two_gpus):
-    pool = started(load_config(["model=reference", *H100]))
-    assert (pool.reserved, len(pool.actors)) == (0, 2)
-    for a in pool.actors:
+    group = started(load_config(["model=reference", *H100]))
+    assert (group.reserved, len(group.actors)) == (0, 2)
+    for a in group.actors:
         ray.kill(a)
 
 
