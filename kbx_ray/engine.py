@@ -74,7 +74,7 @@ def resolve_pools(names: list[str]) -> dict[str, hardware.HardwarePool]:
 def plan(cfg: Config) -> SweepPlan:
     """Everything that can be checked before Ray starts: config, tasks, pools, the grid, resume,
     and that a replay source answers every cell (another harness's kernels name the tasks)."""
-    from kbx_ray.config_checks import validate
+    from kbx_ray.preflight import validate
     from kbx_ray.dry_run import check_replay
     from kbx_ray.grid import narrow_to_sources
 

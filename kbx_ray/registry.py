@@ -172,7 +172,7 @@ def register(kind: str, name: str, *, requires: tuple[str, ...] = (), extra: str
              options: type | None = None) -> Callable[[F], F]:
     """Register the decorated factory as `name` of `kind`; it is returned unchanged. `check`, for
     a backend: (model config, local) -> None, raising one ConfigError line for a setting the
-    backend does not take (config_checks.check_backend calls it; without one, a backend takes no
+    backend does not take (preflight.check_backend calls it; without one, a backend takes no
     model.options and no model.engine keys). The capabilities (`Entry`'s fields) are declared
     here, so the engine asks the entry and never compares a name."""
 

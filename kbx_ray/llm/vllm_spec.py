@@ -166,7 +166,7 @@ def for_cluster(spec: VLLMSpec, nodes: list[dict] | None = None) -> VLLMSpec:
 
 
 def check(model: ModelConfig, local: bool = True) -> None:
-    """The vllm backend's config check, before anything starts (config_checks.check_backend):
+    """The vllm backend's config check, before anything starts (preflight.check_backend):
     option and placement keys, weights and tensor parallel (spec_from), the engine arguments
     against vLLM's own, and, where replicas run on this machine, that a local weights folder
     exists."""

@@ -11,7 +11,7 @@ worker and judge as every task. Judged as the peer's harness (EVAL/1_exe_acc.py)
 stricter where said:
 - tolerance: float32 and float64 1e-5, float16 and bfloat16 5e-3, integers exact; a task whose
   entry carries `precision_thresholds` (Quantization) is judged by cosine, relative L1 and RMSE
-  (quant_check.py) instead;
+  (quant_metrics.py) instead;
 - non-tensor returns (an optimizer, numbers, tuples of both) and complex outputs are turned into
   real tensors on both sides (tensorize.py);
 - arguments the reference changes in place, or hands back as its output (`out=`, `inplace=True`),
@@ -41,7 +41,7 @@ from kbx_ray.registry import register
 from kbx_ray.errors import SuiteError
 from kbx_ray.task_import import select_ids
 from kbx_ray.suites import SuiteFormat, kbx_tree, recorder, shim, tensorize
-from kbx_ray.suites.kbx_check import PeerCheck
+from kbx_ray.suites.kbx_comparison import PeerCheck
 from kbx_ray.types import Task
 
 log = logging.getLogger(__name__)

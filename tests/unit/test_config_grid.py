@@ -9,7 +9,7 @@ import pytest
 from kbx_ray.config import ConfigError, load_config
 from kbx_ray.sweep_folder import sweep_id
 from kbx_ray.grid import iter_cells, methods
-from kbx_ray.config_checks import validate
+from kbx_ray.preflight import validate
 from kbx_ray.llm.vllm_spec import engine_arg_names
 from kbx_ray.suite import load_suite
 

@@ -11,7 +11,7 @@ from kbx_ray.config import (
     CONF_DIR, AotCompile, Config, ConfigError, EngineMode, StopWhen, choice_keys, default_yaml,
     load_config,
 )
-from kbx_ray.config_checks import validate
+from kbx_ray.preflight import validate
 from kbx_ray.sinks.wandb_config import WandbMode
 
 

@@ -21,7 +21,7 @@ import pytest
 
 from kbx_ray import cli
 from kbx_ray.config import ConfigError, load_config
-from kbx_ray.config_checks import validate
+from kbx_ray.preflight import validate
 from kbx_ray.llm.base import REGISTRY as BACKENDS
 from kbx_ray.llm.base import GenParams, UnknownBackendError, build_backend
 from kbx_ray.methods.base import REGISTRY as METHODS

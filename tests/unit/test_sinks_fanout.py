@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kbx_ray.config import Config, ConfigError, load_config
-from kbx_ray.config_checks import validate
+from kbx_ray.preflight import validate
 from kbx_ray.sinks import (
     ConsoleSink, FanOut, ParquetSink, ParquetWriteError, Sink, WandbConfig, WandbSink, build_sinks,
     read_table,
