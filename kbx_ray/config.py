@@ -20,7 +20,7 @@ from kbx_ray.errors import ConfigError
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.identity import RUN, exempt, verdict, walk
 from kbx_ray.schema import Choice, choice_error, choice_fields, explain, spell_booleans
-from kbx_ray.sinks.wandb_config import WandbConfig
+from kbx_ray.wandb_settings import WandbConfig
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 GROUPS = ("suite", "model", "method", "sweep")

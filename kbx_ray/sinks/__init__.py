@@ -3,8 +3,8 @@
 The engine builds one `FanOut` with `build_sinks` and calls `start`, `write_generations`,
 `write_evaluations` and `close` on it. Each sink is a module here whose factory carries
 `@register("sink", name)` (kbx_ray/registry.py); `sinks` in conf/config.yaml names the ones a sweep
-uses. Names are resolved lazily, so that loading a config (which needs only `WandbConfig`) does not
-import pandas and pyarrow.
+uses. Names are resolved lazily, so that importing this package does not import pandas and pyarrow.
+The W&B sink's settings are part of the config schema (kbx_ray/wandb_settings.py).
 """
 from __future__ import annotations
 
@@ -13,16 +13,19 @@ import importlib
 from dataclasses import replace
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbx_ray.registry import MissingDependencyError, registry
+
+if TYPE_CHECKING:  # only typed here: the sinks themselves import it when they are built
+    from kbx_ray.config import Config
 
 _EXPORTS = {
     "FanOut": "base", "Sink": "base", "SinkContext": "base", "ConsoleSink": "console",
     "summarize": "console", "EVALUATION_SCHEMA": "parquet", "GENERATION_SCHEMA": "parquet",
     "ParquetSink": "parquet", "ParquetWriteError": "parquet", "clean_tmp": "parquet",
     "done_cells": "parquet", "read_table": "parquet", "read_rows": "parquet",
-    "written_generations": "parquet", "WandbConfig": "wandb_config", "WandbSink": "wandb",
+    "written_generations": "parquet", "WandbSink": "wandb",
 }
 __all__ = sorted([*_EXPORTS, "build_sinks", "check_sinks"])
 RECORD = "parquet"  # always first: the record a sweep resumes from and the report reads
@@ -45,7 +48,7 @@ def check_sinks(names: list[str]) -> str | None:
     return None
 
 
-def sink_settings(name: str, cfg: Any) -> Any:
+def sink_settings(name: str, cfg: Config) -> Any:
     """The settings of sink `name`, typed by the dataclass it registered (`settings=`): from
     `sink.<name>.*`, or from the config's own field of that name where it has one (`wandb.*`);
     None for a sink that registered none. A bad key or value is one ConfigError line."""
@@ -60,7 +63,8 @@ def sink_settings(name: str, cfg: Any) -> Any:
     return typed(schema, given, at, f"sink {name}")
 
 
-def build_sinks(sweep_dir: Path, sweep_id: str, cfg: Any, extra: list[Any] | None = None) -> Any:
+def build_sinks(sweep_dir: Path, sweep_id: str, cfg: Config,
+                extra: list[Any] | None = None) -> Any:
     """Parquet first (critical: a batch it cannot record stops the sweep before anyone shows it),
     then `extra` (the engine's run record: it closes before W&B logs it), then `cfg.sinks` in their
     order (W&B, then the console, by default). A factory that returns None is off by its settings

@@ -13,7 +13,10 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the report reads Parquet through sinks/ without loading the config schema
+    from kbx_ray.config import Config
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +28,7 @@ class SinkContext:
 
     sweep_dir: Path
     sweep_id: str
-    cfg: Any  # kbx_ray.config.Config (sinks/ is imported by config.py: no import back)
+    cfg: Config
     settings: Any = None
 
 

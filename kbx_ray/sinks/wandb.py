@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 from kbx_ray.registry import register
 from kbx_ray.sinks.base import Sink, SinkContext
-from kbx_ray.sinks.wandb_config import MODES, WandbConfig  # noqa: F401 - re-exported
+from kbx_ray.wandb_settings import MODES, WandbConfig
 from kbx_ray.metrics import RunningMetrics
 from kbx_ray.sinks.wandb_plots import compact, final_charts
 from kbx_ray.sinks.wandb_runs import (

@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from kbx_ray import engine, evaluator_group  # noqa: E402
-from kbx_ray.config import load_config  # noqa: E402
+from kbx_ray.config import Config, load_config  # noqa: E402
+from kbx_ray.hardware import HardwarePool  # noqa: E402
 from kbx_ray.types import EvalResult  # noqa: E402
 
 log = logging.getLogger("bench_scale")
@@ -99,7 +100,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     made: list[Any] = []
     queued: dict[str, list[float]] = {}
 
-    def simulated(pool: Any, cfg: Any, n_todo: int = 0, handles: Any = None) -> Any:
+    def simulated(pool: HardwarePool, cfg: Config, n_todo: int = 0,
+                  handles: Any = None) -> evaluator_group.EvaluatorGroup:
         sims = [SimEvaluator(pool.gpu, rng, args.time_scale, args.stragglers, busy[pool.name])
                 for _ in range(per_pool)]
         made.append(real_group(pool, cfg, n_todo, handles=sims))

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray.sinks import FanOut, ParquetSink, WandbConfig, WandbSink, read_table
+from kbx_ray.sinks import FanOut, ParquetSink, WandbSink, read_table
+from kbx_ray.wandb_settings import WandbConfig
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ from kbx_ray.config import (
     load_config,
 )
 from kbx_ray.preflight import validate
-from kbx_ray.sinks.wandb_config import WandbMode
+from kbx_ray.wandb_settings import WandbMode
 
 
 def test_conf_config_yaml_shows_every_default_of_the_schema():

@@ -10,9 +10,9 @@ import pytest
 from kbx_ray.config import Config, ConfigError, load_config
 from kbx_ray.preflight import validate
 from kbx_ray.sinks import (
-    ConsoleSink, FanOut, ParquetSink, ParquetWriteError, Sink, WandbConfig, WandbSink, build_sinks,
-    read_table,
+    ConsoleSink, FanOut, ParquetSink, ParquetWriteError, Sink, WandbSink, build_sinks, read_table,
 )
+from kbx_ray.wandb_settings import WandbConfig
 
 
 class Recorder(Sink):

@@ -1,4 +1,8 @@
-"""The W&B sink's settings, importable without pandas, pyarrow or wandb (config loading needs it)."""
+"""The W&B sink's settings (`wandb.*`): part of the config schema, so a leaf beside config.py.
+
+Loading a config imports this and nothing of kbx_ray/sinks/ (no pandas, pyarrow or wandb), and the
+sinks take the typed `Config` without an import back into config.py.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
