@@ -1,8 +1,8 @@
 """Ahead-of-time Triton compiles on CPU nodes, and seeding a GPU worker's cache with them (issue 6).
 
-`compile_candidate` runs `aot_worker.py` on the candidate in a sandboxed child (its own session,
-resource limits, a scrubbed environment, a temp dir as HOME and cwd, no network, Landlock) with a
-fresh `TRITON_CACHE_DIR`, and returns the files Triton wrote there: the kernels compiled for the
+`compile_candidate` runs `worker/aot_compile.py` on the candidate in a sandboxed child (its own
+session, resource limits, a scrubbed environment, a temp dir as HOME and cwd, no network, Landlock)
+with a fresh `TRITON_CACHE_DIR`, and returns the files Triton wrote there: the kernels compiled for the
 target architecture (sm_XX) under the keys a GPU worker with the same Triton looks up. The engine's
 compile pool (`kbx_ray/compile_pool.py`) calls it on `compile`-resource nodes while the GPUs are busy
 with other candidates; the evaluator writes the files into its worker's cache (`seed_cache`) before
@@ -79,8 +79,8 @@ def compile_candidate(task: Task, cand: Candidate, arch: int, timeout_s: float =
                "real_inputs_mb": real_inputs_mb}
         reply_path = Path(home) / "reply.json"  # a file: RLIMIT_FSIZE caps what comes back
         with open(reply_path, "wb") as reply_fp:
-            proc = spawn([sys.executable, "-m", "kbx_ray.evaluate.aot_worker"], confine_spec(cfg),
-                         home, env, stdin=subprocess.PIPE, stdout=reply_fp,
+            proc = spawn([sys.executable, "-m", "kbx_ray.evaluate.worker.aot_compile"],
+                         confine_spec(cfg), home, env, stdin=subprocess.PIPE, stdout=reply_fp,
                          stderr=subprocess.DEVNULL)
         try:
             proc.communicate(json.dumps(req).encode(), timeout=timeout_s)

@@ -23,7 +23,7 @@ from kbx_ray.evaluate.static.checks import static_check
 from kbx_ray.evaluate.correctness import Verdict
 from kbx_ray.evaluate.gpu_memory import MemoryLedger
 from kbx_ray.evaluate.gpulock import GpuLock, NoLock
-from kbx_ray.evaluate.inputs import InputCache
+from kbx_ray.evaluate.worker.inputs import InputCache
 from kbx_ray.evaluate.protocol import tensor_from_wire
 from kbx_ray.evaluate.reference_cache import References, RefOutputs
 from kbx_ray.evaluate.sandbox import Sandbox, WorkerDied, scrub_paths

@@ -9,9 +9,9 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from kbx_ray.evaluate import timing as timing_mod
+from kbx_ray.evaluate.worker import timing as timing_mod
 from kbx_ray.evaluate.correctness import flatten
-from kbx_ray.evaluate.inputs import InputCache
+from kbx_ray.evaluate.worker.inputs import InputCache
 from kbx_ray.evaluate.roofline import compute_dtype
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.types import Task

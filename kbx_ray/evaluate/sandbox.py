@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kbx_ray.evaluate import confine, protocol
+from kbx_ray.evaluate import protocol
+from kbx_ray.evaluate.worker import confine
 from kbx_ray.identity import LIMIT, exempt, verdict
 
 log = logging.getLogger(__name__)
@@ -191,7 +192,7 @@ class Sandbox:
         protocol.widen_pipe(r_fd)  # replies carry outputs of up to GBs
         logf = open(os.path.join(self.home, "worker.log"), "wb")
         spec = confine_spec(self.cfg)
-        self.proc = spawn([sys.executable, "-m", "kbx_ray.evaluate.worker", str(w_fd)], spec,
+        self.proc = spawn([sys.executable, "-m", "kbx_ray.evaluate.worker.main", str(w_fd)], spec,
                           self.home, scrubbed_env(self.cfg, self.home), stdin=subprocess.PIPE,
                           stdout=logf, stderr=logf, pass_fds=(w_fd,))
         logf.close()

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch.overrides import TorchFunctionMode
 
-from kbx_ray.evaluate import trees
+from kbx_ray.evaluate.worker import trees
 from kbx_ray.errors import SuiteError
 from kbx_ray.task_import import load_module
 from kbx_ray.types import Task, stable_hash

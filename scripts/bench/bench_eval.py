@@ -160,7 +160,7 @@ METHODS = ["ours", "do_bench", "graph"]
 def _timed_by(method: str, call: Any, cfg: Any) -> float:
     import triton.testing
 
-    from kbx_ray.evaluate.timing import bench, graph_median_ms
+    from kbx_ray.evaluate.worker.timing import bench, graph_median_ms
 
     if method == "ours":
         return bench(call, cfg.timing).median_ms

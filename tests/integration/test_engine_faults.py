@@ -130,7 +130,7 @@ async def _sandbox_workers(actor_pid: int, timeout_s: float = 120.0) -> list[int
     while True:
         workers = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
                    and _proc_stat(int(p.name))[1:2] == [str(actor_pid)]
-                   and b"kbx_ray.evaluate.worker" in _read_bytes(p / "cmdline")]
+                   and b"kbx_ray.evaluate.worker.main" in _read_bytes(p / "cmdline")]
         if workers:
             return workers
         assert time.monotonic() < deadline, "the evaluator started no sandbox worker"

@@ -152,7 +152,7 @@ def test_an_oom_with_no_one_else_holding_memory_is_the_candidates(ev, relu_task)
 
 
 def test_the_worker_releases_what_the_last_evaluation_left(ev, relu_task):
-    """`release` (worker.py), sent after each evaluation on a GPU before the reservation goes:
+    """`release` (worker/main.py), sent after each evaluation on a GPU before the reservation goes:
     the warm worker drops the last candidate's buffers; here only that the op answers."""
     e, _ = ev
     e.evaluate(relu_task, make_candidate(relu_task.task_id, "relu",

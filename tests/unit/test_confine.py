@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from kbx_ray.evaluate.confine import Spec, unmet
+from kbx_ray.evaluate.worker.confine import Spec, unmet
 from kbx_ray.evaluate.sandbox import SandboxConfig, confine_spec
 
 

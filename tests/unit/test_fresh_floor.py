@@ -50,7 +50,7 @@ def test_a_host_bound_fresh_call_is_timed_on_the_host_clock(monkeypatch):
 
     import torch
 
-    from kbx_ray.evaluate import rotation, timing
+    from kbx_ray.evaluate.worker import rotation, timing
 
     x = torch.zeros(8)
     calls = []

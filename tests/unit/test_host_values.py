@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kbx_ray.evaluate import host_values as hv
-from kbx_ray.evaluate.ledger import MONITOR
+from kbx_ray.evaluate.worker import host_values as hv
+from kbx_ray.evaluate.worker.ledger import MONITOR
 
 
 @pytest.fixture()

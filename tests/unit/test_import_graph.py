@@ -1,10 +1,7 @@
 """kbx_ray/ has no import cycle: every module's imports, function-level ones included, are parsed
 (no module is imported), with the package `__init__` each import runs first, and any strongly
-connected group of modules fails the test, named with one cycle through it.
-
-Two cycles inside kbx_ray/evaluate/ (each a pair of worker modules that reach each other through a
-function-level import) are known and are being reorganised with evaluate/ itself (issue 30); only
-exactly those may stand, so a new cycle, or either growing, still fails.
+connected group of modules fails the test, named with one cycle through it. The sandbox worker's
+modules (kbx_ray/evaluate/worker/) reach nothing of the trusted parent's or the static checks'.
 """
 from __future__ import annotations
 
@@ -12,10 +9,6 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "kbx_ray"
-KNOWN = {
-    frozenset({"kbx_ray.evaluate.dispatch_monitor", "kbx_ray.evaluate.host_values"}),
-    frozenset({"kbx_ray.evaluate.guards", "kbx_ray.evaluate.sentinels"}),
-}
 
 
 def modules(root: Path = PACKAGE) -> dict[str, Path]:
@@ -117,8 +110,23 @@ def _one_cycle(g: dict[str, set[str]], group: set[str]) -> list[str]:
 
 
 def test_kbx_ray_has_no_import_cycle() -> None:
-    found = [c for c in cycles(graph()) if frozenset(c) not in KNOWN]
+    found = cycles(graph())
     assert not found, "import cycles: " + "; ".join(" -> ".join(c) for c in found)
+
+
+def test_the_worker_reaches_nothing_of_the_parent_or_the_static_checks() -> None:
+    """What runs beside the candidate (worker/) imports, at any depth, no module of parent/ or
+    static/: they run only in the trusted parent."""
+    g = graph()
+    for start in (m for m in g if m.startswith("kbx_ray.evaluate.worker")):
+        seen, todo = set(), [start]
+        while todo:
+            for w in g[todo.pop()] - seen:
+                seen.add(w)
+                todo.append(w)
+        bad = sorted(m for m in seen if m.startswith(("kbx_ray.evaluate.parent",
+                                                      "kbx_ray.evaluate.static")))
+        assert not bad, (start, bad)
 
 
 def test_the_checker_finds_a_cycle_through_a_function_level_import(tmp_path: Path) -> None:

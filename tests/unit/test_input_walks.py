@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from kbx_ray.evaluate.inputs import _nbytes
+from kbx_ray.evaluate.worker.inputs import _nbytes
 from kbx_ray.evaluate.roofline import compute_dtype
 
 Pair = namedtuple("Pair", "a b")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray.evaluate import triton_hooks
+from kbx_ray.evaluate.worker import triton_hooks
 from kbx_ray.suite import get_task
 from tests.conftest import FIXTURES
 

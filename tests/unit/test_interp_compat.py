@@ -21,7 +21,7 @@ os.environ["TRITON_INTERPRET"] = "1"
 import torch, triton, triton.language as tl
 from triton.language.extra import libdevice
 from triton.language.extra.cuda import libdevice as cuda_libdevice
-from kbx_ray.evaluate import interp_compat
+from kbx_ray.evaluate.worker import interp_compat
 interp_compat.install()
 
 @triton.jit
@@ -229,7 +229,7 @@ def test_autotune_runs_first_config_once_with_its_hooks(results):
 def test_to_tf32_rounds_to_ten_mantissa_bits_nearest_even():
     import numpy as np
 
-    from kbx_ray.evaluate.interp_compat import to_tf32
+    from kbx_ray.evaluate.worker.interp_compat import to_tf32
 
     one = np.float32(1.0)
     ulp = np.float32(2.0 ** -10)
@@ -247,7 +247,7 @@ TF32_SCRIPT = r'''
 import os
 os.environ["TRITON_INTERPRET"] = "1"
 import torch, triton, triton.language as tl
-from kbx_ray.evaluate import interp_compat
+from kbx_ray.evaluate.worker import interp_compat
 interp_compat.install()
 
 @triton.jit

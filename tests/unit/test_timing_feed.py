@@ -11,7 +11,7 @@ import types
 import pytest
 import torch
 
-from kbx_ray.evaluate import timing
+from kbx_ray.evaluate.worker import timing
 
 
 class Sim:
@@ -193,7 +193,7 @@ def test_side_stream_wall_is_remeasured_while_suspect_and_keeps_the_least():
     """A stall from another process only adds time: a second try below the bound clears the call.
     Work hidden on a side stream costs its time in every try and stays suspect after all of them.
     The bound is on the wait after the call returned, not on the call's own host time."""
-    from kbx_ray.evaluate import timing as T
+    from kbx_ray.evaluate.worker import timing as T
 
     def walls(*values: tuple[float, float]):
         it = iter(values)
@@ -219,7 +219,7 @@ def test_launch_probe_flags_a_non_default_stream_but_not_a_graph_capture(monkeyp
     side_stream fixtures in tests/gpu run it for real)."""
     import types
 
-    from kbx_ray.evaluate import triton_hooks
+    from kbx_ray.evaluate.worker import triton_hooks
 
     state = {"raw": 0, "capturing": False}
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

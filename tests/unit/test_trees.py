@@ -1,4 +1,4 @@
-"""The one tensor walk (kbx_ray/evaluate/trees.py): the order and leaves every hand-written walker
+"""The one tensor walk (kbx_ray/evaluate/worker/trees.py): the order and leaves every hand-written walker
 gave, and a candidate that tampers with it (or with torch's pytree under it) is seen."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import torch
 from torch.utils import _pytree
 
-from kbx_ray.evaluate import trees
-from kbx_ray.evaluate.sentinels import Sentinels
+from kbx_ray.evaluate.worker import trees
+from kbx_ray.evaluate.worker.sentinels import Sentinels
 
 Pair = collections.namedtuple("Pair", "a b")
 
@@ -35,7 +35,7 @@ def _ids(ts: list[torch.Tensor]) -> list[int]:
 
 def test_same_tensors_in_the_same_order_as_the_hand_written_walks() -> None:
     """Depth first, dicts in insertion order, any list/tuple/dict subclass walked by its items,
-    scalars, strings, None and sizes dropped (what rotation.py, shim.py and guards.py gave)."""
+    scalars, strings, None and sizes dropped (what rotation.py, shim.py and the guards gave)."""
     x, y, z = torch.zeros(2), torch.ones(3), torch.arange(4)
     m = torch.max(torch.zeros(3, 3), 0)
     cases = [

@@ -116,7 +116,7 @@ def confine(device: str) -> bool:
 
 def confine_why(device: str) -> str:
     """`confine` unconditionally, saying why not: "" when Landlock took, else the reason."""
-    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    pkg = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # kbx_ray/
     return restrict_why(*worker_paths(pkg, os.getcwd(), os.environ.get("TRITON_CACHE_DIR", ""),
                                       device))
 

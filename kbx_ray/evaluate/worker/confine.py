@@ -22,7 +22,7 @@ import struct
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kbx_ray.evaluate import landlock
+from kbx_ray.evaluate.worker import landlock
 
 ENV = "KBX_CONFINE"
 _NEWNET, _NEWUSER = 0x40000000, 0x10000000

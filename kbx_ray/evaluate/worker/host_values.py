@@ -22,7 +22,7 @@ slice and a grid or loop bound (`triton.cdiv`, `range`). It may never be
 
 CPython drops a subclass wherever it converts (`int(v)`, `float(v)`, `operator.index(v)`, `str(v)`,
 and `float(t)/int(t)` of a tensor, whose `__float__` may not return a subclass): `float(t)` of
-kernel results or input data is therefore refused (`dispatch_monitor.install_value_readers`), and
+kernel results or input data is therefore refused (`value_readers.install`), and
 a marked float's value is kept (`LAUNDERED`) when it passes through a conversion (as is a scalar
 parameter's, `float(eps_t)`): a plain float equal to it, other than 0 and +-1, counts as
 marked at the same places. Ints are not kept that way, nor matched against kept floats (threshold
@@ -30,7 +30,7 @@ marked at the same places. Ints are not kept that way, nor matched against kept 
 (`torch.empty(n).numel()` is n again), so an int read stays bounded by the ledger's 8 one-value
 reads per call. Torch calls made by Triton's own data movement or the harness (the interpreter's
 host copies: `set_` with a tensor's sizes and strides) are not the candidate's and are not checked
-(`dispatch_monitor._internal`, the same exemption the dispatch monitor makes).
+(`frames.internal`, the same exemption the dispatch monitor makes).
 A refusal is recorded in the ledger (`MONITOR.torch_ops`: a candidate that catches it is still
 disqualified) and raises `HostValueError`. Standard library and torch only (the worker imports it).
 """
@@ -40,7 +40,8 @@ import math
 import sys
 from typing import Any
 
-from kbx_ray.evaluate.ledger import MONITOR
+from kbx_ray.evaluate.worker.frames import internal
+from kbx_ray.evaluate.worker.ledger import MONITOR
 
 READ, INPUT = "read", "input"
 LAUNDERED: dict[float, str] = {}  # float values of marked numbers that a conversion made plain
@@ -315,13 +316,11 @@ def make_mode() -> Any:
     `torch.Tensor.tolist`, the wrapped reader), and refuses marked numbers in value arguments."""
     from torch.overrides import TorchFunctionMode
 
-    from kbx_ray.evaluate.dispatch_monitor import _internal
-
     class _HostValues(TorchFunctionMode):
         def __torch_function__(self, func: Any, types: Any, args: Any = (),
                                kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
-            if MONITOR.watching() and not _internal(sys._getframe(1)):
+            if MONITOR.watching() and not internal(sys._getframe(1)):
                 check_torch_call(func, args, kwargs)
             return func(*args, **kwargs)
 

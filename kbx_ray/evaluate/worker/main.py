@@ -2,9 +2,9 @@
 
 It never sees the reference and never judges: it makes the task's inputs from a seed, calls the
 candidate, and ships the outputs (as raw bytes) and its observations back to the trusted parent,
-which computes the reference in its own process and compares. Started by `sandbox.py` as
-`python -m kbx_ray.evaluate.worker <response fd>`; requests arrive on stdin. Standard library, torch,
-triton and numpy only, so it runs on a bare GPU image.
+which computes the reference in its own process and compares. Started by `parent/sandbox.py` as
+`python -m kbx_ray.evaluate.worker.main <response fd>`; requests arrive on stdin. Standard library,
+torch, triton and numpy only, so it runs on a bare GPU image.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import os
 import sys
 import traceback
 
-from kbx_ray.evaluate import confine
+from kbx_ray.evaluate.worker import confine
 
 # Run as the sandbox's child, confine this process before anything else: before torch or triton
 # start threads and before any request is read (confine.py: limits, network, Landlock).
@@ -25,11 +25,12 @@ if DEVICE == "cpu":
 import torch  # noqa: E402
 
 from kbx_ray import taskkit  # noqa: E402  (task files draw through it; watched)
-from kbx_ray.evaluate import (call_checks, candidate_errors, outputs,  # noqa: E402
-                              poison, protocol, rotation, timing)
-from kbx_ray.evaluate.candidate_errors import CandidateError  # noqa: E402
-from kbx_ray.evaluate.handlers import Worker  # noqa: E402  (re-exported: the request handlers)
-from kbx_ray.evaluate.inputs import InputCache  # noqa: E402
+from kbx_ray.evaluate import protocol  # noqa: E402
+from kbx_ray.evaluate.worker import (call_checks, candidate_errors, outputs,  # noqa: E402
+                                     poison, rotation, timing)
+from kbx_ray.evaluate.worker.candidate_errors import CandidateError  # noqa: E402
+from kbx_ray.evaluate.worker.handlers import Worker  # noqa: E402
+from kbx_ray.evaluate.worker.inputs import InputCache  # noqa: E402
 
 
 # The harness modules the candidate shares this process with, watched by the sentinels (their

@@ -1,7 +1,7 @@
 """What the candidate's entry returned -> checked dense tensors -> wire metadata and raw bytes.
 
 Standard library and torch only (the worker imports it; its globals are watched by the sentinels
-through `worker._HARNESS`).
+through `main._HARNESS`).
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from kbx_ray.evaluate import protocol
-from kbx_ray.evaluate.candidate_errors import CandidateError
+from kbx_ray.evaluate.worker.candidate_errors import CandidateError
 
 
 def flatten_output(out: Any, device: str) -> list[Any]:

@@ -4,7 +4,7 @@ The worker reuses a case's buffers with fresh values written in (`refill`) and, 
 call, reports what the candidate did besides its values: outputs that alias inputs, inputs it
 changed without the task declaring them mutated, launches and torch ops the guards saw. Standard
 library and torch only (the worker imports it; its globals are watched by the sentinels through
-`worker._HARNESS`).
+`main._HARNESS`).
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from kbx_ray.evaluate import guards, rotation
-from kbx_ray.evaluate.outputs import flatten_output, structure
-from kbx_ray.evaluate.trees import tensors
+from kbx_ray.evaluate.worker import ledger, rotation
+from kbx_ray.evaluate.worker.outputs import flatten_output, structure
+from kbx_ray.evaluate.worker.trees import tensors
 
 
 def same(a: Any, b: Any) -> bool:
@@ -63,19 +63,19 @@ def observe(out: Any, args: tuple, kwargs: dict, pristine: list[Any], sig: inspe
     bound = sig.bind(*args, **kwargs).arguments if sig else {}
     mutated_args = [bound[m] for m in mutates if m in bound]
     inputs = tensors((args, kwargs))
-    guards.MONITOR.finish(returned, mutated_args, inputs)  # only kernels write results
+    ledger.MONITOR.finish(returned, mutated_args, inputs)  # only kernels write results
     info = {
-        "launches": guards.MONITOR.launches,
+        "launches": ledger.MONITOR.launches,
         # every output empty or an exact copy of an input: a call that owes no launch
-        "launch_free": guards.MONITOR.launch_free,
-        "torch_ops": sorted(guards.MONITOR.torch_ops),
+        "launch_free": ledger.MONITOR.launch_free,
+        "torch_ops": sorted(ledger.MONITOR.torch_ops),
         # an output that IS a declared-mutated argument (in-place and `out=` contracts)
         "aliased": any(rotation.overlaps(o, t) for o in returned
                        if not is_one_of(o, mutated_args) for t in inputs),
         "mutated": [i for i, (t, p) in enumerate(zip(inputs, pristine))
                     if not any(t is m for m in mutated_args) and not same(t, p)],
         "structure": structure(out),
-        "side_stream_launches": guards.MONITOR.side_launches - side0,
+        "side_stream_launches": ledger.MONITOR.side_launches - side0,
         "stream_changed": device == "cuda"
         and torch.cuda.current_stream() != torch.cuda.default_stream(),
         "tampered": [],

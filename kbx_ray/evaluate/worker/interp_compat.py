@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import math
 import os
-import re
-import statistics
 from typing import Any, Callable
 
 import numpy as np
+
+from kbx_ray.evaluate.worker.interp_libdevice import MATH, lookup
 
 
 class InterpreterUnsupported(NotImplementedError):
@@ -83,8 +83,21 @@ def _install_bf16(it: Any) -> None:
     import triton.language as tl
     from triton._C.libtriton import ir
 
-    bf16, B = tl.bfloat16, it.InterpreterBuilder
-    fp8 = {tl.float8e5, tl.float8e5b16, tl.float8e4nv, tl.float8e4b8, tl.float8e4b15}
+    isbf, val, pack = _bf16_codec(it, tl)
+    B = it.InterpreterBuilder
+    orig = {k: getattr(B, k) for k in ("binary_op", "unary_op", "cast_impl", "create_fp_to_fp",
+                                       "create_fma", "create_dot", "create_clampf",
+                                       "create_atomic_rmw")}
+    ops = {**_bf16_elementwise(it, tl, ir, orig, isbf, val, pack),
+           **_bf16_reducing(it, ir, orig, isbf, val, pack)}
+    for name, fn in ops.items():
+        setattr(B, name, fn)
+    _install_bf16_reductions(it, isbf)
+
+
+def _bf16_codec(it: Any, tl: Any) -> tuple[Callable, Callable, Callable]:
+    """(isbf, val, pack): is a handle bf16 bits, its values as fp32, a result back as a handle."""
+    bf16 = tl.bfloat16
 
     def isbf(h: Any) -> bool:  # a comparison's handle keeps its operands' dtype: look at the data
         return getattr(h.dtype, "scalar", h.dtype) == bf16 and np.asarray(h.data).dtype == np.uint16
@@ -99,10 +112,14 @@ def _install_bf16(it: Any) -> None:
         if not np.issubdtype(out.dtype, np.floating):
             return it.TensorHandle(out, like.dtype.scalar)
         return it.TensorHandle(to_bf16(out), bf16)
+    return isbf, val, pack
 
-    orig = {k: getattr(B, k) for k in ("binary_op", "unary_op", "cast_impl", "create_fp_to_fp",
-                                       "create_fma", "create_dot", "create_clampf",
-                                       "create_atomic_rmw")}
+
+def _bf16_elementwise(it: Any, tl: Any, ir: Any, orig: dict, isbf: Callable, val: Callable,
+                      pack: Callable) -> dict[str, Callable]:
+    """Arithmetic, comparisons and casts on decoded values, rounded once back to bf16."""
+    bf16 = tl.bfloat16
+    fp8 = {tl.float8e5, tl.float8e5b16, tl.float8e4nv, tl.float8e4b8, tl.float8e4b15}
 
     def binary_op(self: Any, lhs: Any, rhs: Any, op: Callable) -> Any:
         if not (isbf(lhs) or isbf(rhs)):
@@ -134,6 +151,13 @@ def _install_bf16(it: Any) -> None:
         if d == tl.float16 and s in (tl.float32, tl.float64) and rounding_mode != ir.ROUNDING_MODE.RTZ:
             return it.TensorHandle(src.data.astype(np.float16), d)  # numpy rounds to nearest-even
         return orig["create_fp_to_fp"](self, src, dst_type, rounding_mode)
+    return {"binary_op": binary_op, "unary_op": unary_op, "cast_impl": cast_impl,
+            "create_fp_to_fp": create_fp_to_fp}
+
+
+def _bf16_reducing(it: Any, ir: Any, orig: dict, isbf: Callable, val: Callable,
+                   pack: Callable) -> dict[str, Callable]:
+    """fma, dot (tf32 inputs for fp32 too), clamp and atomics: one rounding of an exact result."""
 
     def create_fma(self: Any, x: Any, y: Any, z: Any) -> Any:
         if not isbf(z):
@@ -163,13 +187,8 @@ def _install_bf16(it: Any) -> None:
             raise InterpreterUnsupported("atomics on bfloat16 are not supported by the Triton "
                                          "interpreter (CPU mode); they run on a GPU")
         return orig["create_atomic_rmw"](self, op, ptr, value, mask, *a)
-
-    for name, fn in (("binary_op", binary_op), ("unary_op", unary_op), ("cast_impl", cast_impl),
-                     ("create_fp_to_fp", create_fp_to_fp), ("create_fma", create_fma),
-                     ("create_dot", create_dot), ("create_clampf", create_clampf),
-                     ("create_atomic_rmw", create_atomic_rmw)):
-        setattr(B, name, fn)
-    _install_bf16_reductions(it, isbf)
+    return {"create_fma": create_fma, "create_dot": create_dot, "create_clampf": create_clampf,
+            "create_atomic_rmw": create_atomic_rmw}
 
 
 def _install_bf16_reductions(it: Any, isbf: Callable) -> None:
@@ -326,79 +345,6 @@ def _install_autotune() -> None:
 
 
 # ---- libdevice ---------------------------------------------------------------------------------
-def _vec(f: Callable) -> Callable:
-    def g(*xs: Any) -> np.ndarray:
-        def safe(*a: float) -> float:
-            try:
-                return f(*a)
-            except OverflowError:
-                return math.inf
-            except (ValueError, ZeroDivisionError):  # a pole of gamma/lgamma, or outside the domain
-                return math.inf if f is math.lgamma else math.nan
-        return np.frompyfunc(safe, len(xs), 1)(*xs).astype(np.float64)
-    return g
-
-
-def _erfinv(x: float) -> float:
-    if not -1.0 <= x <= 1.0:
-        return math.nan
-    if abs(x) == 1.0:
-        return math.copysign(math.inf, x)
-    y = statistics.NormalDist().inv_cdf((x + 1.0) / 2.0) / math.sqrt(2.0)
-    for _ in range(2):  # Newton on erf: relative accuracy for tiny x too
-        y -= (math.erf(y) - x) / (2.0 / math.sqrt(math.pi) * math.exp(-y * y))
-    return y
-
-
-def _ndtri(p: float) -> float:
-    if p <= 0.0 or p >= 1.0:
-        return -math.inf if p == 0.0 else math.inf if p == 1.0 else math.nan
-    return statistics.NormalDist().inv_cdf(p)
-
-
-_SQ2 = math.sqrt(2.0)
-_MATH: dict[str, Callable] = {
-    "erf": _vec(math.erf), "erfc": _vec(math.erfc), "lgamma": _vec(math.lgamma),
-    "tgamma": _vec(math.gamma), "erfinv": _vec(_erfinv),
-    "erfcinv": _vec(lambda x: -_ndtri(x / 2.0) / _SQ2), "normcdf": _vec(lambda x: 0.5 * math.erfc(-x / _SQ2)),
-    "normcdfinv": _vec(_ndtri), "remainder": _vec(math.remainder),
-    "exp": np.exp, "exp2": np.exp2, "exp10": lambda x: np.power(10.0, x), "expm1": np.expm1,
-    "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "sin": np.sin,
-    "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
-    "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
-    "atanh": np.arctanh, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x), "cbrt": np.cbrt,
-    "rcbrt": lambda x: 1.0 / np.cbrt(x), "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
-    "round": lambda x: np.copysign(np.floor(np.abs(x) + 0.5), x), "rint": np.rint,
-    "nearbyint": np.rint, "fabs": np.abs, "abs": np.abs, "sinpi": lambda x: np.sin(np.pi * x),
-    "cospi": lambda x: np.cos(np.pi * x), "saturate": lambda x: np.nan_to_num(np.clip(x, 0, 1)),
-    "logb": lambda x: np.floor(np.log2(np.abs(x))), "cyl_bessel_i0": np.i0,
-    "isnan": np.isnan, "isinf": np.isinf, "finite": np.isfinite, "isfinite": np.isfinite,
-    "signbit": np.signbit, "pow": np.power, "powi": np.power, "atan2": np.arctan2,
-    "hypot": np.hypot, "rhypot": lambda x, y: 1.0 / np.hypot(x, y), "fmod": np.fmod,
-    "copysign": np.copysign, "fdim": lambda x, y: np.where(x > y, x - y, np.where(np.isnan(x - y), x - y, 0.0)),
-    "div_rn": np.divide, "fast_fdivide": np.divide, "add_rn": np.add, "sub_rn": np.subtract,
-    "mul_rn": np.multiply, "rcp_rn": lambda x: 1.0 / x, "sqrt_rn": np.sqrt, "ldexp": np.ldexp,
-    "scalbn": np.ldexp, "fma": lambda x, y, z: x * y + z
-}
-_ALIASES = {"llabs": "abs", "fmaf_rn": "fma", "fma_rn": "fma", "isnand": "isnan", "isinfd": "isinf",
-            "signbitd": "signbit", "isfinited": "isfinite", "finitef": "finite", "powif": "powi",
-            "fast_fdividef": "fast_fdivide", "cyl_bessel_i0f": "cyl_bessel_i0"}
-_CONVERT = re.compile(r"(float|double)2(int|uint|ll|ull)_(rn|rz|rd|ru)$")
-
-
-def _lookup(symbol: str) -> Callable | None:
-    s = symbol.removeprefix("__nv_")
-    s = _ALIASES.get(s, s)
-    for cand in (s, s[:-1] if s.endswith("f") else "", s[1:] if s[:1] in "fd" else "",
-                 s.removeprefix("fast_")[:-1] if s.startswith("fast_") else ""):
-        if cand and _MATH.get(cand) is not None:
-            return _MATH[cand]
-    m = _CONVERT.match(s)
-    if m:
-        return {"rn": np.rint, "rz": np.trunc, "rd": np.floor, "ru": np.ceil}[m.group(3)]
-    return None
-
-
 def _install_libdevice(it: Any) -> None:
     import triton.language.extra.libdevice as generic
 
@@ -409,13 +355,13 @@ def _install_libdevice(it: Any) -> None:
     sem = it.interpreter_semantic
 
     def extern(self: Any, lib: str, path: str, symbol: str, args: list, ret: Any, pure: bool) -> Any:
-        fn = _lookup(symbol)
+        fn = lookup(symbol)
         if fn is None:
             raise InterpreterUnsupported(f"libdevice {symbol} has no implementation under the "
                                          "Triton interpreter (CPU mode); it runs on a GPU")
         rty = getattr(ret, "scalar", ret)
         with np.errstate(all="ignore"):
-            if fn is _MATH["fma"]:  # rounds once: a product and a sum in float64 would round twice
+            if fn is MATH["fma"]:  # rounds once: a product and a sum in float64 would round twice
                 fma = it._interpreter.fma_fp32 if rty == it.tl.float32 else it._interpreter.fma_fp64
                 out = fma(*np.broadcast_arrays(*(a.data for a in args)))
             else:

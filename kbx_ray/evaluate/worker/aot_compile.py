@@ -1,8 +1,8 @@
 """Ahead-of-time Triton compiles on a CPU-only node, for a GPU architecture it does not have.
 
-Runs untrusted candidate code, so only as the child that `aot.py` starts inside the sandbox
-(`python -m kbx_ray.evaluate.aot_worker`, a JSON request on stdin, a JSON reply on stdout). It calls
-the candidate's entry function on every case's inputs made as fake tensors (shapes, dtypes and
+Runs untrusted candidate code, so only as the child that `parent/aot.py` starts inside the
+sandbox (`python -m kbx_ray.evaluate.worker.aot_compile`, a JSON request on stdin, a JSON reply on
+stdout). It calls the candidate's entry function on every case's inputs made as fake tensors (shapes, dtypes and
 strides, no memory and no values), with Triton told that the active device is the target GPU and
 every kernel launch turned into Triton's own `warmup` (compile, never launch). Triton writes each
 compiled kernel into `TRITON_CACHE_DIR` under the key it will look up on the GPU: the key holds the
@@ -89,7 +89,7 @@ REAL_INPUTS_MB = 512  # a case fake tensors cannot trace is retried with real CP
 
 
 def _call(task: Any, entry: Any, case: dict, seed: int) -> None:
-    from kbx_ray.evaluate.inputs import fresh_copy
+    from kbx_ray.evaluate.worker.inputs import fresh_copy
 
     # as the GPU worker calls it: a fresh copy of the inputs (offset 0, so the same alignment)
     args, kwargs = fresh_copy(task.make_inputs(case, seed, "cpu"))
@@ -110,7 +110,7 @@ def trace(req: dict) -> dict:
 
     from kbx_ray.suite import load_module
 
-    from kbx_ray.evaluate import landlock
+    from kbx_ray.evaluate.worker import landlock
 
     install(int(req["arch"]))
     landlock.confine("cpu")  # after every import: the paths needed are known
@@ -143,7 +143,7 @@ def trace(req: dict) -> dict:
 def main() -> None:
     import os
 
-    from kbx_ray.evaluate import confine
+    from kbx_ray.evaluate.worker import confine
 
     confine.from_env()  # first thing after exec: limits and network (sandbox.spawn, confine.py)
     req = json.loads(sys.stdin.read())

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kbx_ray.evaluate.host_values import launch_values
-from kbx_ray.evaluate.ledger import MONITOR, tensors_of
+from kbx_ray.evaluate.worker.host_values import launch_values
+from kbx_ray.evaluate.worker.ledger import MONITOR, tensors_of
 
 
 def _side_stream_probe() -> Any:

@@ -1,9 +1,9 @@
 """The worker's requests (hello, load, run, time, recheck) -> replies: what runs the candidate.
 
 Each handler takes a request header and returns the reply header and its raw blobs; a
-`CandidateError` is the candidate's failure (the entry, `worker.py`, turns it into the reply).
+`CandidateError` is the candidate's failure (the entry, `main.py`, turns it into the reply).
 The candidate runs in this process, so this module's globals and the `Worker` class are watched by
-the sentinels with the rest of the harness. Imported by `worker.py` after it set up the process
+the sentinels with the rest of the harness. Imported by `main.py` after it set up the process
 (confinement, `TRITON_INTERPRET` on the CPU). Standard library, torch and triton only.
 """
 from __future__ import annotations
@@ -17,13 +17,13 @@ from typing import Any
 
 import torch
 
-from kbx_ray.evaluate import guards, host_values, poison, rotation, timing
-from kbx_ray.evaluate.call_checks import observe, refill, same, scalars
-from kbx_ray.evaluate.candidate_errors import (CandidateError, candidate_tb, cuda_suspect,
-                                               error_kind)
-from kbx_ray.evaluate.candidate_errors import import_path
-from kbx_ray.evaluate.inputs import InputCache
-from kbx_ray.evaluate.outputs import encode
+from kbx_ray.evaluate.worker import (dispatch_monitor, host_values, ledger, poison, rotation,
+                                     sentinels, timing, triton_hooks, value_readers)
+from kbx_ray.evaluate.worker.call_checks import observe, refill, same, scalars
+from kbx_ray.evaluate.worker.candidate_errors import (CandidateError, candidate_tb, cuda_suspect,
+                                                      error_kind, import_path)
+from kbx_ray.evaluate.worker.inputs import InputCache
+from kbx_ray.evaluate.worker.outputs import encode
 
 DEVICE = os.environ.get("KBX_DEVICE", "cpu")
 _tensors, _overlaps = rotation.tensors, rotation.overlaps  # one walk, one storage test
@@ -45,17 +45,18 @@ class Worker:
         self.entry: Any = None
         self.mutates: tuple[str, ...] = ()
         self.sig: inspect.Signature | None = None
-        guards.install_launch_counter()
-        guards.install_value_readers()
+        triton_hooks.install_launch_counter()
+        value_readers.install()
         if DEVICE == "cpu":
-            guards.install_bounds_checker()
-            from kbx_ray.evaluate import interp_compat  # bf16, autotune, libdevice as on a GPU
+            triton_hooks.install_bounds_checker()
+            # bf16, autotune, libdevice as on a GPU
+            from kbx_ray.evaluate.worker import interp_compat
 
             interp_compat.install()
-            guards.install_interpreter_namespace()
-        self.mode = guards.make_dispatch_mode()
+            triton_hooks.install_interpreter_namespace()
+        self.mode = dispatch_monitor.make_dispatch_mode()
         self.values = host_values.make_mode()  # numbers read back: sizes only (host_values.py)
-        self.sentinels = guards.Sentinels((*harness, vars(sys.modules[__name__]), vars(Worker)))
+        self.sentinels = sentinels.Sentinels((*harness, vars(sys.modules[__name__]), vars(Worker)))
         self.inputs = InputCache(int(os.environ.get("KBX_INPUT_CACHE_MB", "4096")) << 20)
         self.tasks: dict[str, Any] = {}
         self.last: tuple | None = None  # (case name, args, kwargs, reused): the last run's buffers
@@ -100,8 +101,8 @@ class Worker:
             self.tasks[self.task_key] = mod
             self.task_ids[self.task_key] = {k: id(v) for k, v in vars(mod).items()}
         self.task = self.tasks[self.task_key]
-        guards.MONITOR.movement = guards.movement_task(self.task)  # copies there are the answer
-        guards.MONITOR.deny = req.get("deny", True)  # evaluation.torch_compute=fail: refuse ops
+        ledger.MONITOR.movement = ledger.movement_task(self.task)  # copies there are the answer
+        ledger.MONITOR.deny = req.get("deny", True)  # evaluation.torch_compute=fail: refuse ops
         self.last = None
         # A new candidate never sees inputs an earlier one could have written to (cached pristine
         # tensors live in this process); drawing them again on the device costs milliseconds.
@@ -189,9 +190,9 @@ class Worker:
         sets += [(s, p) for s in seeds[1:] for p in [self._inputs(req["case"], s)]
                  if rotation.same_layout(p, (args, kwargs), scalars)]
         rot = rotation.Rotation(self.entry, args, kwargs, sets, self._mutated_args,
-                                lambda: guards.MONITOR.launches, int(req.get("fresh", 0)),
+                                lambda: ledger.MONITOR.launches, int(req.get("fresh", 0)),
                                 self._watched)
-        side0 = guards.MONITOR.side_launches
+        side0 = ledger.MONITOR.side_launches
         self.timed_refusal = ""
         try:
             t = timing.bench(rot.call, timing.TimingConfig(**req["timing"]), DEVICE, rot.between)
@@ -207,8 +208,8 @@ class Worker:
             raise CandidateError("disqualified", f"a timed call {self.timed_refusal}")
         # the timed calls ran unguarded: a patch made only when called often enough shows up here
         self._check_tampering()
-        if guards.MONITOR.side_launches > side0:
-            raise CandidateError("disqualified", f"{guards.MONITOR.side_launches - side0} timed "
+        if ledger.MONITOR.side_launches > side0:
+            raise CandidateError("disqualified", f"{ledger.MONITOR.side_launches - side0} timed "
                                  "launches ran on a non-default CUDA stream: their time escapes "
                                  "the timing events")
         self.timed[req["case"]["name"]] = (args, kwargs)
@@ -222,18 +223,18 @@ class Worker:
         """One timed call under the monitor, as a checked call runs (`Rotation.call` picks a
         secret share of them): torch ops outside the allowlist are refused there too, and the
         first refusal is kept (`timed_refusal`) even if the candidate catches it."""
-        guards.MONITOR.reset((args, kwargs), keep_launches=True)
+        ledger.MONITOR.reset((args, kwargs), keep_launches=True)
         host_values.begin()
         marked_args, marked_kwargs = host_values.mark_inputs(args, kwargs)
-        guards.MONITOR.active = True
+        ledger.MONITOR.active = True
         try:
             with self.mode, self.values:
                 out = entry(*marked_args, **marked_kwargs)
                 host_values.check_output(out)
         finally:
-            guards.MONITOR.active = False
-            if (guards.MONITOR.denied or host_values.REFUSED) and not self.timed_refusal:
-                ops = sorted(guards.MONITOR.torch_ops)[:5]
+            ledger.MONITOR.active = False
+            if (ledger.MONITOR.denied or host_values.REFUSED) and not self.timed_refusal:
+                ops = sorted(ledger.MONITOR.torch_ops)[:5]
                 self.timed_refusal = f"computed with torch ops {ops}"
         return out
 
@@ -264,11 +265,11 @@ class Worker:
         with self._step("poison"):
             pristine = [t.clone() for t in _tensors((args, kwargs))]
             poison.poison(DEVICE, sum(t.numel() * t.element_size() for t in pristine))
-        guards.MONITOR.reset((args, kwargs))
+        ledger.MONITOR.reset((args, kwargs))
         marked_args, marked_kwargs = host_values.mark_inputs(args, kwargs)  # floats: `input`
         host_values.begin()
-        guards.MONITOR.active = True
-        side0 = guards.MONITOR.side_launches
+        ledger.MONITOR.active = True
+        side0 = ledger.MONITOR.side_launches
         try:
             with self._step("call"):
                 with self.mode, self.values:
@@ -280,12 +281,12 @@ class Worker:
             self._check_tampering()
             kind = "disqualified" if host_values.REFUSED else error_kind(e, DEVICE)
             msg = candidate_tb(e, "kbx_cand_")
-            if guards.MONITOR.denied and guards.MONITOR.deny:  # an op refused at dispatch
+            if ledger.MONITOR.denied and ledger.MONITOR.deny:  # an op refused at dispatch
                 kind = "disqualified"  # (default deny), whatever the candidate raised after it
-                msg = f"computes with torch ops {sorted(guards.MONITOR.torch_ops)[:5]}\n{msg}"
+                msg = f"computes with torch ops {sorted(ledger.MONITOR.torch_ops)[:5]}\n{msg}"
             raise CandidateError(kind, msg, cuda_suspect=cuda_suspect(e)) from None
         finally:
-            guards.MONITOR.active = False
+            ledger.MONITOR.active = False
         self._check_tampering()
         return observe(out, args, kwargs, pristine, self.sig, self.mutates, DEVICE, side0)
 
@@ -296,7 +297,7 @@ class Worker:
                                  f"{', '.join(changed)})", fatal=True)
 
     def _tampered(self) -> list[str]:
-        """Harness, library or task-module names the candidate replaced (see guards.Sentinels)."""
+        """Harness, library or task-module names the candidate replaced (sentinels.Sentinels)."""
         changed = self.sentinels.changed()
         ids = self.task_ids.get(self.task_key, {})
         changed += [f"task.{k}" for k, v in vars(self.task).items() if k in ids and ids[k] != id(v)]

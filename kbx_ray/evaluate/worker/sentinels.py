@@ -7,16 +7,16 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from kbx_ray.evaluate.ledger import Monitor
+from kbx_ray.evaluate.worker.ledger import Monitor
 
 
 def _guard_namespaces() -> tuple[dict[str, Any], ...]:
     """The globals of the runtime guards' modules and of the tensor walk they rely on."""
-    from kbx_ray.evaluate import (aten_ops, dispatch_monitor, guards, ledger, trees,
-                                  triton_hooks)
+    from kbx_ray.evaluate.worker import (aten_ops, dispatch_monitor, frames, ledger, trees,
+                                         triton_hooks, value_readers)
 
-    return tuple(vars(m) for m in (guards, aten_ops, ledger, dispatch_monitor, triton_hooks,
-                                   trees)) + (globals(),)
+    return tuple(vars(m) for m in (aten_ops, ledger, frames, dispatch_monitor, value_readers,
+                                   triton_hooks, trees)) + (globals(),)
 
 
 def _library_namespaces() -> dict[str, Any]:

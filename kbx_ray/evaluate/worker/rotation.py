@@ -24,9 +24,9 @@ from typing import Any, Callable
 
 import torch
 
-from kbx_ray.evaluate import timing
-from kbx_ray.evaluate.ledger import MONITOR  # `movement`: the task only moves data
-from kbx_ray.evaluate.trees import tensors  # the one walk (the worker's `rotation.tensors`)
+from kbx_ray.evaluate.worker import timing
+from kbx_ray.evaluate.worker.ledger import MONITOR  # `movement`: the task only moves data
+from kbx_ray.evaluate.worker.trees import tensors  # the one walk (the worker's `rotation.tensors`)
 
 WATCH_SHARE = 1 / 8  # timed calls run watched (a few slower samples: the median holds)
 FRESH_GATES_US = (5_000.0, 20_000.0)  # spins tried before a fresh call (one that outruns both: none)

@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kbx_ray.evaluate.aten_ops import ALLOC, CONST_FILLS, EXACT_MOVES, LIFTS, META, READS, VIEWS
-from kbx_ray.evaluate.trees import tensors
+from kbx_ray.evaluate.worker.aten_ops import (ALLOC, CONST_FILLS, EXACT_MOVES, LIFTS, META, READS,
+                                              VIEWS)
+from kbx_ray.evaluate.worker.trees import tensors
 
 
 def tensors_of(obj: Any) -> list[Any]:

@@ -1,7 +1,7 @@
 """Free GPU memory -> NaN bytes, before each checked call, so an unwritten output reads as wrong.
 
 Standard library and torch only (the worker imports it; its globals are watched by the sentinels
-through `worker._HARNESS`).
+through `main._HARNESS`).
 """
 from __future__ import annotations
 

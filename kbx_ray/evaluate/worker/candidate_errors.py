@@ -2,7 +2,7 @@
 
 The worker imports and calls the candidate in its own process; what goes wrong there is the
 candidate's, told to the model without the harness's frames. Standard library only (the worker
-imports it; its globals are watched by the sentinels through `worker._HARNESS`).
+imports it; its globals are watched by the sentinels through `main._HARNESS`).
 """
 from __future__ import annotations
 
@@ -52,10 +52,14 @@ def _chain(e: BaseException) -> list[BaseException]:
     return out
 
 
+# The interpreter's compatibility layer (interp_compat.py and the libdevice table it dispatches to)
+_COMPAT = ("kbx_ray.evaluate.worker.interp_compat", "kbx_ray.evaluate.worker.interp_libdevice")
+
+
 def _interpreter_files() -> tuple[str, ...]:
     """The real files of the Triton interpreter, triton.language and interp_compat (CPU mode)."""
     roots = []
-    for name in ("triton.runtime.interpreter", "triton.language", "kbx_ray.evaluate.interp_compat"):
+    for name in ("triton.runtime.interpreter", "triton.language", *_COMPAT):
         mod = sys.modules.get(name)
         f = getattr(mod, "__file__", None) if mod is not None else None
         if f:
@@ -77,7 +81,7 @@ def frame_origin(frame: Any) -> str:
         return "candidate"
     if own and isinstance(name, str) and (name == "triton.runtime.interpreter"
                                           or name.startswith("triton.language")
-                                          or name == "kbx_ray.evaluate.interp_compat"):
+                                          or name in _COMPAT):
         f = os.path.realpath(frame.f_code.co_filename)
         if any(f == r or (r.endswith(os.sep) and f.startswith(r)) for r in _interpreter_files()):
             return "interpreter"
