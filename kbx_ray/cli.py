@@ -66,7 +66,7 @@ def _recorded_cells(p: Any) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from kbx_ray.engine import resolve_pools
-    from kbx_ray.evaluate.evaluator import Evaluator
+    from kbx_ray.evaluate.parent.evaluator import Evaluator
     from kbx_ray.extract import candidate_id
     from kbx_ray.hardware import peak_table
     from kbx_ray.candidate_file import read_source

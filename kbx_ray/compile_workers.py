@@ -20,7 +20,7 @@ from collections import OrderedDict
 from typing import Any
 
 from kbx_ray.actor_group import ActorGroup
-from kbx_ray.evaluate.aot import AotResult
+from kbx_ray.evaluate.parent.aot import AotResult
 from kbx_ray.per_loop import PerLoop
 from kbx_ray.types import Candidate, Task
 
@@ -37,7 +37,7 @@ def _actor_class() -> Any:
 
         def compile(self, task: Task, cand: Candidate, arch: int, timeout_s: float,
                     sandbox: Any = None, seed: int = 0) -> AotResult:
-            from kbx_ray.evaluate.aot import compile_candidate
+            from kbx_ray.evaluate.parent.aot import compile_candidate
 
             return compile_candidate(task, cand, arch, timeout_s, cfg=sandbox, seed=seed)
 

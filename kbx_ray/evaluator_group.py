@@ -157,7 +157,7 @@ class EvaluatorGroup:
         self._pids: dict[Any, int] = {}  # each evaluator's process, to tell a restarted one
 
     def _members(self, handles: list[Any] | None, n: int) -> list[Any]:
-        from kbx_ray.evaluate.actor import EvaluatorActor, evaluate_in_fresh_process
+        from kbx_ray.evaluate.parent.actor import EvaluatorActor, evaluate_in_fresh_process
 
         if handles is not None:
             return list(handles)

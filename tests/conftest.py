@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
+from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 from kbx_ray.extract import candidate_id
 from kbx_ray.types import Candidate
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kbx_ray.evaluate.sandbox import SandboxConfig
+from kbx_ray.evaluate.parent.sandbox import SandboxConfig
 from kbx_ray.evaluate.worker.timing import TimingConfig
 from kbx_ray.identity import FILLED, LIMIT, RUN, exempt, verdict, walk
 from kbx_ray.schema import Choice

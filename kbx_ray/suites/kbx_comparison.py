@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from kbx_ray.evaluate.correctness import DEFAULT_TOLERANCE, _close
+from kbx_ray.evaluate.parent.correctness import DEFAULT_TOLERANCE, _close
 from kbx_ray.suites.quant_metrics import QuantizationCheck
 
 MUTATED_NOTE = "mutated argument"

@@ -47,7 +47,7 @@ def _solutions(include: list[str] | None):  # noqa: ANN202
 
 
 def cpu(args: argparse.Namespace) -> dict:
-    from kbx_ray.evaluate.aot import compile_candidate
+    from kbx_ray.evaluate.parent.aot import compile_candidate
 
     sols = _solutions(args.include)
     t0 = time.perf_counter()
@@ -90,9 +90,9 @@ def gpu_summary(rows: dict, arch: int, gpu_name: str) -> dict:
 def gpu(args: argparse.Namespace, save: Any = None) -> dict:
     import torch
 
-    from kbx_ray.evaluate.aot import compile_candidate, seed_cache
-    from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
-    from kbx_ray.evaluate.sandbox import SandboxConfig
+    from kbx_ray.evaluate.parent.aot import compile_candidate, seed_cache
+    from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
+    from kbx_ray.evaluate.parent.sandbox import SandboxConfig
 
     major, minor = torch.cuda.get_device_capability()
     arch = major * 10 + minor

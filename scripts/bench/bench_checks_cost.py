@@ -46,8 +46,8 @@ def serve(unseen: int) -> None:
     import kbx_ray
     import torch
     import triton
-    from kbx_ray.evaluate import sandbox
-    from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
+    from kbx_ray.evaluate.parent import sandbox
+    from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
     from kbx_ray.extract import candidate_id
     from kbx_ray.suite import load_suite
     from kbx_ray.types import Candidate, stable_hash

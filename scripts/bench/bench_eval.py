@@ -5,8 +5,8 @@
 
 Candidates: each included task's solution plus `--mutants` of its mutants (kbx_ray/mutation/:
 realistic failing kernels, several candidates per task as in a sweep) plus five failing fixtures.
-- ours: warm evaluators (kbx_ray/evaluate/local_evaluators.py), `--jobs` of them sharing the GPU, timing
-  alone under the GPU lock; started before the clock, as warm actors are in a sweep;
+- ours: warm evaluators (kbx_ray/evaluate/parent/local_evaluators.py), `--jobs` of them sharing the
+  GPU, timing alone under the GPU lock; started before the clock, as warm actors are in a sweep;
 - naive: the study's protocol, written here: a fresh Python process per candidate, then
   `do_bench(warmup=100, rep=1000)` per case for the candidate and for the eager reference;
 - both on the same candidates (the first `--naive` tasks' candidates, for time). Throughput is
@@ -104,7 +104,7 @@ def candidates(include: list[str], n_mutants: int) -> list[tuple[Any, Any, str]]
 
 
 def run_ours(cands: list, cfg: Any, jobs: int, cold: bool = False) -> tuple[float, list, dict]:
-    from kbx_ray.evaluate.local_evaluators import LocalEvaluators
+    from kbx_ray.evaluate.parent.local_evaluators import LocalEvaluators
 
     with LocalEvaluators(cfg, jobs) as evs:  # warm before the clock, as a sweep's actors are
         t0 = time.perf_counter()
@@ -136,7 +136,7 @@ def floor_s(results: list) -> float:
 
 def cv_over_repeats(cands: list, cfg: Any, jobs: int, repeats: int) -> dict:
     """Each solution evaluated `repeats` times from cold caches (the reference timed afresh too)."""
-    from kbx_ray.evaluate.local_evaluators import LocalEvaluators
+    from kbx_ray.evaluate.parent.local_evaluators import LocalEvaluators
 
     sols = [c for c in cands if c[2] == "solution"]
     per_case: dict[str, list[float]] = {}

@@ -96,7 +96,7 @@ def candidates(only: list[str], categories: list[str] = (), kinds: list[str] = (
 
 def judge_ours(cands: list[Cand], external: Path, device: str) -> float:
     """Our verdicts, on one warm evaluator; the wall time spent judging."""
-    from kbx_ray.evaluate.evaluator import Evaluator
+    from kbx_ray.evaluate.parent.evaluator import Evaluator
     from kbx_ray.evaluate.settings import EvalConfig
     from kbx_ray.extract import candidate_id
     from kbx_ray.llm.replay_files import with_peer_entry

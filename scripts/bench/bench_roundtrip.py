@@ -32,8 +32,8 @@ def main() -> int:
     ap.add_argument("--trips", type=int, default=2000)
     ap.add_argument("--out", default=str(ROOT / "scripts/bench/results/bench_roundtrip_cpu.json"))
     args = ap.parse_args()
-    from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
-    from kbx_ray.evaluate.sandbox import Sandbox
+    from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
+    from kbx_ray.evaluate.parent.sandbox import Sandbox
     from kbx_ray.extract import candidate_id
     from kbx_ray.suite import get_task
     from kbx_ray.types import Candidate

@@ -33,7 +33,7 @@ def phase(n_actors: int, cands: list, cfg, cache_root: str) -> dict:
     """Wall time of `cands` through `n_actors` warm actors, one candidate in flight per actor."""
     import ray
 
-    from kbx_ray.evaluate.actor import EvaluatorActor
+    from kbx_ray.evaluate.parent.actor import EvaluatorActor
 
     env = {"TRITON_CACHE_DIR": tempfile.mkdtemp(prefix=f"triton{n_actors}_", dir=cache_root)}
     actors = [EvaluatorActor.options(num_gpus=1, runtime_env={"env_vars": env}).remote(cfg)

@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator  # noqa: E402
+from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator  # noqa: E402
 from kbx_ray.extract import candidate_id  # noqa: E402
 from kbx_ray.mutation import OPERATORS, Mutant, mutants_for  # noqa: E402
 from kbx_ray.suite import load_module, load_suite  # noqa: E402

@@ -6,13 +6,13 @@
 This is the oracle run that validates the suite and the harness on a new GPU: every solution must
 come out exec_ok, and the file records speedup over eager and the SOL fraction per task and case.
 No Ray needed: the evaluators are the ones the evaluator actors hold. `--jobs N` runs N of them on
-the GPU at once (kbx_ray/evaluate/local_evaluators.py): they compile and check in parallel, and the GPU lock
-makes every timing run alone. Each evaluation first reserves its estimated peak memory in the GPU's
-ledger (kbx_ray/evaluate/admission.py) against `--gpu-mem-budget` GB (default: the device's total
-minus evaluation.gpu_mem_reserve_gb), waiting while the other jobs' reservations leave too little;
-an OOM while other jobs held memory is infra_error and retried alone by the evaluator itself. A
-task still filed infra_error for memory is retried alone at the end. The file is rewritten after
-every task, so a run cut short keeps what it did.
+the GPU at once (kbx_ray/evaluate/parent/local_evaluators.py): they compile and check in parallel,
+and the GPU lock makes every timing run alone. Each evaluation first reserves its estimated peak
+memory in the GPU's ledger (kbx_ray/evaluate/parent/admission.py) against `--gpu-mem-budget` GB
+(default: the device's total minus evaluation.gpu_mem_reserve_gb), waiting while the other jobs'
+reservations leave too little; an OOM while other jobs held memory is infra_error and retried alone
+by the evaluator itself. A task still filed infra_error for memory is retried alone at the end. The
+file is rewritten after every task, so a run cut short keeps what it did.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from kbx_ray.evaluate.local_evaluators import LocalEvaluators
+from kbx_ray.evaluate.parent.local_evaluators import LocalEvaluators
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.extract import candidate_id
 from kbx_ray.hardware import detect_local, peak_table

@@ -49,7 +49,7 @@ def test_every_listed_entry_builds_on_the_gpu():
     ("relu__clobbers_input.py", False, "mismatch"),
 ])
 def test_peer_candidates_on_the_gpu(name, exec_ok, kind):
-    from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
+    from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 
     code = (PEERS / name).read_text()
     task_id = code.split("task: ")[1].split()[0]
@@ -70,7 +70,7 @@ def test_peer_candidates_on_the_gpu(name, exec_ok, kind):
 ])
 def test_kernelbench_candidates_at_its_tolerance(name, exec_ok, kind):
     """KernelBench's fp32 tolerance is 1e-4: a ReLU scaled by 1.005 fails, as it does there."""
-    from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
+    from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 
     root = EXTERNAL / "KernelBench" / "KernelBench"
     code = (PEERS.parent / "kernelbench" / name).read_text()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
+from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 from kbx_ray.hardware import detect_local, peak_table
 from kbx_ray.suite import get_task
 from tests.conftest import FIXTURES, make_candidate
@@ -208,8 +208,8 @@ def test_aot_seeded_cache_is_all_hits(task_id, tmp_path):
     from them it compiles nothing new, and the candidate passes as usual."""
     import torch
 
-    from kbx_ray.evaluate import aot
-    from kbx_ray.evaluate.sandbox import SandboxConfig
+    from kbx_ray.evaluate.parent import aot
+    from kbx_ray.evaluate.parent.sandbox import SandboxConfig
 
     task = get_task(task_id)
     cand = make_candidate(task.task_id, task.name, Path(task.solution_path).read_text())

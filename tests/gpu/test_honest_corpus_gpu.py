@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
+from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 from kbx_ray.hardware import detect_local, peak_for
 from kbx_ray.suite import get_task
 from tests.conftest import make_candidate

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray.evaluate import aot
+from kbx_ray.evaluate.parent import aot
 from kbx_ray.suite import get_task
 from tests.conftest import make_candidate
 
@@ -141,8 +141,8 @@ def test_seeding_writes_nothing_through_a_planted_link(tmp_path):
 def test_a_seeding_failure_leaves_the_evaluation_alone(tmp_path):
     from types import SimpleNamespace
 
-    from kbx_ray.evaluate.actor import _seed
-    from kbx_ray.evaluate.sandbox import SandboxConfig
+    from kbx_ray.evaluate.parent.actor import _seed
+    from kbx_ray.evaluate.parent.sandbox import SandboxConfig
 
     blocked = tmp_path / "file_not_dir"
     blocked.write_text("x")

@@ -188,7 +188,7 @@ def test_kbx_eval_runs_an_external_candidate():
 def test_a_kernelbench_candidate_compiles_ahead_through_its_bound_model(shim_cache: Path):
     """The compile node builds ModelNew as the GPU worker does (the task's bind_candidate), so its
     forward's kernels are compiled for the target architecture."""
-    from kbx_ray.evaluate.aot import compile_candidate
+    from kbx_ray.evaluate.parent.aot import compile_candidate
 
     task = next(t for t in load_suite(KB, None, "kernelbench") if t.task_id.startswith("level2"))
     code = (KB / "candidates" / "linear_relu_correct.py").read_text()

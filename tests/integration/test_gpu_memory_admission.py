@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray.evaluate.evaluator import Evaluator
-from kbx_ray.evaluate.gpu_memory import MemoryLedger
+from kbx_ray.evaluate.parent.evaluator import Evaluator
+from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.suite import get_task
 from tests.conftest import make_candidate

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kbx_ray.evaluate.local_evaluators import LocalEvaluators
+from kbx_ray.evaluate.parent.local_evaluators import LocalEvaluators
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.suite import get_task
 from tests.conftest import FIXTURES, make_candidate

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
+from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 from kbx_ray.suite import get_task
 from tests.conftest import FIXTURES, make_candidate
 

@@ -97,7 +97,7 @@ def test_aot_compile_workers_run_on_compile_nodes_and_seed_each_arch(cluster, tm
     GPU pool's evaluator gets its candidate's kernels compiled for its own sm_XX (A100: sm_80,
     H100: sm_90), written into the worker's Triton cache before the candidate arrives."""
     from kbx_ray.compile_workers import CompileWorkers
-    from kbx_ray.evaluate.sandbox import triton_cache_dir
+    from kbx_ray.evaluate.parent.sandbox import triton_cache_dir
 
     c, _ = cluster
     node = c.add_node(num_cpus=1, resources={"compile": 1})

@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from kbx_ray.evaluate import case_checks
-from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
+from kbx_ray.evaluate.parent import case_checks
+from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 from kbx_ray.evaluate.worker.outputs import encode
 from kbx_ray.suite import get_task, load_module
 from tests.conftest import make_candidate

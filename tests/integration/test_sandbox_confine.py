@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from kbx_ray.evaluate.static import checks
-from kbx_ray.evaluate import evaluator as evaluator_mod
-from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
-from kbx_ray.evaluate.sandbox import ConfinementError, Sandbox, SandboxConfig
+from kbx_ray.evaluate.parent import evaluator as evaluator_mod
+from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
+from kbx_ray.evaluate.parent.sandbox import ConfinementError, Sandbox, SandboxConfig
 from kbx_ray.suite import get_task
 from tests.conftest import make_candidate
 
@@ -65,7 +65,7 @@ def test_the_report_reaches_the_parent_and_is_logged_once(caplog):
     cfg = SandboxConfig(cpu_seconds=600, file_mb=32, open_files=512)
     sbx = Sandbox(cfg)
     try:
-        with caplog.at_level(logging.INFO, logger="kbx_ray.evaluate.sandbox"):
+        with caplog.at_level(logging.INFO, logger="kbx_ray.evaluate.parent.sandbox"):
             sbx.request({"op": "hello"}, 120)
             rep, pid = sbx.confinement, sbx.proc.pid
             sbx.kill()
@@ -83,7 +83,7 @@ def test_the_report_reaches_the_parent_and_is_logged_once(caplog):
         limits = open(f"/proc/{sbx.proc.pid}/limits").read()
         assert pid != sbx.proc.pid and "Max open files            512" in limits
     finally:
-        sbx.close()
+        sbx.kill()
 
 
 def test_the_worker_has_no_network_where_the_kernel_allows_it(static_off):
@@ -117,7 +117,7 @@ def test_network_true_keeps_the_host_network():
         assert sbx.confinement["netns_why"] == "evaluation.sandbox.network=true"
         assert os.readlink(f"/proc/{sbx.proc.pid}/ns/net") == os.readlink("/proc/self/ns/net")
     finally:
-        sbx.close()
+        sbx.kill()
 
 
 def _hide_landlock() -> None:
@@ -144,7 +144,7 @@ def _child_without_landlock() -> None:
     except ConfinementError as e:
         print(f"ERROR {e}")
     finally:
-        sbx.close()
+        sbx.kill()
 
 
 def test_landlock_on_without_landlock_is_refused_with_one_line():

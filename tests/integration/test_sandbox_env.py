@@ -1,7 +1,7 @@
 """The worker's environment, limits and working directory."""
 import os
 
-from kbx_ray.evaluate.sandbox import SandboxConfig, scrubbed_env
+from kbx_ray.evaluate.parent.sandbox import SandboxConfig, scrubbed_env
 
 
 def test_secrets_never_reach_the_worker(monkeypatch):

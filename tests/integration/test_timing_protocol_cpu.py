@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray.evaluate.evaluator import Evaluator
+from kbx_ray.evaluate.parent.evaluator import Evaluator
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.evaluate.worker.timing import TimingConfig
 from kbx_ray.suite import get_task

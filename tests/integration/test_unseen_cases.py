@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from kbx_ray import unseen
-from kbx_ray.evaluate.evaluator import Evaluator
+from kbx_ray.evaluate.parent.evaluator import Evaluator
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.records import evaluation_row
 from kbx_ray.sinks.parquet import rows_to_table

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray.evaluate import case_checks as case_checks_mod  # the parent's comparison
-from kbx_ray.evaluate.evaluator import Evaluator
+from kbx_ray.evaluate.parent import case_checks as case_checks_mod  # the parent's comparison
+from kbx_ray.evaluate.parent.evaluator import Evaluator
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.evaluate.worker.timing import TimingConfig
 from kbx_ray.suite import get_task, task_from_file

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from kbx_ray.evaluate.worker.confine import Spec, unmet
-from kbx_ray.evaluate.sandbox import SandboxConfig, confine_spec
+from kbx_ray.evaluate.parent.sandbox import SandboxConfig, confine_spec
 
 
 def _report(spec: Spec, **over: object) -> dict:

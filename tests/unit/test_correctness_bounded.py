@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kbx_ray.evaluate import correctness
-from kbx_ray.evaluate.correctness import DEFAULT_TOLERANCE, _close, layout_problem
+from kbx_ray.evaluate.parent import correctness
+from kbx_ray.evaluate.parent.correctness import DEFAULT_TOLERANCE, _close, layout_problem
 
 
 class _Largest(TorchDispatchMode):
@@ -131,7 +131,7 @@ def test_an_unseen_case_lets_a_few_values_in_millions_stray_to_twice_the_toleran
     and nowhere else, and never a value past twice the tolerance or more than 1e-5 of them."""
     from types import SimpleNamespace
 
-    from kbx_ray.evaluate.correctness import compare
+    from kbx_ray.evaluate.parent.correctness import compare
 
     r = torch.zeros(2_000_000, dtype=torch.float16)
     rtol, atol = DEFAULT_TOLERANCE["float16"]

@@ -2,9 +2,9 @@
 median + fresh_floor_us), in microsecond figures of the H200 (issue 27 item 4)."""
 import pytest
 
-from kbx_ray.evaluate.case_checks import Fail
+from kbx_ray.evaluate.parent.case_checks import Fail
 from kbx_ray.evaluate.settings import EvalConfig
-from kbx_ray.evaluate.timing_judgement import check_fresh_calls
+from kbx_ray.evaluate.parent.timing_judgement import check_fresh_calls
 
 CASE = {"name": "c"}
 

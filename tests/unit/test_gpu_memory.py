@@ -5,7 +5,7 @@ import multiprocessing as mp
 import os
 import time
 
-from kbx_ray.evaluate.gpu_memory import MemoryLedger, budget_bytes, estimate_bytes
+from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger, budget_bytes, estimate_bytes
 
 
 def _hold(root, nbytes, hold_s, ready):
@@ -100,7 +100,7 @@ def test_an_evaluation_reserves_every_timing_and_fresh_input_set(tmp_path):
     case ran out of memory drawing them): more sets, a larger reservation, by one case each."""
     import types
 
-    from kbx_ray.evaluate.admission import Admission
+    from kbx_ray.evaluate.parent.admission import Admission
     from kbx_ray.evaluate.settings import EvalConfig
 
     task = types.SimpleNamespace(cost=lambda case: {"bytes": case["n"]})

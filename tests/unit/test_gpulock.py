@@ -6,7 +6,7 @@ import multiprocessing as mp
 import os
 import time
 
-from kbx_ray.evaluate.gpulock import GpuLock
+from kbx_ray.evaluate.parent.gpulock import GpuLock
 
 
 def _worker(root: str, mode: str, hold: float, q, held=None, release=None) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from kbx_ray.evaluate.worker.inputs import _nbytes
-from kbx_ray.evaluate.roofline import compute_dtype
+from kbx_ray.evaluate.parent.roofline import compute_dtype
 
 Pair = namedtuple("Pair", "a b")
 

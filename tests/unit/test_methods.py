@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kbx_ray.config import ModelConfig, load_config
-from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
+from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 from kbx_ray.llm.base import GenParams
 from kbx_ray.llm.replay import build as build_replay
 from kbx_ray.methods.base import Attempt, build_method

@@ -8,7 +8,7 @@ import pytest
 from kbx_ray import config as config_mod
 from kbx_ray.config import ConfigError, load_config
 from kbx_ray.grid import count_cells, iter_cells
-from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
+from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 from kbx_ray.extract import candidate_id
 from kbx_ray.methods.base import REGISTRY, check_method
 from kbx_ray.prompts import (

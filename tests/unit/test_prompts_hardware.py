@@ -14,7 +14,7 @@ import pytest
 
 from kbx_ray import engine, hardware
 from kbx_ray.config import load_config
-from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator
+from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 from kbx_ray.genlog import GenerationLog
 from kbx_ray.methods.base import build_method
 from kbx_ray.prompts import build_prompt

@@ -1,7 +1,7 @@
 """Roofline arithmetic and the dtype that bounds a case."""
 import torch
 
-from kbx_ray.evaluate.roofline import compute_dtype, roofline
+from kbx_ray.evaluate.parent.roofline import compute_dtype, roofline
 
 
 def test_roofline_fractions():

@@ -2,7 +2,7 @@
 independent draws, position by position (continuous values, and discrete ones such as masks)."""
 import torch
 
-from kbx_ray.evaluate.correctness import seed_dependence
+from kbx_ray.evaluate.parent.correctness import seed_dependence
 
 
 def test_independent_draws_pass_in_every_dtype_and_for_discrete_values():

@@ -1,10 +1,7 @@
 """Timed cases share one exclusive GPU hold while their buffers fit `timing_group_mb` together."""
 from __future__ import annotations
 
-from types import SimpleNamespace
-
-from kbx_ray.evaluate.evaluator import Evaluator
-from kbx_ray.evaluate.settings import EvalConfig
+from kbx_ray.evaluate.parent.timing_judgement import timing_groups
 
 
 class _Ref:
@@ -14,9 +11,8 @@ class _Ref:
 
 
 def _groups(mbs: list[int], limit: int) -> list[list[str]]:
-    me = SimpleNamespace(cfg=EvalConfig(timing_group_mb=limit))
     timed = [({"name": f"c{i}", "mb": mb}, None) for i, mb in enumerate(mbs)]
-    return [[c["name"] for c, _ in g] for g in Evaluator._timing_groups(me, _Ref, timed)]
+    return [[c["name"] for c, _ in g] for g in timing_groups(_Ref, timed, limit)]
 
 
 def test_cases_that_fit_share_one_hold():

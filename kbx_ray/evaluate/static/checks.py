@@ -19,7 +19,6 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from kbx_ray.evaluate.static import policy as P
 from kbx_ray.evaluate.static.forms import FormChecks
 from kbx_ray.evaluate.static.reach import ReachChecks
 from kbx_ray.evaluate.static.scopes import all_bindings, targets

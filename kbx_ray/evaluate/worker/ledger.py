@@ -16,11 +16,6 @@ from kbx_ray.evaluate.worker.aten_ops import (ALLOC, CONST_FILLS, EXACT_MOVES, L
 from kbx_ray.evaluate.worker.trees import tensors
 
 
-def tensors_of(obj: Any) -> list[Any]:
-    """The tensors in `obj`, Triton's tensor wrappers and descriptors included (`.base`)."""
-    return tensors(obj, wrapped=True)
-
-
 def _ptr(t: Any) -> int:
     try:
         return t.untyped_storage().data_ptr() if t.numel() else 0
@@ -68,7 +63,7 @@ class Monitor:
             self.launches = 0
         self.torch_ops = set()
         self.written, self.fresh = {}, set()
-        ts = tensors_of(inputs)
+        ts = tensors(inputs, wrapped=True)
         self.tainted = {p for p in map(_ptr, ts) if p}
         self.passed = {_layout(t) for t in ts}
         self.scalars = {_ptr(t) for t in ts if _one_value(t)}  # scalar parameters as tensors
@@ -86,8 +81,8 @@ class Monitor:
         name = full.split(".")[0]
         if name in VIEWS or name in META:
             return
-        operands = tensors_of((args, kwargs))
-        results = tensors_of(out)
+        operands = tensors((args, kwargs), wrapped=True)
+        results = tensors(out, wrapped=True)
         if name in ALLOC:
             for p in map(_ptr, results):
                 self._forget(p)
@@ -112,7 +107,7 @@ class Monitor:
             kind = self._compute(full, operands, results)
         new = [_ptr(t) for t in results]
         into = [_ptr(operands[0])] if name.endswith("_") and operands else []
-        into += [_ptr(t) for t in tensors_of((kwargs or {}).get("out"))]
+        into += [_ptr(t) for t in tensors((kwargs or {}).get("out"), wrapped=True)]
         srcs = {_ptr(t) for t in operands}
         for p in filter(None, into):  # an in-place write keeps only what both sides were
             if p in self.by_kernel and kind != "computed":
@@ -255,7 +250,7 @@ class Monitor:
         nothing: host compute on whatever they touch, and a torch write of `t`."""
         if not self.watching():
             return
-        ts = [t, *tensors_of(others)]
+        ts = [t, *tensors(others, wrapped=True)]
         if any(_ptr(x) in self.tainted for x in ts):
             self.torch_ops.add(f"{how}() computed on input values on the host")
             self.tainted.add(_ptr(t))
@@ -264,7 +259,7 @@ class Monitor:
 
     def launched(self, args: Any, kwargs: Any) -> None:
         """A kernel may write anything it was handed: input taint spreads to all its tensors."""
-        ptrs = [p for p in map(_ptr, tensors_of((args, kwargs))) if p]
+        ptrs = [p for p in map(_ptr, tensors((args, kwargs), wrapped=True)) if p]
         self.by_kernel.update(p for p in ptrs if p in self.fresh)
         for p in ptrs:  # a kernel may write anything it was handed: no longer metadata, nor a copy
             self.meta.discard(p)

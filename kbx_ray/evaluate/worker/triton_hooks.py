@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from kbx_ray.evaluate.worker.host_values import launch_values
-from kbx_ray.evaluate.worker.ledger import MONITOR, tensors_of
+from kbx_ray.evaluate.worker.ledger import MONITOR
+from kbx_ray.evaluate.worker.trees import tensors
 
 
 def _side_stream_probe() -> Any:
@@ -104,7 +105,7 @@ def refuse_addresses(args: Any, kwargs: Any) -> None:
     if not vals:
         return
     spans = []
-    for t in tensors_of((args, kwargs)):
+    for t in tensors((args, kwargs), wrapped=True):
         try:
             st = t.untyped_storage()
             spans.append((st.data_ptr(), st.data_ptr() + st.nbytes()))
@@ -177,7 +178,7 @@ def install_bounds_checker() -> None:
     def _init_args_hst(self: Any, args_dev: Any, kwargs: Any) -> Any:
         args_hst, kwargs_hst = init(self, args_dev, kwargs)
         spans = []
-        for t in tensors_of((args_hst, kwargs_hst)):
+        for t in tensors((args_hst, kwargs_hst), wrapped=True):
             st = t.untyped_storage()
             spans.append((st.data_ptr(), st.data_ptr() + st.nbytes()))
         MONITOR.spans = spans

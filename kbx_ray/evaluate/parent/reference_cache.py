@@ -10,9 +10,9 @@ import inspect
 from typing import Any
 
 from kbx_ray.evaluate.worker import timing as timing_mod
-from kbx_ray.evaluate.correctness import flatten
+from kbx_ray.evaluate.parent.correctness import flatten
 from kbx_ray.evaluate.worker.inputs import InputCache
-from kbx_ray.evaluate.roofline import compute_dtype
+from kbx_ray.evaluate.parent.roofline import compute_dtype
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.types import Task
 

@@ -16,19 +16,19 @@ from dataclasses import asdict
 from typing import Any
 
 from kbx_ray import unseen
-from kbx_ray.evaluate import case_checks
-from kbx_ray.evaluate.admission import Admission, device_ledger, file_shared_oom, is_oom
-from kbx_ray.evaluate.case_checks import Fail as _Fail
+from kbx_ray.evaluate.parent import case_checks
+from kbx_ray.evaluate.parent.admission import Admission, device_ledger, file_shared_oom, is_oom
+from kbx_ray.evaluate.parent.case_checks import Fail as _Fail
 from kbx_ray.evaluate.static.checks import static_check
-from kbx_ray.evaluate.correctness import Verdict
-from kbx_ray.evaluate.gpu_memory import MemoryLedger
-from kbx_ray.evaluate.gpulock import GpuLock, NoLock
+from kbx_ray.evaluate.parent.correctness import Verdict
+from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger
+from kbx_ray.evaluate.parent.gpulock import GpuLock, NoLock
 from kbx_ray.evaluate.worker.inputs import InputCache
 from kbx_ray.evaluate.protocol import tensor_from_wire
-from kbx_ray.evaluate.reference_cache import References, RefOutputs
-from kbx_ray.evaluate.sandbox import Sandbox, WorkerDied, scrub_paths
+from kbx_ray.evaluate.parent.reference_cache import References
+from kbx_ray.evaluate.parent.sandbox import Sandbox, WorkerDied, scrub_paths
 from kbx_ray.evaluate.settings import EvalConfig
-from kbx_ray.evaluate.timing_judgement import judge_timing, timing_groups
+from kbx_ray.evaluate.parent.timing_judgement import judge_timing, timing_groups
 from kbx_ray.metrics import geomean
 from kbx_ray.suite import load_module
 from kbx_ray.types import Candidate, CaseResult, EvalResult, Task, trim
@@ -72,7 +72,7 @@ class Evaluator:
         self.memory = Admission(self.cfg, memory)
 
     def close(self) -> None:
-        self.sandbox.close()
+        self.sandbox.kill()
         self.lock.close()
 
     def small_only(self) -> bool:
@@ -268,7 +268,8 @@ class Evaluator:
     def _time_cases(self, ref_mod: Any, task: Task, cases: list[dict], res: EvalResult) -> None:
         res.stage = "timing"
         timed = [(c, cr) for c, cr in zip(cases, res.cases) if self._timed(c, cases)]
-        for group in self._timing_groups(ref_mod, timed):
+        # consecutive timed cases that share one exclusive GPU hold (`timing_group_mb`)
+        for group in timing_groups(ref_mod, timed, self.cfg.timing_group_mb):
             # One exclusive hold per group: each hold first waits for every evaluator's shared work
             # in flight (a compile can take seconds), so one per case would idle the GPU that often.
             with self.lock.exclusive():
@@ -329,7 +330,7 @@ class Evaluator:
                         for m, b in zip(info["outputs"], blobs)]
                 outs_by_seed.append(outs)
                 t2 = time.perf_counter()
-                v = (self._integrity(info, task, res)
+                v = (case_checks.integrity(info, self.cfg.torch_compute, res)
                      or case_checks.repeat_problem(info, outs, blobs, ref_mod, case, self.device)
                      or self._verdict(ref_mod, task, case, seed, outs, info))
             for key, dt in (("worker_run", t1 - t0), ("decode", t2 - t1),
@@ -348,20 +349,10 @@ class Evaluator:
         cr.ok = True
         return cr
 
-    def _integrity(self, info: dict, task: Task, res: EvalResult) -> Verdict | None:
-        return case_checks.integrity(info, self.cfg.torch_compute, res)
-
-    def _reference(self, ref_mod: Any, task: Task, case: dict, seed: int) -> RefOutputs:
-        return self.refs.outputs_for(ref_mod, task, case, seed)
-
     def _verdict(self, ref_mod: Any, task: Task, case: dict, seed: int, outs: list,
                  info: dict) -> Verdict:
-        return case_checks.verdict(self._reference(ref_mod, task, case, seed), outs, info,
+        return case_checks.verdict(self.refs.outputs_for(ref_mod, task, case, seed), outs, info,
                                    ref_mod, case)
-
-    def _timing_groups(self, ref_mod: Any, timed: list[tuple]) -> list[list[tuple]]:
-        """Consecutive timed cases that share one exclusive GPU hold (`timing_group_mb`)."""
-        return timing_groups(ref_mod, timed, self.cfg.timing_group_mb)
 
     def _time_case(self, ref_mod: Any, task: Task,
                    case: dict) -> tuple[dict, float, Any, tuple[dict, list]]:
@@ -385,13 +376,13 @@ class Evaluator:
         fresh = self._seed(len(self.seeds))
         with self.lock.shared():
             case_checks.check_timed_calls(case, *timed, self.device, ref_mod,
-                                          lambda seed: self._reference(ref_mod, task, case, seed))
+                                          lambda s: self.refs.outputs_for(ref_mod, task, case, s))
             reply, blobs = self._ask({"op": "recheck", "case": case, "fresh_seed": fresh},
                                      self.cfg.case_timeout_s, "timing", res)
             check = reply["check"]
             outs = [tensor_from_wire(m, b).to(self.device) for m, b in zip(check["outputs"], blobs)]
-            v = self._integrity(check, task, res) or self._verdict(ref_mod, task, case, fresh, outs,
-                                                                   check)
+            v = (case_checks.integrity(check, self.cfg.torch_compute, res)
+                 or self._verdict(ref_mod, task, case, fresh, outs, check))
         if not v.ok:
             raise _Fail("timing", v.kind, f"case {case['name']}, after timing (a cached or stale "
                                           f"result?): {v.message}")

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from kbx_ray.evaluate.worker import timing as timing_mod
-from kbx_ray.evaluate.case_checks import Fail
-from kbx_ray.evaluate.roofline import roofline
+from kbx_ray.evaluate.parent.case_checks import Fail
+from kbx_ray.evaluate.parent.roofline import roofline
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.types import CaseResult, EvalResult
 

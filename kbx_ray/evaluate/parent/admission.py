@@ -18,7 +18,7 @@ import logging
 from contextlib import contextmanager, nullcontext
 from typing import Any, Iterator
 
-from kbx_ray.evaluate.gpu_memory import MemoryLedger, budget_bytes, estimate_bytes
+from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger, budget_bytes, estimate_bytes
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.types import EvalResult, trim
 

@@ -16,7 +16,7 @@ from kbx_ray.types import Candidate, EvalResult, Task
 
 
 def _serve(cfg: EvalConfig, todo: Any, done: Any, cache_mb: int) -> None:
-    from kbx_ray.evaluate.evaluator import Evaluator
+    from kbx_ray.evaluate.parent.evaluator import Evaluator
 
     ev = Evaluator(cfg)
     if cache_mb:

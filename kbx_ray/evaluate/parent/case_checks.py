@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kbx_ray.evaluate.correctness import Verdict, compare, layout_problem, seed_dependence
+from kbx_ray.evaluate.parent.correctness import Verdict, compare, layout_problem, seed_dependence
 from kbx_ray.evaluate.protocol import tensor_from_wire
-from kbx_ray.evaluate.reference_cache import RefOutputs
+from kbx_ray.evaluate.parent.reference_cache import RefOutputs
 from kbx_ray.types import EvalResult
 
 

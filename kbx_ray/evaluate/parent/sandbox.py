@@ -32,7 +32,7 @@ from kbx_ray.identity import LIMIT, exempt, verdict
 
 log = logging.getLogger(__name__)
 
-_PKG_ROOT = str(Path(__file__).resolve().parents[2])
+_PKG_ROOT = str(Path(__file__).resolve().parents[3])  # the repository: kbx_ray/evaluate/parent/..
 _ENV_ALLOW = re.compile(r"^(PATH|LANG|LC_ALL|LC_CTYPE|LD_LIBRARY_PATH|CUDA_VISIBLE_DEVICES|CUDA_HOME|"
                         r"CUDA_PATH|NVIDIA_[A-Z_]+|TRITON_[A-Z_]+|OMP_NUM_THREADS|VIRTUAL_ENV)$")
 _SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL|^AWS_|^WANDB_|^HF_", re.I)
@@ -359,9 +359,6 @@ class Sandbox:
         if self.home:
             shutil.rmtree(self.home, ignore_errors=True)
             self.home = ""
-
-    def close(self) -> None:
-        self.kill()
 
     def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
         try:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kbx_ray.evaluate.static.checks import static_check
-from kbx_ray.evaluate.sandbox import (SandboxConfig, confine_spec, kill_group, redact,
+from kbx_ray.evaluate.parent.sandbox import (SandboxConfig, confine_spec, kill_group, redact,
                                       scrubbed_env, spawn)
 from kbx_ray.types import Candidate, Task
 

@@ -29,7 +29,7 @@ def _node() -> tuple[str, str]:
 
 def _evaluator(cfg: EvalConfig) -> Any:
     """Imported here: the evaluator brings torch (seconds), which a noop actor never needs."""
-    from kbx_ray.evaluate.evaluator import Evaluator
+    from kbx_ray.evaluate.parent.evaluator import Evaluator
 
     return Evaluator(cfg)
 
@@ -94,8 +94,8 @@ def _seed(evaluator: Any, aot: Any) -> dict[str, float]:
                    "same triton on the compile nodes")
         return {"aot_compile": aot.wall_s, "aot_kernels": 0.0}
 
-    from kbx_ray.evaluate.aot import seed_cache
-    from kbx_ray.evaluate.sandbox import triton_cache_dir
+    from kbx_ray.evaluate.parent.aot import seed_cache
+    from kbx_ray.evaluate.parent.sandbox import triton_cache_dir
 
     t0 = time.perf_counter()
     try:
