@@ -141,18 +141,7 @@ def _close(o: torch.Tensor, r: torch.Tensor, table: dict[str, tuple[float, float
     of, rf = _flat_real(o), _flat_real(r)
     n = rf.numel()
     if not (r.is_floating_point() or cplx):
-        count, first = 0, -1
-        for s in range(0, n, CHUNK):
-            bad = of[s:s + CHUNK] != rf[s:s + CHUNK]
-            k = int(bad.sum())
-            if k and first < 0:
-                first = s + int(bad.nonzero()[0, 0])
-            count += k
-        if count:
-            idx = _where(first, r.shape, False)
-            return Verdict(False, "mismatch", f"{count} of {r.numel()} integer values differ "
-                                              f"(first at {idx}: {o[tuple(idx)]} vs {r[tuple(idx)]})")
-        return Verdict(True)
+        return _equal(o, r, of, rf)
     rtol, atol = table.get(name, (1e-5, 1e-5))
     max_abs = max_rel = 0.0
     count, far, first, first_vals = 0, 0, -1, (0.0, 0.0)
@@ -190,6 +179,22 @@ def _close(o: torch.Tensor, r: torch.Tensor, table: dict[str, tuple[float, float
                        f"max abs err {max_abs:.3g}, max rel err {max_rel:.3g}; first bad index {idx}"
                        f"{part}: {first_vals[0]:.6g} vs {first_vals[1]:.6g}", max_abs, max_rel)
     return Verdict(True, max_abs_err=max_abs, max_rel_err=max_rel)
+
+
+def _equal(o: torch.Tensor, r: torch.Tensor, of: torch.Tensor, rf: torch.Tensor) -> Verdict:
+    """Integer outputs: equal value for value (`of`, `rf`: their flat views), `CHUNK` at a time."""
+    count, first = 0, -1
+    for s in range(0, rf.numel(), CHUNK):
+        bad = of[s:s + CHUNK] != rf[s:s + CHUNK]
+        k = int(bad.sum())
+        if k and first < 0:
+            first = s + int(bad.nonzero()[0, 0])
+        count += k
+    if count:
+        idx = _where(first, r.shape, False)
+        return Verdict(False, "mismatch", f"{count} of {r.numel()} integer values differ "
+                                          f"(first at {idx}: {o[tuple(idx)]} vs {r[tuple(idx)]})")
+    return Verdict(True)
 
 
 def seed_dependence(a: torch.Tensor, b: torch.Tensor, limit: int = 1 << 20) -> str:

@@ -111,12 +111,25 @@ def bench(fn: Callable[[], Any], cfg: TimingConfig, device: str = "cuda",
     after()
     torch.cuda.synchronize()
     host_us_per_call = _warmup(fn, flush, cfg, after)
+    deadline = time.perf_counter() + cfg.budget_s
+    t0 = time.perf_counter()
+    times, mode = _timed_loop(fn, flush, cfg, after, host_us_per_call, deadline)
+    wall = time.perf_counter() - t0
+    t = _summary(times, wall, 0.0, mode)
+    t.sync_wall_ms, t.sync_tail_ms, t.sync_tries = side_stream_wall(fn, min(20, len(times)),
+                                                                     after, t.median_ms)
+    return t
+
+
+def _timed_loop(fn: Callable[[], Any], flush: Any, cfg: TimingConfig, after: Callable[[], Any],
+                host_us_per_call: float, deadline: float) -> tuple[list[float], str]:
+    """(event times in ms, the feed the loop ended in): batches queued, checked and gated as
+    `bench` says, until `max_reps`, the confidence target or the deadline."""
+    import torch
 
     mode, size, recalibrated = cfg.feed, cfg.batch, False
     gate_us = _gate_us(host_us_per_call * size, cfg) if mode == "gated" else 0.0
     times: list[float] = []
-    deadline = time.perf_counter() + cfg.budget_s
-    t0 = time.perf_counter()
     pending = _queue(fn, flush, size, gate_us, _event(record=True), after)
     while True:
         pairs, host_us, clean, gated_by = pending
@@ -147,11 +160,7 @@ def bench(fn: Callable[[], Any], cfg: TimingConfig, device: str = "cuda",
         pending = nxt if nxt is not None else _queue(fn, flush, size,
                                                      gate_us if mode == "gated" else 0.0, None,
                                                      after)
-    wall = time.perf_counter() - t0
-    t = _summary(times, wall, 0.0, mode)
-    t.sync_wall_ms, t.sync_tail_ms, t.sync_tries = side_stream_wall(fn, min(20, len(times)),
-                                                                     after, t.median_ms)
-    return t
+    return times, mode
 
 
 def _nothing() -> None:

@@ -8,7 +8,7 @@ globals. Standard library, torch, triton and (with triton's interpreter) numpy o
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from kbx_ray.evaluate.worker.host_values import launch_values
 from kbx_ray.evaluate.worker.ledger import MONITOR
@@ -168,11 +168,56 @@ def install_bounds_checker() -> None:
     refused and disqualifies (issue 26, class 1).
     """
     import numpy as np
-    import triton.language as tl
     from triton.runtime import interpreter as it
 
-    none = np.uint64(np.iinfo(np.uint64).max)
     table: dict[str, Any] = {"lo": np.zeros(0, np.uint64), "hi": np.zeros(0, np.uint64)}
+    prov, check = _bounds_check(it, table)
+    _track_arguments(it, table)
+    _check_accesses(it, prov, check)
+    _keep_provenance(it, prov)
+
+
+def _bounds_check(it: Any, table: dict[str, Any]) -> tuple[Callable, Callable]:
+    """(prov, check): a pointer handle's provenance (the argument index of each lane, or `none`),
+    and the check of one access's active lanes against their arguments' extents (`table`)."""
+    import numpy as np
+
+    none = np.uint64(np.iinfo(np.uint64).max)
+
+    def prov(h: Any) -> Any:
+        p = getattr(h, "kbx_prov", None)
+        return np.full(np.shape(h.data), none, np.uint64) if p is None else p
+
+    def check(ptrs: Any, mask: Any, what: str) -> None:
+        p = np.asarray(ptrs.data).astype(np.uint64, copy=False)
+        m = (np.ones(p.shape, bool) if mask is None
+             else np.broadcast_to(np.asarray(mask.data, bool), p.shape))
+        active = p[m]
+        if active.size == 0:
+            return
+        ids = np.broadcast_to(prov(ptrs), p.shape)[m]
+        if (ids >= np.uint64(table["lo"].size)).any():
+            MONITOR.torch_ops.add("a kernel addressed memory through a pointer no argument handed "
+                                  "it (an integer made a pointer)")
+            MONITOR.denied = True
+            raise IndexError(f"{what} through a pointer that no tensor argument of the kernel "
+                             "handed over (an integer cast to a pointer?): kernels address only "
+                             "the tensors they are given")
+        size = np.uint64(it._get_np_dtype(ptrs.get_element_ty()).itemsize)
+        ids = ids.astype(np.intp)
+        ok = (active >= table["lo"][ids]) & (active + size <= table["hi"][ids])
+        if not ok.all():
+            raise IndexError(f"out-of-bounds {what}: {int((~ok).sum())} of {active.size} active "
+                             "lanes address memory outside the tensor argument their pointer came "
+                             "from (a missing or wrong mask?)")
+    return prov, check
+
+
+def _track_arguments(it: Any, table: dict[str, Any]) -> None:
+    """Each launch's tensor arguments: their storages (`MONITOR.spans`) and, as each becomes a
+    pointer handle, its extent in `table`, the handle's lanes tagged with its index."""
+    import numpy as np
+
     init, cvt = it.GridExecutor._init_args_hst, it._implicit_cvt
 
     def _init_args_hst(self: Any, args_dev: Any, kwargs: Any) -> Any:
@@ -202,33 +247,12 @@ def install_bounds_checker() -> None:
             out.handle.kbx_prov = np.full(out.handle.data.shape, k, np.uint64)
         return out
 
-    def prov(h: Any) -> Any:
-        p = getattr(h, "kbx_prov", None)
-        return np.full(np.shape(h.data), none, np.uint64) if p is None else p
+    it.GridExecutor._init_args_hst = _init_args_hst
+    it._implicit_cvt = _implicit_cvt
 
-    def check(ptrs: Any, mask: Any, what: str) -> None:
-        p = np.asarray(ptrs.data).astype(np.uint64, copy=False)
-        m = (np.ones(p.shape, bool) if mask is None
-             else np.broadcast_to(np.asarray(mask.data, bool), p.shape))
-        active = p[m]
-        if active.size == 0:
-            return
-        ids = np.broadcast_to(prov(ptrs), p.shape)[m]
-        if (ids >= np.uint64(table["lo"].size)).any():
-            MONITOR.torch_ops.add("a kernel addressed memory through a pointer no argument handed "
-                                  "it (an integer made a pointer)")
-            MONITOR.denied = True
-            raise IndexError(f"{what} through a pointer that no tensor argument of the kernel "
-                             "handed over (an integer cast to a pointer?): kernels address only "
-                             "the tensors they are given")
-        size = np.uint64(it._get_np_dtype(ptrs.get_element_ty()).itemsize)
-        ids = ids.astype(np.intp)
-        ok = (active >= table["lo"][ids]) & (active + size <= table["hi"][ids])
-        if not ok.all():
-            raise IndexError(f"out-of-bounds {what}: {int((~ok).sum())} of {active.size} active "
-                             "lanes address memory outside the tensor argument their pointer came "
-                             "from (a missing or wrong mask?)")
 
+def _check_accesses(it: Any, prov: Callable, check: Callable) -> None:
+    """Loads, stores and atomics check their active lanes first."""
     b = it.InterpreterBuilder
     load, store, rmw = b.create_masked_load, b.create_masked_store, b.create_atomic_rmw
     cas, poll = b.create_atomic_cas, b.create_atomic_poll
@@ -259,33 +283,26 @@ def install_bounds_checker() -> None:
         finally:
             b.create_masked_load = real
 
-    def int_to_ptr(self: Any, src: Any, dst_type: Any) -> Any:
-        MONITOR.torch_ops.add("a kernel cast an integer to a pointer")
-        MONITOR.denied = True
-        raise TypeError("a kernel cast an integer to a pointer: kernels address only the tensors "
-                        "they are given (issue 26, class 1)")
+    b.create_masked_load, b.create_masked_store = create_masked_load, create_masked_store
+    b.create_atomic_rmw, b.create_atomic_cas = create_atomic_rmw, create_atomic_cas
+    b.create_atomic_poll = create_atomic_poll
 
-    def keeps(name: str, slots: tuple[int, ...]) -> None:
-        """Wrap a builder op so that pointer results carry their operands' provenance: the op is
-        run again on the provenance arrays in place of the addresses."""
-        orig = getattr(b, name)
 
-        def op(self: Any, *args: Any) -> Any:
-            out = orig(self, *args)
-            outs = out if isinstance(out, tuple) else (out,)
-            if not any(isinstance(getattr(o, "dtype", None), tl.pointer_type) for o in outs):
-                return out
-            alt = list(args)
-            for i in slots:
-                if i < len(alt) and isinstance(alt[i], it.TensorHandle):
-                    alt[i] = it.TensorHandle(np.broadcast_to(prov(alt[i]), np.shape(alt[i].data)),
-                                             alt[i].dtype)
-            shadow = orig(self, *alt)
-            for o, s_ in zip(outs, shadow if isinstance(shadow, tuple) else (shadow,)):
-                o.kbx_prov = np.asarray(s_.data, np.uint64)
-            return out
+def _int_to_ptr(self: Any, src: Any, dst_type: Any) -> Any:
+    MONITOR.torch_ops.add("a kernel cast an integer to a pointer")
+    MONITOR.denied = True
+    raise TypeError("a kernel cast an integer to a pointer: kernels address only the tensors "
+                    "they are given (issue 26, class 1)")
 
-        setattr(b, name, op)
+
+def _keep_provenance(it: Any, prov: Callable) -> None:
+    """Pointer results of arithmetic, views, `where`, bitcasts and descriptors carry their
+    operands' provenance; an integer made a pointer is refused."""
+    import numpy as np
+    import triton.language as tl
+
+    b = it.InterpreterBuilder
+    addptr, bitcast = b.create_addptr, b.create_bitcast
 
     def create_addptr(self: Any, ptr: Any, offset: Any) -> Any:
         out = addptr(self, ptr, offset)
@@ -297,21 +314,18 @@ def install_bounds_checker() -> None:
         if isinstance(out.dtype, tl.pointer_type):
             if not isinstance(src.dtype.scalar if hasattr(src.dtype, "scalar") else src.dtype,
                               tl.pointer_type):
-                return int_to_ptr(self, src, dst_type)
+                return _int_to_ptr(self, src, dst_type)
             out.kbx_prov = prov(src)
         return out
 
-    addptr, bitcast = b.create_addptr, b.create_bitcast
     for name, slots in (("create_splat", (1,)), ("create_broadcast", (0,)),
                         ("create_expand_dims", (0,)), ("create_reshape", (0,)),
                         ("create_trans", (0,)), ("create_cat", (0, 1)), ("create_join", (0, 1)),
                         ("create_split", (0,)), ("create_unsplat", (0,)),
                         ("create_select", (1, 2))):
-        keeps(name, slots)
-    b.create_addptr, b.create_bitcast, b.create_int_to_ptr = create_addptr, create_bitcast, int_to_ptr
-    b.create_masked_load, b.create_masked_store = create_masked_load, create_masked_store
-    b.create_atomic_rmw, b.create_atomic_cas = create_atomic_rmw, create_atomic_cas
-    b.create_atomic_poll = create_atomic_poll
+        _keeps(it, prov, name, slots)
+    b.create_addptr, b.create_bitcast = create_addptr, create_bitcast
+    b.create_int_to_ptr = _int_to_ptr
     mat = it.TensorDescHandle.materialize_pointers
 
     def materialize_pointers(self: Any, offsets: Any) -> Any:
@@ -320,5 +334,30 @@ def install_bounds_checker() -> None:
         return ptrs, mask
 
     it.TensorDescHandle.materialize_pointers = materialize_pointers
-    it.GridExecutor._init_args_hst = _init_args_hst
-    it._implicit_cvt = _implicit_cvt
+
+
+def _keeps(it: Any, prov: Callable, name: str, slots: tuple[int, ...]) -> None:
+    """Wrap a builder op so that pointer results carry their operands' provenance: the op is
+    run again on the provenance arrays in place of the addresses."""
+    import numpy as np
+    import triton.language as tl
+
+    b = it.InterpreterBuilder
+    orig = getattr(b, name)
+
+    def op(self: Any, *args: Any) -> Any:
+        out = orig(self, *args)
+        outs = out if isinstance(out, tuple) else (out,)
+        if not any(isinstance(getattr(o, "dtype", None), tl.pointer_type) for o in outs):
+            return out
+        alt = list(args)
+        for i in slots:
+            if i < len(alt) and isinstance(alt[i], it.TensorHandle):
+                alt[i] = it.TensorHandle(np.broadcast_to(prov(alt[i]), np.shape(alt[i].data)),
+                                         alt[i].dtype)
+        shadow = orig(self, *alt)
+        for o, s_ in zip(outs, shadow if isinstance(shadow, tuple) else (shadow,)):
+            o.kbx_prov = np.asarray(s_.data, np.uint64)
+        return out
+
+    setattr(b, name, op)
