@@ -4,8 +4,8 @@ Compile actors run on CPU nodes (those advertising the `compile` resource, as cl
 `compile.*` node type does; any CPU otherwise). Before a candidate joins the queue of a GPU pool's
 evaluators, they ask for its kernels compiled for that pool's architecture (`compute_capability` in
 conf/hardware); the files ride with the candidate to the evaluator, which seeds its worker's Triton
-cache with them (evaluate/aot.py). Compiles for one (candidate, architecture) are shared by every
-hardware pool of that architecture (H100 and H200 are both sm_90). A failed or slow compile only
+cache with them (evaluate/parent/aot.py). Compiles for one (candidate, architecture) are shared by
+every hardware pool of that architecture (H100 and H200 are both sm_90). A failed or slow compile only
 means the GPU compiles as it always did: it is logged, never recorded as the candidate's fault.
 
 `on` starts a compile only while a compile worker is free and never holds the candidate back: it

@@ -45,9 +45,9 @@ class AotCompile(Choice):
     always = "always"
 
 
-# evaluation.sandbox.landlock is a str field of evaluate/sandbox.py:SandboxConfig until evaluate/ is
-# laid out anew (issue 30); this Enum checks it meanwhile (the other evaluation choices are Enum
-# fields of evaluate/settings.py:EvalConfig)
+# evaluation.sandbox.landlock is a str field of evaluate/parent/sandbox.py:SandboxConfig until it
+# becomes an Enum field (issue 30); this Enum checks it meanwhile (the other evaluation choices are
+# Enum fields of evaluate/settings.py:EvalConfig)
 class Landlock(Choice):
     auto = "auto"
     on = "on"
@@ -132,7 +132,7 @@ class EngineConfig:
     #                                                  (CPU: 1)
     evaluators_per_gpu: int = exempt(1, why=RUN)     # evaluators sharing each GPU: they compile
     #                                                  and check in parallel; timing holds the GPU
-    #                                                  alone (evaluate/gpulock.py)
+    #                                                  alone (evaluate/parent/gpulock.py)
     eval_batch: int = exempt(0, why=RUN)             # candidates per evaluator call; 0: 1
     #                                                  (bench_engine passes 64: with mode=noop the
     #                                                  round trip is the cost)

@@ -85,7 +85,8 @@ def header(doc: str, adapter: str, origin: str) -> str:
 
 # ---- run-time helpers --------------------------------------------------------------------------
 # tensors(obj): the tensors of a nested value, in order; tree_map(fn, obj): `obj` with `fn` applied
-# to each tensor. One walk for the harness and the adapters (`evaluate/trees.py`, torch's pytree).
+# to each tensor. One walk for the harness and the adapters (`evaluate/worker/trees.py`, torch's
+# pytree).
 tensors, tree_map = trees.tensors, trees.map_tensors
 
 

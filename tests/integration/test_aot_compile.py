@@ -1,4 +1,5 @@
-"""Ahead-of-time Triton compiles on a CPU machine for GPUs it does not have (issue 6, evaluate/aot.py).
+"""Ahead-of-time Triton compiles on a CPU machine for GPUs it does not have (issue 6,
+evaluate/parent/aot.py).
 
 Real Triton, real compiles (ptxas from the Triton wheel), in the sandbox; the GPU side (a worker
 whose compiles become cache hits) is tests/gpu/test_gpu_eval.py::test_aot_seeded_cache_is_all_hits.

@@ -65,7 +65,8 @@ def test_rows_land_on_the_requested_types_and_a_node_loss_loses_nothing(cluster,
 
 def test_evaluators_per_gpu_packs_several_evaluators_onto_one_gpu(cluster, tmp_path):
     """engine.evaluators_per_gpu=2: two evaluators, each asking for half a GPU, share the one GPU of
-    an L40S node (on a real GPU they then take turns for timing through evaluate/gpulock.py)."""
+    an L40S node (on a real GPU they then take turns for timing through
+    evaluate/parent/gpulock.py)."""
     import asyncio
 
     from kbx_ray.hardware import get_pool
