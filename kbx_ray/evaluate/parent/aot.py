@@ -4,8 +4,8 @@
 session, resource limits, a scrubbed environment, a temp dir as HOME and cwd, no network, Landlock)
 with a fresh `TRITON_CACHE_DIR`, and returns the files Triton wrote there: the kernels compiled for the
 target architecture (sm_XX) under the keys a GPU worker with the same Triton looks up. The engine's
-compile pool (`kbx_ray/compile_pool.py`) calls it on `compile`-resource nodes while the GPUs are busy
-with other candidates; the evaluator writes the files into its worker's cache (`seed_cache`) before
+compile workers (`kbx_ray/compile_workers.py`) call it on `compile`-resource nodes while the GPUs
+are busy with other candidates; the evaluator writes the files into its worker's cache (`seed_cache`) before
 the candidate arrives. A cache entry is only ever a hit for the exact key Triton computes on the GPU,
 so a wrong guess costs nothing but the compile the GPU would have done anyway.
 """
