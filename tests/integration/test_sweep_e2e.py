@@ -94,7 +94,7 @@ def test_a_changed_verdict_setting_is_another_sweep_or_refused(local_ray, tmp_pa
     base = [f"output_dir={tmp_path}", "suite.include=[activation/relu]", "wandb.mode=disabled"]
     p = engine.run_sweep(load_config(base))
     assert p.n_todo == 1 and (p.sweep_dir / "identity.json").is_file()
-    caplog.set_level("INFO", logger="kbx_ray.identity")
+    caplog.set_level("INFO", logger="kbx_ray.sweep_folder")
     other = engine.run_sweep(load_config([*base, "evaluation.fresh_sets=3"]))
     assert other.sweep_id != p.sweep_id and other.n_todo == 1  # judged again, in its own folder
     assert f"not a resume of {p.sweep_id}: evaluation.fresh_sets=2 -> 3" in caplog.text
