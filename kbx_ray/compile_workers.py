@@ -21,6 +21,7 @@ from typing import Any
 
 from kbx_ray.actor_group import ActorGroup
 from kbx_ray.evaluate.parent.aot import AotResult
+from kbx_ray.evaluate.parent.sandbox import SandboxConfig
 from kbx_ray.per_loop import PerLoop
 from kbx_ray.types import Candidate, Task
 
@@ -36,7 +37,7 @@ def _actor_class() -> Any:
             return ray.get_runtime_context().get_node_id()
 
         def compile(self, task: Task, cand: Candidate, arch: int, timeout_s: float,
-                    sandbox: Any = None, seed: int = 0) -> AotResult:
+                    sandbox: SandboxConfig | None = None, seed: int = 0) -> AotResult:
             from kbx_ray.evaluate.parent.aot import compile_candidate
 
             return compile_candidate(task, cand, arch, timeout_s, cfg=sandbox, seed=seed)
@@ -60,8 +61,8 @@ def compile_resources(name: str = "") -> dict[str, float]:
 
 
 class CompileWorkers:
-    def __init__(self, workers: int, timeout_s: float, resource: str = "", sandbox: Any = None,
-                 seed: int = 0) -> None:
+    def __init__(self, workers: int, timeout_s: float, resource: str = "",
+                 sandbox: SandboxConfig | None = None, seed: int = 0) -> None:
         cls = _actor_class().options(resources=compile_resources(resource))
         # one compile at a time per actor; a lost one is logged (the GPU compiles), not retried
         self.group = ActorGroup([cls.remote() for _ in range(max(1, workers))], ready="where",
