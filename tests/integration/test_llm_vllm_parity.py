@@ -4,26 +4,24 @@ The tiny model gets a generation_config.json (top_k, top_p, repetition_penalty) 
 does not override: `vllm serve` fills unset sampling fields from it, and so must the in-process
 backend. The openai backend's request is caught on the wire by a stub server and compared with the
 vllm backend's; then the real server and the real engine decode the same prompts with the same
-seeds into the same texts."""
+seeds into the same texts. The server is conftest.py's `vllm_server` (shared with
+test_llm_openai_vllm.py), which serves such a copy of the model."""
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import json
-import shutil
-import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from fixtures.tiny_model import require_vllm, tiny_model_dir
+from fixtures.vllm_serve import GENERATION_CONFIG, tiny_with_generation_config
 
 from kbx_ray.config import load_config
 from kbx_ray.llm.base import GenParams, build_backend
-from tests.integration.test_llm_openai_vllm import _free_port, _serve_command, _stop, _wait_up
 
 pytestmark = pytest.mark.slow
-GENERATION_CONFIG = {"top_k": 3, "top_p": 0.6, "repetition_penalty": 1.8, "temperature": 0.3}
 MSGS = [{"role": "system", "content": "You write Triton kernels."},
         {"role": "user", "content": "Write relu(x) as a Triton kernel."}]
 SAMPLING = "model.options.sampling={min_p: 0.05}"  # the preset's own extra sampling field
@@ -32,11 +30,8 @@ SAMPLING = "model.options.sampling={min_p: 0.05}"  # the preset's own extra samp
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     require_vllm()
-    d = tmp_path_factory.mktemp("tiny-gencfg") / "tiny"
-    shutil.copytree(tiny_model_dir(), d)
-    (d / "generation_config.json").write_text(json.dumps({**GENERATION_CONFIG, "bos_token_id": 1,
-                                                          "eos_token_id": 2}))
-    return d
+    return tiny_with_generation_config(tiny_model_dir(),
+                                       tmp_path_factory.mktemp("tiny-gencfg") / "tiny")
 
 
 def presets(path, url: str):
@@ -95,33 +90,18 @@ def test_the_same_preset_builds_the_same_request_on_both_backends(model_dir):
     assert (sp.temperature, sp.seed, sp.max_tokens) == (1.0, 5, vllm_cfg.max_tokens)
 
 
-def _serve(path, port: int, log):
-    cmd = [*_serve_command(), "--model", str(path), "--host", "127.0.0.1", "--port", str(port),
-           "--served-model-name", "tiny", "--dtype", "float32", "--max-model-len", "2048",
-           "--enforce-eager", "--gpu-memory-utilization", "0.1", "--max-num-seqs", "32"]
-    with open(log, "w") as out:
-        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def test_vllm_serve_and_the_vllm_backend_decode_the_same_texts(model_dir, tmp_path):
+def test_vllm_serve_and_the_vllm_backend_decode_the_same_texts(vllm_server):
     from kbx_ray.llm.vllm_actor import VLLMReplica
     from kbx_ray.llm.vllm_spec import spec_from
 
     seeds = (1, 2, 3)
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}/v1"
-    proc = _serve(model_dir, port, tmp_path / "serve.log")
-    try:
-        _wait_up(proc, url, tmp_path / "serve.log")
-        vllm_cfg, openai_cfg = presets(model_dir, url)
-        client = build_backend(openai_cfg)
+    vllm_cfg, openai_cfg = presets(vllm_server.model_dir, vllm_server.url)  # the served model
+    client = build_backend(openai_cfg)
 
-        async def served():
-            return await asyncio.gather(*(client.generate(MSGS, GenParams(
-                temperature=1.0, max_tokens=24, seed=s)) for s in seeds))
-        over_http = asyncio.run(served())
-    finally:
-        _stop(proc)
+    async def served():
+        return await asyncio.gather(*(client.generate(MSGS, GenParams(
+            temperature=1.0, max_tokens=24, seed=s)) for s in seeds))
+    over_http = asyncio.run(served())
 
     spec = spec_from(vllm_cfg)
     engine_kwargs = {**spec.engine, "max_num_seqs": 32}  # as the server above

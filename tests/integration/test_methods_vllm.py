@@ -4,22 +4,20 @@ parallel with 2 rounds, agentic, best_of_n) over two tasks, into Parquet and the
 
 The tiny model writes gibberish, so every candidate must end as a clean extraction failure
 (`truncated` at the token limit, else `no_code_block`) and every multi-round method must run all its
-rounds on the harness's feedback. One engine serves the module; the sweep reuses it.
+rounds on the harness's feedback. One engine serves the module; the sweep reuses it. The engine and
+its Ray cluster are conftest.py's `tiny_engine`, shared with test_llm_vllm.py (which runs just before
+this module), so the engine's count of requests served is taken before the sweep.
 """
 from __future__ import annotations
 
-import asyncio
 import json
 from types import SimpleNamespace
 
 import pytest
-import ray
-from fixtures.tiny_model import require_vllm, tiny_model_dir
 
 from kbx_ray import engine
 from kbx_ray.config import load_config
 from kbx_ray.genlog import FILE as WAL
-from kbx_ray.llm.base import build_backend
 from kbx_ray.sinks import read_table
 
 pytestmark = pytest.mark.slow
@@ -32,26 +30,19 @@ EXPECTED = {"one_shot": {0: [0]}, "few_shot": {0: [0]}, "cot": {0: [0]}, "repair
 
 
 @pytest.fixture(scope="module")
-def swept(tmp_path_factory):
-    require_vllm()
-    path = tiny_model_dir()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, configure_logging=False)
-    try:
-        backend = build_backend(load_config(["model=tiny", f"model.path={path}"]).model)
-        asyncio.run(backend.wait_ready())
-        out = tmp_path_factory.mktemp("methods")
-        p = engine.run_sweep(load_config([
-            f"output_dir={out}", "model=tiny", f"model.path={path}",
-            f"model.max_tokens={MAX_TOKENS}", "model.temperature=1.0",
-            f"suite.include=[{','.join(TASKS)}]", f"sweep.methods=[{','.join(EXPECTED)}]",
-            "sweep.rounds=[2]", "wandb.mode=disabled", "evaluation.seeds=1",
-            "engine.evaluators=1"]))
-        yield SimpleNamespace(dir=p.sweep_dir, backend=backend,
-                              gen=read_table(p.sweep_dir, "generations"),
-                              ev=read_table(p.sweep_dir, "evaluations"))
-        backend.close()
-    finally:
-        ray.shutdown()
+def swept(tiny_engine, tmp_path_factory):
+    backend = tiny_engine.backend
+    served = sum(backend.pool.served)  # what the engine served before this module's sweep
+    out = tmp_path_factory.mktemp("methods")
+    p = engine.run_sweep(load_config([
+        f"output_dir={out}", "model=tiny", f"model.path={tiny_engine.path}",
+        f"model.max_tokens={MAX_TOKENS}", "model.temperature=1.0",
+        f"suite.include=[{','.join(TASKS)}]", f"sweep.methods=[{','.join(EXPECTED)}]",
+        "sweep.rounds=[2]", "wandb.mode=disabled", "evaluation.seeds=1",
+        "engine.evaluators=1"]))
+    return SimpleNamespace(dir=p.sweep_dir, backend=backend, served_before=served,
+                           gen=read_table(p.sweep_dir, "generations"),
+                           ev=read_table(p.sweep_dir, "evaluations"))
 
 
 def test_every_round_and_branch_is_a_row(swept):
@@ -65,7 +56,7 @@ def test_every_round_and_branch_is_a_row(swept):
         last = rows.loc[rows.groupby("branch")["round"].idxmax()]
         assert (last.stop_reason == "max_rounds").all(), (method, task)
     # The engine served every call once: the sweep reused the module's engine.
-    assert sum(swept.backend.pool.served) == len(gen)
+    assert sum(swept.backend.pool.served) - swept.served_before == len(gen)
     assert not gen.duplicated(["cell_id", "round", "branch"]).any()
     assert not (swept.dir / WAL).exists()  # a clean finish: every logged call is in Parquet
 
