@@ -47,3 +47,14 @@ def cpu_evaluator():
     ev = Evaluator(EvalConfig(device="cpu", case_timeout_s=180, load_timeout_s=180))
     yield ev
     ev.close()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Under `-n N --dist loadscope`: a module, or modules sharing a vLLM engine or server, per
+    worker; short tests one by one (tests/fixtures/xdist_groups.py)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from fixtures.xdist_groups import scheduler
+
+    return scheduler(config, log)

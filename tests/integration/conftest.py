@@ -8,13 +8,11 @@ Shared heavyweights (each costs tens of seconds of a 2-core CI box to start):
   so the modules after them start from no Ray, as before.
 - `vllm_server`: one `vllm serve` of the tiny model with a generation_config.json, for
   test_llm_openai_vllm.py and test_llm_vllm_parity.py (the parity test needs the generation config;
-  the openai tests ask for their own temperature and seeds, which override it). Stopped likewise.
+  what the openai tests check holds under any sampling defaults). Stopped likewise.
 
-Under xdist (`-n 2 --dist loadgroup`, as .ci/run's rest lane), every test gets an `xdist_group`: its
-module, or the shared group above, so a module's module-scoped fixtures (a Ray cluster, an
-evaluator) start on one worker only and a shared engine is never started twice. Groups are handed
-out slowest first (`SLOWEST_FIRST`, measured on the CI box), so the long modules overlap instead of
-one of them running alone at the end. Each worker keeps its own Ray temp dir (RAY_TMPDIR): a
+Under xdist (`-n 2 --dist loadscope`, as .ci/run's rest lane) a module, or a shared group above, is
+one unit of work on one worker (tests/fixtures/xdist_groups.py), and collection puts the slowest
+units first, so the long modules overlap instead of one of them running alone at the end. Each worker keeps its own Ray temp dir (RAY_TMPDIR): a
 `ray.cluster_utils.Cluster` writes its address to `<temp dir>/ray/ray_current_cluster`, which a
 `ray.init()` without an address (in a test or in a `kbx` subprocess) on the other worker would
 otherwise join.
@@ -32,21 +30,7 @@ from typing import Any
 
 import pytest
 
-ENGINE_MODULES = ("test_llm_vllm.py", "test_methods_vllm.py")  # share `tiny_engine`, in this order
-SERVER_MODULES = ("test_llm_openai_vllm.py", "test_llm_vllm_parity.py")  # share `vllm_server`
-SHARED = {**{m: "tiny_engine" for m in ENGINE_MODULES}, **{m: "vllm_server" for m in SERVER_MODULES}}
-# The xdist groups that take longest on the 2-core CI box, longest first (measured: the serial rest
-# lane's --durations); the other modules follow in collection order. Only the order of scheduling
-# depends on it, never a result.
-SLOWEST_FIRST = ("tiny_engine", "test_multinode.py", "test_verdict_classes.py", "test_exploits.py",
-                 "vllm_server", "test_llm_vllm_faults.py", "test_engine_faults.py",
-                 "test_monitor_classes.py", "test_unseen_cases.py", "test_autoscaling.py",
-                 "test_honest_corpus.py", "test_methods_engine.py", "test_external_real.py",
-                 "test_readme_replay.py", "test_timing_protocol_cpu.py", "test_sweep_start.py",
-                 "test_wandb_offline.py")
-# Many short tests and no module-scoped fixture: left ungrouped and last, so xdist hands them out one
-# by one to whichever worker is free and both workers finish together.
-FILLER = ("test_conformance.py",)
+from fixtures.xdist_groups import ENGINE_MODULES, SERVER_MODULES, rank, unit_of
 
 
 def _xdist_worker() -> str | None:
@@ -61,34 +45,16 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["RAY_TMPDIR"] = str(d)  # inherited by every Ray process and `kbx` subprocess
 
 
-def _group(item: pytest.Item) -> str:
-    name = item.path.name
-    return SHARED.get(name) or str(item.path.relative_to(item.config.rootpath))
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Each shared group's modules back to back (in collection order, so test_llm_vllm.py runs
-    before test_methods_vllm.py); under xdist also the slowest groups first, and every test marked
-    with its group (FILLER's tests excepted). Tests within a module keep their order."""
+    before test_methods_vllm.py); under xdist also the slowest units first. Tests within a module
+    keep their order."""
     first_seen: dict[str, int] = {}
     for i, item in enumerate(items):
-        first_seen.setdefault(_group(item), i)
-
-    def rank(item: pytest.Item) -> tuple[int, int]:
-        g = Path(_group(item)).name
-        if not _xdist_worker():
-            return 0, first_seen[_group(item)]
-        if g in FILLER:
-            return len(SLOWEST_FIRST) + 1, first_seen[_group(item)]
-        return (SLOWEST_FIRST.index(g) if g in SLOWEST_FIRST else len(SLOWEST_FIRST),
-                first_seen[_group(item)])
-
-    items.sort(key=rank)  # stable: a group's tests keep their relative order
-    if _xdist_worker():
-        for item in items:
-            if item.path.name not in FILLER:
-                item.add_marker(pytest.mark.xdist_group(_group(item)))
+        first_seen.setdefault(unit_of(item.nodeid), i)
+    xdist = _xdist_worker() is not None
+    # stable: a unit's tests keep their relative order
+    items.sort(key=lambda item: (rank(item.nodeid) if xdist else 0, first_seen[unit_of(item.nodeid)]))
 
 
 class _Shared:
