@@ -93,9 +93,6 @@ def test_a_failed_start_leaves_no_folder_and_no_wandb_run(local_ray, tmp_path: P
     assert not sweep_dir.exists() and not list(tmp_path.rglob("offline-run-*"))
 
 
-# serial: twice in the two-worker lane the sweep ran to the end (exit 0) instead of stopping at the
-# SIGINT; alone, with or without xdist, it passes (cause not found yet)
-@pytest.mark.serial
 def test_ctrl_c_prints_one_line_and_the_same_command_resumes(tmp_path: Path):
     """SIGINT to the sweep's process group, as a terminal's Ctrl-C sends it, once a cell is
     recorded: no traceback, one line naming how many cells are recorded; a re-run resumes."""
