@@ -21,9 +21,11 @@ from __future__ import annotations
 import ast
 import os
 import re
+import sys
 import textwrap
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -156,14 +158,46 @@ def _render(task_id: str, level: int, signature: str, source: str) -> str:
         "ModelNew = PROBLEM.reference  # the contract's <name>: the reference", ""])
 
 
-def _probe(path: Path, source: str) -> None:
-    """The problem builds here: its module runs and get_init_inputs() answers (offline: a model
-    fetched from the Hugging Face hub fails fast instead of waiting on the network)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+@contextmanager
+def hub_offline() -> Iterator[None]:
+    """The Hugging Face hub is offline inside the block, whether or not huggingface_hub is already
+    imported, and as it was outside it.
+
+    huggingface_hub reads HF_HUB_OFFLINE once, at import, into `huggingface_hub.constants`, and asks
+    that constant (`is_offline_mode()`) before each request; transformers asks huggingface_hub.
+    Setting the variable alone is too late in a process that has already imported either (vLLM
+    does), where a level-4 problem would try the network and wait out its retries, so the constant
+    is set too. On the way out both are put back, so the rest of the process (a vLLM engine that
+    downloads its model) is not left offline."""
+    before = os.environ.get("HF_HUB_OFFLINE")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    constants = sys.modules.get("huggingface_hub.constants")
+    had = getattr(constants, "HF_HUB_OFFLINE", None)
+    if constants is not None:
+        constants.HF_HUB_OFFLINE = True
     try:
-        problem = KernelBenchProblem(path.name, source)
-        with shim.OnDevice("cpu"):
-            problem.ns["get_init_inputs"]()
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = before
+        if constants is not None:
+            constants.HF_HUB_OFFLINE = had
+        elif (imported := sys.modules.get("huggingface_hub.constants")) is not None:
+            # first imported inside the block: the value the import would have read outside it
+            imported.HF_HUB_OFFLINE = (
+                (before or os.environ.get("TRANSFORMERS_OFFLINE") or "").upper()
+                in {"1", "ON", "YES", "TRUE"})
+
+
+def _probe(path: Path, source: str) -> None:
+    """The problem builds here: its module runs and get_init_inputs() answers (offline, see
+    `hub_offline`: a model fetched from the Hugging Face hub fails fast instead of waiting on the
+    network)."""
+    try:
+        with hub_offline():
+            _build(path, source)
     except ModuleNotFoundError as e:
         raise SuiteError(f"needs {e.name} (pip install {e.name}; a level-4 problem also needs its "
                          "model's config and weights from the Hugging Face hub)") from None
@@ -173,6 +207,12 @@ def _probe(path: Path, source: str) -> None:
             raise SuiteError("needs its model's config and weights from the Hugging Face hub, "
                              "which are not cached here (offline)") from None
         raise SuiteError(f"building it raised {type(e).__name__}: {first}") from None
+
+
+def _build(path: Path, source: str) -> None:
+    problem = KernelBenchProblem(path.name, source)
+    with shim.OnDevice("cpu"):
+        problem.ns["get_init_inputs"]()
 
 
 def load(root: Path, include: list[str] | None,
