@@ -20,7 +20,7 @@ from kbx_ray.evaluate.parent import case_checks
 from kbx_ray.evaluate.parent.admission import Admission, device_ledger, file_shared_oom, is_oom
 from kbx_ray.evaluate.parent.case_checks import Fail as _Fail
 from kbx_ray.evaluate.static.checks import static_check
-from kbx_ray.evaluate.parent.correctness import Verdict
+from kbx_ray.evaluate.parent.correctness import Verdict, recurring_strays
 from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger
 from kbx_ray.evaluate.parent.gpulock import GpuLock, NoLock
 from kbx_ray.evaluate.worker.inputs import InputCache
@@ -316,7 +316,7 @@ class Evaluator:
     def _check_case(self, ref_mod: Any, task: Task, case: dict, seeds: list[int], res: EvalResult,
                     first: bool) -> CaseResult:
         cr = CaseResult(case=case["name"], seeds=len(seeds))
-        outs_by_seed = []
+        outs_by_seed, strays = [], set()
         for i, seed in enumerate(seeds):  # one seed per request: a reply holds one seed's outputs
             with self.lock.shared():
                 t0 = time.perf_counter()
@@ -333,6 +333,9 @@ class Evaluator:
                 v = (case_checks.integrity(info, self.cfg.torch_compute, res)
                      or case_checks.repeat_problem(info, outs, blobs, ref_mod, case, self.device)
                      or self._verdict(ref_mod, task, case, seed, outs, info))
+                if v.ok and v.strays:  # an unseen case's strays: never at the same places twice
+                    why = recurring_strays(strays, v, outs)
+                    v = Verdict(False, "mismatch", why, v.max_abs_err, v.max_rel_err) if why else v
             for key, dt in (("worker_run", t1 - t0), ("decode", t2 - t1),
                             ("judge", time.perf_counter() - t2)):
                 res.stage_s[key] = round(res.stage_s.get(key, 0.0) + dt, 4)
