@@ -78,7 +78,7 @@ def methods(cfg: Config) -> list[MethodConfig]:
     variants = _variants("method", cfg.sweep.methods, cfg.method, cfg.overrides)
     if cfg.sweep.rounds:
         # several budgets of one method are different variants: each row names its own
-        # (`repair@R3`), or every table and dashboard would pool the budgets into one method
+        # (`repair@R3`), or every table and dashboard would merge the budgets into one method
         budgets = list(dict.fromkeys(map(int, cfg.sweep.rounds)))
         label = len(budgets) > 1
         variants = [v for m in variants for v in (

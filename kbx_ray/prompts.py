@@ -106,9 +106,9 @@ def load_exemplars(root: str | None = None) -> tuple[Task, ...]:
 
 def pick_exemplars(task: Task, k: int, root: str | None = None) -> list[Task]:
     """k exemplars, those of the task's own category first; never one with the task's name."""
-    pool = [e for e in load_exemplars(root) if e.name != task.name]
-    pool.sort(key=lambda e: (e.category != task.category, e.task_id))
-    return pool[:k]
+    others = [e for e in load_exemplars(root) if e.name != task.name]
+    others.sort(key=lambda e: (e.category != task.category, e.task_id))
+    return others[:k]
 
 
 # ---- feedback --------------------------------------------------------------------------------

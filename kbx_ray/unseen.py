@@ -24,9 +24,9 @@ that declares nothing gets `family()`, the default derivation:
 
 A task whose dims carry other constraints holds those keys (`hold=("hq", "hkv")`: head counts whose
 ratio matters), names its free keys (`free=(...)`), gives multiples (`multiple={"d": 2}`: the drawn
-value is a multiple; odd sizes then come from the other keys) or its own `draw(rng, base, pool,
-limit, size) -> case`. A task for which a family makes no sense says why: `family(fixed="...")`,
-and tests/integration/test_conformance.py lists those tasks.
+value is a multiple; odd sizes then come from the other keys) or its own `draw(rng, base, here,
+limit, size) -> case` (`here`: the public cases that run here). A task for which a family makes no
+sense says why: `family(fixed="...")`, and tests/integration/test_conformance.py lists those tasks.
 
 Stdlib only: the sandbox worker imports the task files, and with them this module.
 """
@@ -62,7 +62,7 @@ class Family:
     most: dict[str, int] = field(default_factory=dict)  # key (or "key.axis") -> the contract's
     #                                        largest size there (one that would pass it stays)
     fixed: str = ""                        # non-empty: no unseen case, and why
-    draw: Callable[..., dict] | None = None  # the task's own draw (rng, base, pool, limit, size)
+    draw: Callable[..., dict] | None = None  # the task's own draw (rng, base, here, limit, size)
 
     def keys(self, case: dict) -> list[str]:
         """The case's free keys that hold sizes, in the case's order."""
@@ -138,35 +138,35 @@ def cases(module: Any, public: list[dict] | tuple[dict, ...], count: int, rng: r
     fam = family_of(module)
     if fam.fixed or count <= 0:
         return []
-    pool = [c for c in public if c["small"] or not small]
+    here = [c for c in public if c["small"] or not small]
     size = lambda c: int(module.cost(c)["bytes"])  # noqa: E731
     limit_ratio = CPU_GROWTH if small else GPU_GROWTH
     out = []
     for i in range(count):
-        case = draw_one(fam, pool, rng, size, limit_ratio)
+        case = draw_one(fam, here, rng, size, limit_ratio)
         if case is None:
             return []
         out.append({**case, "name": f"unseen_{i}", "small": small, "unseen": case["name"]})
     return out
 
 
-def draw_one(fam: Family, pool: list[dict], rng: random.Random, size: Callable[[dict], int],
+def draw_one(fam: Family, here: list[dict], rng: random.Random, size: Callable[[dict], int],
              limit_ratio: float) -> dict | None:
     """One case (module docstring): from the case with the most elements, or the next one down
     where no size of that one can pass the public maximum within the bound."""
-    order = sorted(pool, key=lambda c: -size(c) / _itemsize(c))  # the most elements first (stable)
-    limit = limit_ratio * max(map(size, pool))
+    order = sorted(here, key=lambda c: -size(c) / _itemsize(c))  # the most elements first (stable)
+    limit = limit_ratio * max(map(size, here))
     if fam.draw is not None:
-        return fam.draw(rng, dict(order[0]), pool, limit, size)
+        return fam.draw(rng, dict(order[0]), here, limit, size)
     top: dict[tuple, int] = {}
-    for c in pool:
+    for c in here:
         for p, v in positions(c, fam).items():
             top[p] = max(top.get(p, v), v)
     for base in order:
         case = _draw_from(fam, base, rng, size, limit, top)
         if case is not None:
             return case
-    return None  # nothing can grow (a pool of size-1 cases): tests/integration/test_conformance.py
+    return None  # nothing can grow (only size-1 cases): tests/integration/test_conformance.py
     #              makes sure that every task of the suite draws one
 
 

@@ -120,7 +120,7 @@ class VLLMReplica:
                                              self.max_len, self.defaults)
 
     async def generate(self, messages: Messages, params: GenParams) -> Generation:
-        """Tokenization runs in vLLM's own thread pool, off this event loop, as in `vllm serve`."""
+        """Tokenization runs on vLLM's own threads, off this event loop, as in `vllm serve`."""
         from vllm.exceptions import VLLMValidationError
         from vllm.v1.engine.exceptions import EngineDeadError
 
@@ -210,7 +210,7 @@ class VLLMBackend:
             if "scheduling_strategy" in opts:
                 self.groups.append(opts["scheduling_strategy"].placement_group)
             self.actors.append(remote.options(**opts).remote(spec.engine, spec.name, spec.sampling))
-        self.pool = ReplicaGroup(self.actors, spec.max_inflight)
+        self.replicas = ReplicaGroup(self.actors, spec.max_inflight)
         self.info: list[dict] | None = None
         self._starting: dict[int, asyncio.Future] = {}
 
@@ -227,7 +227,7 @@ class VLLMBackend:
     async def _start(self) -> list[dict]:
         import ray
 
-        ready = asyncio.ensure_future(self.pool.broadcast("ready"))
+        ready = asyncio.ensure_future(self.replicas.broadcast("ready"))
         t0 = time.monotonic()
         try:
             while not ready.done():
@@ -257,7 +257,7 @@ class VLLMBackend:
 
         await self.wait_ready()
         try:
-            return await self.pool.call("generate", messages, params)
+            return await self.replicas.call("generate", messages, params)
         except ray.exceptions.RayTaskError as e:
             raise BackendError(f"vllm replica of {self.spec.name} failed a request: "
                                f"{root_cause(e)}") from None

@@ -13,7 +13,7 @@ The study's own speedup metrics (FIELD.md), over correct timed kernels:
 - sum_ratio: Σ ref ms / Σ candidate ms over every timed case of every kernel in the group, so the
   longest-running cases dominate it;
 - mean_task_ratio: the mean over tasks of each task's own Σ ref ms / Σ candidate ms (its correct
-  kernels' timed cases pooled, so several samples of one task weigh as one), so every task weighs
+  kernels' timed cases summed, so several samples of one task weigh as one), so every task weighs
   the same;
 - slower_than_eager: share of timed correct kernels with speedup < 1.
 """

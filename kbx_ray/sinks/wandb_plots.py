@@ -50,7 +50,7 @@ def final_charts(rows: list[dict]) -> dict[str, Any]:
 def curve_lines(curve: Any) -> list[tuple[int, float, str]]:
     """(k, exec rate, line label) per point of `rounds_curve`: one line per method, model and
     pool, the label naming a model or a pool only where the sweep has several (a line that
-    pooled two models' points would zig-zag between them)."""
+    mixed two models' points would zig-zag between them)."""
     rows = curve.to_dict("records")
     parts = ["method"] + [d for d in ("model", "hardware") if len({r[d] for r in rows}) > 1]
     return [(int(r["k"]), float(r["exec_rate"]), " / ".join(str(r[d]) for d in parts))

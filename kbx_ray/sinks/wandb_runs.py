@@ -145,13 +145,13 @@ class GenerationTally:
 
 
 def replica_gauges(backends: list[Any]) -> dict[str, float]:
-    """Per replica of each backend that balances over replicas (its `pool`, an
+    """Per replica of each backend that balances over replicas (its `replicas`, an
     llm/replica_group.py:ReplicaGroup): calls served, the most requests it held at once, and what
     it generated (completion tokens, mean latency, truncation rate, tokens/s since the group
     started)."""
     out: dict[str, float] = {}
     for backend in backends:
-        group = getattr(backend, "pool", None)
+        group = getattr(backend, "replicas", None)
         served = getattr(group, "served", None)
         if not isinstance(served, list):
             continue

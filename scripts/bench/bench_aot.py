@@ -51,8 +51,8 @@ def cpu(args: argparse.Namespace) -> dict:
 
     sols = _solutions(args.include)
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda tc: compile_candidate(tc[0], tc[1], args.arch), sols))
+    with ThreadPoolExecutor(args.jobs) as threads:
+        results = list(threads.map(lambda tc: compile_candidate(tc[0], tc[1], args.arch), sols))
     wall = time.perf_counter() - t0
     per_task = {t.task_id: r.summary() for (t, _), r in zip(sols, results)}
     untraced = {t.task_id: {k: v for k, v in r.cases.items() if v != "ok"}

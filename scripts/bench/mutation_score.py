@@ -136,8 +136,8 @@ def main() -> None:
     t0 = time.time()
     tasks = load_suite(include=[s for s in args.include.split(",") if s] or None)
     tasks = [t for t in tasks if t.solution_path]
-    with ThreadPoolExecutor(args.jobs) as pool:
-        base = dict(zip([t.task_id for t in tasks], pool.map(
+    with ThreadPoolExecutor(args.jobs) as threads:
+        base = dict(zip([t.task_id for t in tasks], threads.map(
             lambda t: judge(t, Path(t.solution_path).read_text()), tasks)))
         rejected = {tid: kind for tid, (ok, kind) in base.items() if not ok}
         print(f"{len(tasks)} solutions judged, {len(rejected)} rejected (false positives): "
@@ -147,7 +147,7 @@ def main() -> None:
                 mutants_for(Path(t.solution_path).read_text(), t.task_id, args.per_operator)]
         print(f"{len(jobs)} mutants of {len(scored)} tasks", flush=True)
         coverage = {t.task_id: covered_lines(t) for t in scored}  # the interpreter is not thread-safe
-        verdicts = list(pool.map(lambda job: judge(job[0], job[1].code), jobs))
+        verdicts = list(threads.map(lambda job: judge(job[0], job[1].code), jobs))
     for ev in _all:
         ev.close()
     records = [[t.task_id, t.category, m.operator, m.line, is_covered(m, coverage[t.task_id]),

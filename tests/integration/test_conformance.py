@@ -109,11 +109,11 @@ def _check_family(task, mod, small: bool, seed: int) -> dict:
     """One unseen case drawn as the evaluator does on the CPU (`small`) or a GPU, checked against
     the public cases that run there."""
     fam = unseen.family_of(mod)
-    pool = [c for c in task.cases if c["small"] or not small]
+    here = [c for c in task.cases if c["small"] or not small]
     (case,) = unseen.cases(mod, task.cases, 1, random.Random(seed), small)
     assert case["name"] == "unseen_0" and case["small"] == small
     assert all(_without(case) != _without(c) for c in task.cases), "an unseen case is public"
-    (base,) = [c for c in pool if c["name"] == case["unseen"]]  # the case it was drawn from
+    (base,) = [c for c in here if c["name"] == case["unseen"]]  # the case it was drawn from
     new, old = unseen.positions(case, fam), unseen.positions(base, fam)
     free = fam.keys(base)
     assert new.keys() == old.keys() and {k: v for k, v in _without(case).items() if k not in free} \
@@ -123,13 +123,13 @@ def _check_family(task, mod, small: bool, seed: int) -> dict:
             m = math.lcm(*[unseen.multiple_at(fam, base, q) for q, w in old.items() if w == old[p]])
             assert v > old[p] and v % m == 0 and (v % 2 == 1 or m % 2 == 0), (p, old[p], v)
     top = {}
-    for c in pool:
+    for c in here:
         for p, v in unseen.positions(c, fam).items():
             top[p] = max(top.get(p, v), v)
     assert any(v > top[p] for p, v in new.items()), "no size past the largest public one"
     size = lambda c: mod.cost(c)["bytes"]  # noqa: E731
     growth = unseen.CPU_GROWTH if small else unseen.GPU_GROWTH
-    assert size(case) > size(base) and size(case) <= growth * max(map(size, pool))
+    assert size(case) > size(base) and size(case) <= growth * max(map(size, here))
     return case
 
 

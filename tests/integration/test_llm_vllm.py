@@ -72,7 +72,7 @@ def test_every_prompt_of_a_round_is_in_the_engine_at_once(tiny):
             msgs, GenParams(temperature=1.0, max_tokens=64, seed=i))) for i in range(32)]
         seen = 0
         while not all(r.done() for r in reqs):
-            seen = max(seen, *(await tiny.backend.pool.broadcast("load")))
+            seen = max(seen, *(await tiny.backend.replicas.broadcast("load")))
             await asyncio.sleep(0.02)
         return seen, await asyncio.gather(*reqs)
 
@@ -113,7 +113,7 @@ def test_missing_weights_is_one_line(tiny):
 
 
 def test_sweep_with_the_tiny_model_records_real_token_counts(tiny, tmp_path):
-    served = sum(tiny.backend.pool.served)
+    served = sum(tiny.backend.replicas.served)
     overrides = [f"output_dir={tmp_path}", "model=tiny", f"model.path={tiny.path}",
                  "suite.include=[activation/relu,math/exp]", "wandb.mode=disabled"]
     p = engine.run_sweep(load_config(overrides))
@@ -122,7 +122,7 @@ def test_sweep_with_the_tiny_model_records_real_token_counts(tiny, tmp_path):
     assert sorted(gen.task_id) == ["activation/relu", "math/exp"] and (gen.model == "tiny").all()
     assert (gen.prompt_tokens > 100).all() and (gen.completion_tokens > 0).all()
     assert (gen.completion_tokens <= 64).all() and gen.completion.str.len().gt(0).all()
-    assert sum(tiny.backend.pool.served) == served + 2  # the module's engine served the sweep
+    assert sum(tiny.backend.replicas.served) == served + 2  # the module's engine served the sweep
     # Gibberish: no code. At the token limit that is `truncated`, before it `no_code_block`.
     reasons = dict(zip(gen.candidate_id, gen.finish_reason))
     for cand, kind in zip(ev.candidate_id, ev.error_kind):

@@ -92,7 +92,7 @@ def sweep_and_kill(cfg, backend, kill) -> SimpleNamespace:
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 600
-    while not (len(wal_lines(sweep_dir)) >= ROUNDS + 3 and sum(backend.pool.inflight)
+    while not (len(wal_lines(sweep_dir)) >= ROUNDS + 3 and sum(backend.replicas.inflight)
                and parts(sweep_dir)):
         assert thread.is_alive() and time.monotonic() < deadline, "the sweep ended before the kill"
         time.sleep(0.02)
@@ -123,7 +123,7 @@ def test_replica_killed_mid_sweep_is_restarted_and_the_sweep_completes(tiny, tmp
     backend = tiny.backend
     pid = asyncio.run(backend.wait_ready())[0]["pid"]
     engine_procs = psutil.Process(pid).children(recursive=True)
-    served = sum(backend.pool.served)
+    served = sum(backend.replicas.served)
     before = sweep_and_kill(config(tmp_path, tiny.path), backend,
                             lambda: os.kill(pid, signal.SIGKILL))
     assert before.error is None, before.error
@@ -131,7 +131,7 @@ def test_replica_killed_mid_sweep_is_restarted_and_the_sweep_completes(tiny, tmp
     assert "replica 0 died during generate (retrying once)" in caplog.text
     new_pid = ray.get(backend.actors[0].ready.remote(), timeout=60)["pid"]
     assert new_pid != pid and vllm_actor._LIVE  # the same backend, on a restarted engine
-    assert sum(backend.pool.served) == served + 4 * len(TASKS)  # the killed call: retried
+    assert sum(backend.replicas.served) == served + 4 * len(TASKS)  # the killed call: retried
     psutil.wait_procs(engine_procs, timeout=30)
     assert not [p for p in engine_procs if p.is_running() and p.status() != "zombie"]
 
@@ -155,4 +155,4 @@ def test_replica_dead_for_good_is_one_line_and_the_sweep_resumes(tiny, tmp_path)
     assert fresh is not backend  # the dead replica is not reused
     engine.run_sweep(cfg)  # resume: the recorded cell is skipped, logged rounds are replayed
     check_complete(before.dir, before)
-    assert sum(fresh.pool.served) == 4 * len(TASKS) - len(logged)
+    assert sum(fresh.replicas.served) == 4 * len(TASKS) - len(logged)

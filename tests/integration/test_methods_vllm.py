@@ -32,7 +32,7 @@ EXPECTED = {"one_shot": {0: [0]}, "few_shot": {0: [0]}, "cot": {0: [0]}, "repair
 @pytest.fixture(scope="module")
 def swept(tiny_engine, tmp_path_factory):
     backend = tiny_engine.backend
-    served = sum(backend.pool.served)  # what the engine served before this module's sweep
+    served = sum(backend.replicas.served)  # what the engine served before this module's sweep
     out = tmp_path_factory.mktemp("methods")
     p = engine.run_sweep(load_config([
         f"output_dir={out}", "model=tiny", f"model.path={tiny_engine.path}",
@@ -56,7 +56,7 @@ def test_every_round_and_branch_is_a_row(swept):
         last = rows.loc[rows.groupby("branch")["round"].idxmax()]
         assert (last.stop_reason == "max_rounds").all(), (method, task)
     # The engine served every call once: the sweep reused the module's engine.
-    assert sum(swept.backend.pool.served) - swept.served_before == len(gen)
+    assert sum(swept.backend.replicas.served) - swept.served_before == len(gen)
     assert not gen.duplicated(["cell_id", "round", "branch"]).any()
     assert not (swept.dir / WAL).exists()  # a clean finish: every logged call is in Parquet
 

@@ -323,7 +323,7 @@ def test_generation_metrics_and_the_committed_workspace(tmp_path: Path) -> None:
 
     group.gen[1].add([Generation("a", completion_tokens=30, latency_s=0.5, finish_reason="length"),
                      Generation("b", completion_tokens=10, latency_s=1.5)])
-    sink.write_metrics(replica_gauges([SimpleNamespace(name="org/coder-1.5b", pool=group)]))
+    sink.write_metrics(replica_gauges([SimpleNamespace(name="org/coder-1.5b", replicas=group)]))
     sink.close()
     assert sink.failed is None
     (run_dir,) = (sweep_dir / "wandb").glob("offline-run-*")

@@ -16,7 +16,7 @@ def poison(device: str, input_bytes: int = 0) -> None:
     Freed blocks cached by the allocator hold old inputs, copies and outputs (inputs are drawn on
     the GPU here). Release the free segments; then take every remaining free block (the holes in
     segments still in use, found in the allocator's snapshot) by asking for its exact size, plus
-    one big block and 64 MB of the small pool (requests up to 1 MB never come from big blocks);
+    one big block and 64 MB of small blocks (requests up to 1 MB never come from big blocks);
     fill them all and free them, so the candidate's `empty` is carved from poison."""
     if device != "cuda":
         return
