@@ -19,7 +19,7 @@ from omegaconf.errors import OmegaConfBaseException
 from kbx_ray.errors import ConfigError
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.identity import RUN, exempt, verdict, walk
-from kbx_ray.schema import Choice, choice_error, choice_fields, explain, spell_booleans
+from kbx_ray.schema import Choice, choice_fields, explain, spell_booleans
 from kbx_ray.wandb_settings import WandbConfig
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
@@ -43,18 +43,6 @@ class AotCompile(Choice):
     off = "off"
     on = "on"                # while a compile worker is free; used if ready in time
     always = "always"
-
-
-# evaluation.sandbox.landlock is a str field of evaluate/parent/sandbox.py:SandboxConfig until it
-# becomes an Enum field (issue 30); this Enum checks it meanwhile (the other evaluation choices are
-# Enum fields of evaluate/settings.py:EvalConfig)
-class Landlock(Choice):
-    auto = "auto"
-    on = "on"
-    off = "off"
-
-
-EVALUATION_CHOICES: dict[str, type[Choice]] = {"evaluation.sandbox.landlock": Landlock}
 
 
 @dataclass
@@ -255,25 +243,7 @@ def load_config(overrides: list[str] | None = None) -> Config:
         out: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
     except ValueError as e:  # a dataclass's own check (e.g. TimingConfig.feed)
         raise ConfigError(f"bad setting: {str(e).splitlines()[0]}") from None
-    check_evaluation_choices(out)
     return out
-
-
-def check_evaluation_choices(cfg: Config) -> None:
-    """The evaluation's choice settings (strings in their own dataclasses): a boolean-read value is
-    spelled back, and a value outside the Enum is one line."""
-    for key, enum in EVALUATION_CHOICES.items():
-        *parents, leaf = key.split(".")
-        owner: Any = cfg
-        for part in parents:
-            owner = getattr(owner, part)
-        value = str(getattr(owner, leaf))
-        if value in ("True", "False"):  # the grammar's boolean, as the str field keeps it
-            value = next((m for m in (("on", "true") if value == "True" else ("off", "false"))
-                          if m in enum.__members__), value)
-        if value not in enum.__members__:
-            raise choice_error(key, value, enum)
-        setattr(owner, leaf, value)
 
 
 def _refuse_ignored(cfg: DictConfig, groups: dict[str, str], cli: DictConfig) -> None:
@@ -313,10 +283,8 @@ _YAML_HEAD = """\
 def choice_keys() -> list[tuple[str, type[Enum], str]]:
     """(key, its Enum, its default) of every choice-valued key, in the schema's order (the help
     text lists them)."""
-    typed = choice_fields(Config)
-    typed += [(k, e) for k, e in EVALUATION_CHOICES.items() if k not in dict(typed)]
     defaults = OmegaConf.structured(Config)
-    return [(k, e, str(OmegaConf.select(defaults, k))) for k, e in typed]
+    return [(k, e, str(OmegaConf.select(defaults, k))) for k, e in choice_fields(Config)]
 
 
 def default_yaml() -> str:

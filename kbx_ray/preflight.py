@@ -12,7 +12,7 @@ from dataclasses import fields
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from kbx_ray.config import Config, ModelConfig, check_evaluation_choices
+from kbx_ray.config import Config, ModelConfig
 from kbx_ray.errors import ConfigError, unknown_keys
 from kbx_ray.schema import explain, typed
 
@@ -27,7 +27,6 @@ def validate(cfg: Config) -> None:
         OmegaConf.structured(cfg)  # the schema's types and choices, for a Config edited in code
     except OmegaConfBaseException as e:
         raise explain(e, Config, "the config") from None
-    check_evaluation_choices(cfg)
     problem = check_sinks(list(cfg.sinks))
     if problem:
         raise ConfigError(problem)

@@ -11,6 +11,7 @@ from kbx_ray.config import (
     CONF_DIR, AotCompile, Config, ConfigError, EngineMode, StopWhen, choice_keys, default_yaml,
     load_config,
 )
+from kbx_ray.evaluate.parent.sandbox import Landlock
 from kbx_ray.preflight import validate
 from kbx_ray.wandb_settings import WandbMode
 
@@ -25,9 +26,10 @@ def test_conf_config_yaml_shows_every_default_of_the_schema():
 
 
 def test_choice_fields_are_enums_and_their_values_read_as_text():
-    cfg = load_config(["engine.mode=task", "method.stop_when=fast", "wandb.mode=disabled"])
+    cfg = load_config(["engine.mode=task", "method.stop_when=fast", "wandb.mode=disabled",
+                       "evaluation.sandbox.landlock=off"])
     assert cfg.engine.mode is EngineMode.task and cfg.method.stop_when is StopWhen.fast
-    assert cfg.wandb.mode is WandbMode.disabled
+    assert cfg.wandb.mode is WandbMode.disabled and cfg.evaluation.sandbox.landlock is Landlock.off
     # a member is its spelling wherever the code compares, formats or hashes it
     assert cfg.engine.mode == "task" and f"{cfg.method.stop_when}" == "fast"
 
@@ -50,6 +52,8 @@ def test_booleans_the_grammar_reads_are_spelled_back_to_the_choice(override, val
      "engine.mode='actr' is not a choice: choose one of actor, task, noop (did you mean actor?)"),
     ("evaluation.device=xla", "evaluation.device='xla' is not a choice: choose one of auto, cuda, "
      "cpu"),
+    ("evaluation.sandbox.landlock=of", "evaluation.sandbox.landlock='of' is not a choice: choose "
+     "one of auto, on, off (did you mean off?)"),
     ("engine.mdoe=task", "unknown key engine.mdoe in the command line: did you mean engine.mode?"),
     ("evaluation.timing.budgte_s=2", "unknown key evaluation.timing.budgte_s in the command line: "
      "did you mean evaluation.timing.budget_s?"),
@@ -73,6 +77,10 @@ def test_validate_types_a_config_edited_in_code_against_the_same_schema():
     validate(cfg)
     cfg.engine = replace(cfg.engine, mode="nop")
     with pytest.raises(ConfigError, match=r"^engine.mode='nop' is not a choice: .*noop"):
+        validate(cfg)
+    cfg = load_config([])
+    cfg.evaluation.sandbox = replace(cfg.evaluation.sandbox, landlock="strict")
+    with pytest.raises(ConfigError, match=r"^evaluation.sandbox.landlock='strict' is not a choice"):
         validate(cfg)
 
 

@@ -29,6 +29,7 @@ from typing import Any
 from kbx_ray.evaluate import protocol
 from kbx_ray.evaluate.worker import confine
 from kbx_ray.identity import LIMIT, exempt, verdict
+from kbx_ray.schema import Choice
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,12 @@ _PKG_ROOT = str(Path(__file__).resolve().parents[3])  # the repository: kbx_ray/
 _ENV_ALLOW = re.compile(r"^(PATH|LANG|LC_ALL|LC_CTYPE|LD_LIBRARY_PATH|CUDA_VISIBLE_DEVICES|CUDA_HOME|"
                         r"CUDA_PATH|NVIDIA_[A-Z_]+|TRITON_[A-Z_]+|OMP_NUM_THREADS|VIRTUAL_ENV)$")
 _SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL|^AWS_|^WANDB_|^HF_", re.I)
+
+
+class Landlock(Choice):
+    auto = "auto"            # on for CPU workers; off for GPU workers until validated there
+    on = "on"                # required: a worker where it does not take is refused
+    off = "off"
 
 
 @dataclass
@@ -51,8 +58,7 @@ class SandboxConfig:
     #                                             huge VA)
     network: bool = verdict(False)              # allow network (off: a private network namespace if
     #                                             possible)
-    landlock: str = verdict("auto")             # on | off | auto (on for CPU workers; GPU once
-    #                                             validated)
+    landlock: Landlock = verdict(Landlock.auto)  # auto: on for CPU workers (GPU once validated)
     max_output_mb: int = exempt(0, why=LIMIT)   # cap on bytes a reply may carry (0 = auto:
     #                                             reply_cap_bytes)
     extra_env: dict[str, str] = verdict(factory=dict)
