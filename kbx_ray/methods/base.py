@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Awaitable, Callable, Protocol
 
-from kbx_ray.config import MethodConfig, StopWhen
+from kbx_ray.config import MethodConfig
 from kbx_ray.extract import extract
 from kbx_ray.hardware import HardwarePool
 from kbx_ray.prompts import (
@@ -55,7 +55,6 @@ class Method(Protocol):
 
 # name -> Entry: each method module registers its factory with `@register("method", name)`.
 REGISTRY = registry("method")
-STOP_WHEN = tuple(StopWhen.choices())
 
 
 class UnknownMethodError(RegistryError):
@@ -74,8 +73,6 @@ def check_method(cfg: MethodConfig) -> str | None:
     bad = [f for f in getattr(cfg, "feedback", []) if f not in FEEDBACK_KINDS]
     if bad:
         return f"method {cfg.name}: unknown feedback {bad}: choose from {', '.join(FEEDBACK_KINDS)}"
-    if str(getattr(cfg, "stop_when", "correct")) not in STOP_WHEN:
-        return f"method {cfg.name}: stop_when={cfg.stop_when!r}: choose one of {', '.join(STOP_WHEN)}"
     if getattr(cfg, "rounds", 0) < 0 or getattr(cfg, "branches", 1) < 1:
         return f"method {cfg.name}: rounds must be >= 0 and branches >= 1"
     try:
