@@ -64,6 +64,7 @@ class Rotation:
         self.sets = sets                  # (seed, (args, kwargs)) pristine values, set 0 first
         self.rotated = max(1, len(sets) - max(0, fresh))  # the first ones rotate; the rest: fresh
         self.fresh_ms: list[float | None] = []  # each fresh call's time
+        self.fresh_held: list[list[torch.Tensor]] = []  # the objects fresh calls returned
         self.fresh_done = False
         self.mutated = mutated            # the declared-mutated arguments of a call
         self.launches = launches          # the worker's running count of Triton launches
@@ -115,9 +116,16 @@ class Rotation:
         # every call by right; the buffers are refilled next, so keep a copy of what it holds
         inp = [any(overlaps(t, i) for i in self.inputs) for t in returned]
         if any(overlaps(t, h) for t, is_in in zip(returned, inp) if not is_in
-               for held in self.last.values() for h in held):
+               for held in (*self.last.values(), *self.fresh_held) for h in held):
             self.repeated += 1
-        self.last[self.at] = [t.clone() if is_in else t for t, is_in in zip(returned, inp)] + [
+        # a fresh call is timed alone, so it is judged on what it returned when it returned: a
+        # copy, queued behind the call (the next call may not finish an output this one left
+        # unwritten: c6f_deferred_miss_relu); its objects stay alive for the check above
+        fresh = self.at >= self.rotated
+        if fresh:
+            self.fresh_held.append([t for t, is_in in zip(returned, inp) if not is_in])
+        self.last[self.at] = [t.clone() if is_in or fresh else t
+                              for t, is_in in zip(returned, inp)] + [
             m.clone() for m in self.mutated(self.args, self.kwargs)]
 
     def _owes_launch(self, returned: list[torch.Tensor]) -> bool:
