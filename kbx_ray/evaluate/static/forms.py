@@ -180,6 +180,7 @@ class FormChecks(AliasScope):
                   and getattr(c.func, "attr", "") == "to"}
         casts |= {id(k.value) for c in body if isinstance(c, ast.Call) for k in c.keywords
                   if k.arg in ("dtype", "dst_ty")}
+        casts |= self._cast_by_name(body, params, casts)
         for n in body:
             if (isinstance(n, ast.Attribute) and n.attr in ("dtype", "type")
                     and (_ptrish(n.value, ptrs) or (id(n) in casts and _ptrish(n.value, params)))
@@ -190,6 +191,27 @@ class FormChecks(AliasScope):
                     self.parent.get(id(n)), ast.Attribute) and _ptrish(n.value, ptrs) and (
                     self.parent[id(n)].attr in ("element_ty", "scalar")):
                 self.bad(f"kernel {name} names the pointer type {ast.unparse(self.parent[id(n)])}")
+
+    def _cast_by_name(self, body: list[ast.AST], params: set[str], casts: set[int]) -> set[int]:
+        """The `<argument>.dtype`/`.type` attributes bound to a name that is then a cast target
+        (`T = spare.dtype` ... `.to(T)`; through renamings too): they are cast targets as if
+        written in the cast (d1p_dtype_alias_cast_sigmoid)."""
+        binds: dict[str, list[ast.AST]] = {}  # name -> the attributes (or names) bound to it
+        for n in body:
+            if isinstance(n, ast.Assign) and (
+                    (isinstance(n.value, ast.Attribute) and n.value.attr in ("dtype", "type")
+                     and isinstance(n.value.value, ast.Name) and n.value.value.id in params)
+                    or isinstance(n.value, ast.Name)):
+                for t in n.targets:
+                    if isinstance(t, ast.Name):
+                        binds.setdefault(t.id, []).append(n.value)
+        cast_names = {n.id for n in body if isinstance(n, ast.Name) and id(n) in casts}
+        out: set[int] = set()
+        while cast_names:
+            vals = [v for name in cast_names for v in binds.pop(name, [])]
+            out |= {id(v) for v in vals if isinstance(v, ast.Attribute)}
+            cast_names = {v.id for v in vals if isinstance(v, ast.Name)}
+        return out
 
     def _is_jit(self, dec: ast.AST) -> bool:
         target = dec.func if isinstance(dec, ast.Call) else dec

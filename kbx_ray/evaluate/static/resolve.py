@@ -86,9 +86,21 @@ def resolve_chain(chain: tuple[str, ...]) -> str | None:
     return None
 
 
+def _pointer_type(obj: Any) -> bool:
+    """`obj` is a Triton pointer type, or its class, under whatever name (`tl.pi32_t`)."""
+    try:
+        from triton.language import core
+    except ImportError:  # pragma: no cover - no triton: nothing to name
+        return False
+    cls = core.pointer_type
+    return isinstance(obj, cls) or (isinstance(obj, type) and issubclass(obj, cls))
+
+
 def _judge(obj: Any, full: str) -> str | None:
     if id(obj) in _banned_ids():
         return f"uses {full}"
+    if _pointer_type(obj):  # a cast to it turns an integer into an address (issue 26, class 1)
+        return f"uses {full}, a pointer type (d1p_pi32_constexpr_relu)"
     if inspect.ismodule(obj):
         name = obj.__name__
         if name.split(".")[0] not in ROOTS:
