@@ -7,10 +7,11 @@ bounded by `ref_cache_entries` and `ref_cache_mb`; the eager timings for the eva
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, Callable
 
 from kbx_ray.evaluate.worker import timing as timing_mod
 from kbx_ray.evaluate.parent.correctness import flatten
+from kbx_ray.evaluate.parent.precise import float64_outputs
 from kbx_ray.evaluate.worker.inputs import InputCache
 from kbx_ray.evaluate.parent.roofline import compute_dtype
 from kbx_ray.evaluate.settings import EvalConfig
@@ -56,6 +57,18 @@ class References:
         contiguous = [t.is_contiguous() for t in tensors]
         return [t.detach().clone(memory_format=torch.contiguous_format) for t in tensors], shape, \
             contiguous
+
+    def exact(self, ref_mod: Any, task: Task, case: dict, seed: int) -> list | None:
+        """The reference on float64 copies of the same inputs (precise.py): asked only where the
+        candidate disagrees with `outputs_for`, so not kept; None where it cannot run so, and for a random task (judged by its own check)."""
+        if task.random:
+            return None
+        args, kwargs = self.inputs.get(ref_mod, task.task_hash, case, seed, self.device)
+        return float64_outputs(getattr(ref_mod, task.name), args, kwargs, task.mutates)
+
+    def exact_for(self, ref_mod: Any, task: Task, case: dict) -> Callable[[int], Callable]:
+        """seed -> a thunk for `exact` on that seed (asked for only where values disagree)."""
+        return lambda seed: (lambda: self.exact(ref_mod, task, case, seed))
 
     def timing(self, ref_mod: Any, task: Task, case: dict, gpu_name: Any) -> timing_mod.Timing:
         """The eager reference timed with the worker's own `bench`, once per case and GPU."""

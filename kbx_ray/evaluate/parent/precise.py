@@ -1,0 +1,72 @@
+"""Whose verdict is right when the candidate and a half-precision reference disagree.
+
+A reference in float16 or bfloat16 rounds where PyTorch does: a GEMM's output before a
+normalisation, a reduction's partials (cuBLAS may reduce bf16 in reduced precision), an
+elementwise chain. A kernel that keeps float32 longer is closer to the true answer, and at sizes
+past the public cases (an unseen case, a long reduction) the two can differ by more than the
+tolerance. Failing that kernel would fail an honest one for being more exact.
+
+So a value judged outside the tolerance of the reference gets a second judge: the same reference
+run on the same inputs with every floating tensor in float64 (the task's exact math, rounded
+nowhere). A value within the task's tolerance of that answer is right whatever the half-precision
+reference said; every other value is judged against the reference as before. The candidate still
+has to compute the answer: the float64 run is the parent's, on the parent's inputs, and a value
+passes only where it is close to one of the two answers. Where the reference cannot run in float64
+(an op without float64 support, dtype-specific code that raises), the first judgement stands.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+
+from kbx_ray.evaluate.parent.correctness import DEFAULT_TOLERANCE, flatten
+from kbx_ray.evaluate.worker.trees import map_tensors
+
+CHUNK = 1 << 20  # elements judged at once (float64 temporaries of ~8 MB each)
+_WIDENED = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def _widen(t: torch.Tensor) -> torch.Tensor:
+    """A float64 copy of a half/single-precision tensor; any other tensor cloned (the reference
+    may write its inputs)."""
+    return t.detach().to(torch.float64) if t.dtype in _WIDENED else t.detach().clone()
+
+
+def float64_outputs(fn: Any, args: tuple, kwargs: dict, mutates: tuple) -> list[torch.Tensor] | None:
+    """The reference `fn` on float64 copies of `args`/`kwargs`: its outputs then its declared-mutated
+    inputs, as `References._run` lists them; None where it cannot run so."""
+    wide_args, wide_kwargs = map_tensors(_widen, args), map_tensors(_widen, kwargs)
+    try:
+        with torch.no_grad():
+            out = fn(*wide_args, **wide_kwargs)
+        bound = inspect.signature(fn).bind(*wide_args, **wide_kwargs).arguments
+    except Exception:  # noqa: BLE001 - a reference that does not run in float64 has no second opinion
+        return None
+    return flatten(out) + [bound[m] for m in mutates if m in bound]
+
+
+def admitted(outs: list[torch.Tensor], ref: list[torch.Tensor], exact: list[torch.Tensor] | None,
+             task: Any) -> tuple[list[torch.Tensor], int]:
+    """`ref` with every floating value the candidate got within the task's tolerance of the
+    float64 answer `exact` replaced by the candidate's own (so the usual comparison passes it
+    there and judges it against `ref` everywhere else), and how many values that admitted."""
+    if exact is None or len(exact) != len(ref):
+        return ref, 0
+    table = {**DEFAULT_TOLERANCE, **getattr(task, "TOLERANCE", {})}
+    merged, count = [], 0
+    for o, r, e in zip(outs, ref, exact):
+        if (not r.is_floating_point() or tuple(o.shape) != tuple(r.shape)
+                or tuple(e.shape) != tuple(r.shape) or o.dtype != r.dtype):
+            merged.append(r)
+            continue
+        rtol, atol = table.get(str(r.dtype).replace("torch.", ""), (1e-5, 1e-5))
+        of, rf, ef = o.reshape(-1), r.reshape(-1).clone(), e.reshape(-1).to(r.device)
+        for s in range(0, rf.numel(), CHUNK):
+            o64, r64, e64 = (x[s:s + CHUNK].double() for x in (of, rf, ef))
+            near = ((o64 - e64).abs() <= atol + rtol * e64.abs()) & (o64 != r64) & e64.isfinite()
+            count += int(near.sum())
+            rf[s:s + CHUNK] = torch.where(near, of[s:s + CHUNK], rf[s:s + CHUNK])
+        merged.append(rf.reshape(r.shape))
+    return merged, count
