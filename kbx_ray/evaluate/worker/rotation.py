@@ -147,6 +147,11 @@ class Rotation:
         if self.fresh_done:
             return
         self.fresh_done = True
+        # what the timed calls returned, as they returned it: a later call may not settle what
+        # they owe into the tensors they handed back (c6f_settle_at_fresh_matmul); the objects
+        # stay alive for the repeated-object check
+        self.fresh_held += [list(outs) for outs in self.last.values()]
+        self.last = {k: [t.clone() for t in outs] for k, outs in self.last.items()}
         cuda = any(t.is_cuda for t in self.inputs)
         flush = timing._flush_buffer(256) if cuda else None
         for k in range(self.rotated, len(self.sets)):
