@@ -64,7 +64,6 @@ class Rotation:
         self.sets = sets                  # (seed, (args, kwargs)) pristine values, set 0 first
         self.rotated = max(1, len(sets) - max(0, fresh))  # the first ones rotate; the rest: fresh
         self.fresh_ms: list[float | None] = []  # each fresh call's time
-        self.fresh_held: list[list[torch.Tensor]] = []  # the objects fresh calls returned
         self.fresh_done = False
         self.mutated = mutated            # the declared-mutated arguments of a call
         self.launches = launches          # the worker's running count of Triton launches
@@ -116,14 +115,13 @@ class Rotation:
         # every call by right; the buffers are refilled next, so keep a copy of what it holds
         inp = [any(overlaps(t, i) for i in self.inputs) for t in returned]
         if any(overlaps(t, h) for t, is_in in zip(returned, inp) if not is_in
-               for held in (*self.last.values(), *self.fresh_held) for h in held):
+               for held in self.last.values() for h in held):
             self.repeated += 1
         # a fresh call is timed alone, so it is judged on what it returned when it returned: a
         # copy, queued behind the call (the next call may not finish an output this one left
-        # unwritten: c6f_deferred_miss_relu); its objects stay alive for the check above
+        # unwritten: c6f_deferred_miss_relu). A copy in place of the object: the fresh calls
+        # are judged by value (each set's values are new), so none need be kept from the allocator
         fresh = self.at >= self.rotated
-        if fresh:
-            self.fresh_held.append([t for t, is_in in zip(returned, inp) if not is_in])
         self.last[self.at] = [t.clone() if is_in or fresh else t
                               for t, is_in in zip(returned, inp)] + [
             m.clone() for m in self.mutated(self.args, self.kwargs)]
@@ -148,9 +146,8 @@ class Rotation:
             return
         self.fresh_done = True
         # what the timed calls returned, as they returned it: a later call may not settle what
-        # they owe into the tensors they handed back (c6f_settle_at_fresh_matmul); the objects
-        # stay alive for the repeated-object check
-        self.fresh_held += [list(outs) for outs in self.last.values()]
+        # they owe into the tensors they handed back (c6f_settle_at_fresh_matmul). The objects are
+        # let go: a fresh call handing one back holds the rotated set's values, not its own
         self.last = {k: [t.clone() for t in outs] for k, outs in self.last.items()}
         cuda = any(t.is_cuda for t in self.inputs)
         flush = timing._flush_buffer(256) if cuda else None
