@@ -1,5 +1,6 @@
-"""The speed-of-light check uses a task's `min_bytes` (the traffic no correct kernel can avoid)
-where its cost gives one; the reported GB/s and SOL fraction keep `bytes`."""
+"""The speed-of-light check uses a task's `min_bytes` and `min_flops` (the work no correct kernel
+can avoid) where its cost gives them; the reported GB/s, TFLOP/s and SOL fraction keep `bytes` and
+`flops`."""
 from types import SimpleNamespace
 
 import pytest
@@ -52,3 +53,11 @@ def test_floor_fraction_keeps_flops():
     assert floor_fraction(cost, MS, PEAK_GBPS, 1000.0) == pytest.approx(2.0)  # flops bound it
     assert roofline(cost, MS, PEAK_GBPS, 1000.0)[0] == pytest.approx(1000.0)  # GB/s from bytes
     assert floor_fraction(cost, MS, 0.0, 0.0) is None
+
+
+def test_min_flops_bounds_the_compute_side():
+    # 2 TFLOP in 1 ms on a 1000 TFLOP/s peak: 200% by `flops`, 50% by `min_flops`
+    cost = {"flops": 2 * 10**12, "min_flops": 5 * 10**11, "bytes": 10}
+    assert floor_fraction(cost, MS, PEAK_GBPS, 1000.0) == pytest.approx(0.5)
+    cr = _judge(cost)
+    assert cr.sol_fraction == pytest.approx(2.0) and cr.tflops == pytest.approx(2000.0)

@@ -3,13 +3,14 @@
 A fraction above 1 is physically impossible, so it is also an integrity check: the parent rejects a
 timing that claims to beat speed-of-light.
 
-A task's `cost(case)` gives `flops` and `bytes` (the traffic of a plain kernel: what the figures
+A task's `cost(case)` gives `flops` and `bytes` (the work of a plain kernel: what the figures
 report) and may give `min_bytes`: the traffic no correct kernel can avoid on any input the case can
 draw (what must be written, plus what must be read whatever the data: a masked kernel skips masked
-elements, a gather hits repeated rows in cache, a small table is read once). The impossibility
-check (`floor_fraction`) bounds the time by `min_bytes` where the task gives it, so that a kernel
-which honestly skips traffic is never called faster than light; GB/s and the SOL fraction that are
-reported keep `bytes` (and may then exceed 1 for such a kernel).
+elements, a gather hits repeated rows in cache, a small table is read once), and likewise
+`min_flops` (a kernel that skips the key blocks past a drawn length skips their FLOPs). The
+impossibility check (`floor_fraction`) bounds the time by `min_bytes` and `min_flops` where the
+task gives them, so that a kernel which honestly skips work is never called faster than light; the
+GB/s, TFLOP/s and SOL fraction reported keep `bytes` and `flops` (and may then exceed 1).
 """
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ from typing import Any
 
 def roofline(cost: dict[str, float], ms: float, peak_gbps: float,
              peak_tflops: float) -> tuple[float, float, float | None]:
-    """(GB/s, TFLOP/s, SOL fraction) from `bytes` and `flops` (never `min_bytes`: these are the
-    figures reported). SOL is None when the pool has no peaks (CPU)."""
+    """(GB/s, TFLOP/s, SOL fraction) from `bytes` and `flops` (never `min_bytes`/`min_flops`:
+    these are the figures reported). SOL is None when the pool has no peaks (CPU)."""
     if ms <= 0:
         return 0.0, 0.0, None
     gbps = float(cost.get("bytes", 0)) / (ms * 1e-3) / 1e9
@@ -34,10 +35,11 @@ def roofline(cost: dict[str, float], ms: float, peak_gbps: float,
 
 def floor_fraction(cost: dict[str, float], ms: float, peak_gbps: float,
                    peak_tflops: float) -> float | None:
-    """The fraction of peak that the least work any correct kernel must do (`flops` and
-    `min_bytes`, else `bytes`) takes in `ms`: above 1 (`sol_limit`) the timing is impossible.
-    None when the pool has no peaks (CPU)."""
-    floor = {"flops": cost.get("flops", 0), "bytes": cost.get("min_bytes", cost.get("bytes", 0))}
+    """The fraction of peak that the least work any correct kernel must do (`min_bytes`, else
+    `bytes`; `min_flops`, else `flops`) takes in `ms`: above 1 (`sol_limit`) the timing is
+    impossible. None when the pool has no peaks (CPU)."""
+    floor = {"flops": cost.get("min_flops", cost.get("flops", 0)),
+             "bytes": cost.get("min_bytes", cost.get("bytes", 0))}
     return roofline(floor, ms, peak_gbps, peak_tflops)[2]
 
 

@@ -5,10 +5,11 @@ itself, calls on never-seen inputs must cost what timed ones cost, no GPU work m
 (side streams), and no case may beat the hardware's peak. What passes becomes the case's speedup
 over the eager reference and its roofline figures.
 
-"Beat the peak" is judged on the least traffic a correct kernel must move, the task's
-`cost(case)["min_bytes"]` where it gives one (a causal kernel skips the masked triangle, a gather
-serves repeated rows from cache), else `bytes`; the reported GB/s and SOL fraction keep `bytes`
-(roofline.py).
+"Beat the peak" is judged on the least work a correct kernel must do, the task's
+`cost(case)["min_bytes"]` and `["min_flops"]` where it gives them (a masked kernel skips masked
+elements, a gather serves repeated rows from cache, an attention kernel skips the keys past a
+drawn length), else `bytes` and `flops`; the reported GB/s, TFLOP/s and SOL fraction keep `bytes`
+and `flops` (roofline.py).
 """
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ def judge_timing(cfg: EvalConfig, device: str, case: dict, cr: CaseResult, res: 
     peak = cfg.peak_tflops.get(dtype, 0.0)
     cost = ref_mod.cost(case)
     cr.gbps, cr.tflops, cr.sol_fraction = roofline(cost, t["median_ms"], cfg.peak_gbps, peak)
-    floor = floor_fraction(cost, t["median_ms"], cfg.peak_gbps, peak)  # min_bytes, else bytes
+    floor = floor_fraction(cost, t["median_ms"], cfg.peak_gbps, peak)  # min_bytes/min_flops
     if floor and floor > cfg.sol_limit:
         raise Fail("timing", "timing_invalid", f"case {case['name']}: {floor:.0%} of "
                    "the hardware's peak is physically impossible")

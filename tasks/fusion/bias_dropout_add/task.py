@@ -62,4 +62,7 @@ def cost(case: dict) -> dict:
     for s in case["shape"]:
         n *= s
     size = torch.tensor([], dtype=getattr(torch, case["dtype"])).element_size()
-    return {"flops": 4 * n, "bytes": 3 * n * size + n + case["shape"][-1] * size}
+    # `min_bytes`: x (and bias) need not be read where the keep mask drops, and any share may drop
+    x_bias = (n + case["shape"][-1]) * size if case["p"] == 0 else 0
+    return {"flops": 4 * n, "bytes": 3 * n * size + n + case["shape"][-1] * size,
+            "min_bytes": 2 * n * size + n + x_bias}

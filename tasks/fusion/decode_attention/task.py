@@ -78,7 +78,17 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     return (q.to(dtype).to(device), kc.to(dtype).to(device), vc.to(dtype).to(device), lens.to(device)), {}
 
 
+def _tokens(b: int, top: int, len1: bool) -> tuple[int, int]:
+    """(expected, least) total of the drawn lengths: sequence 0 at `top`, sequence 1 at 1 with
+    `len1`, the others uniform in [1, top]."""
+    fixed, rest = top + int(len1), b - 1 - int(len1)
+    return fixed + rest * (top + 1) // 2, fixed + rest
+
+
 def cost(case: dict) -> dict:
+    """Only the valid cache positions are read: the expected lengths, and (`min_bytes`,
+    `min_flops`) the least any draw gives."""
     b, hq, hkv, smax, d = case["b"], case["hq"], case["hkv"], case["smax"], case["d"]
-    avg_len = (smax + 1) // 2
-    return {"flops": 4 * b * hq * avg_len * d, "bytes": 2 * (2 * b * hkv * avg_len * d + 2 * b * hq * d)}
+    mean, least = _tokens(b, smax, bool(case.get("force_len1")))
+    return {"flops": 4 * hq * mean * d, "bytes": 2 * (2 * hkv * mean * d + 2 * b * hq * d) + 4 * b,
+            "min_flops": 4 * hq * least * d, "min_bytes": 2 * (2 * hkv * least * d + 2 * b * hq * d) + 4 * b}

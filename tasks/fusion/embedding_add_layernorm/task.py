@@ -68,7 +68,19 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     return (ids.to(device), tt.to(device)) + tuple(x.to(dtype).to(device) for x in tabs), {}
 
 
+def _distinct(rows: int, draws: int) -> int:
+    """The expected number of distinct rows among `draws` uniform draws from `rows` (each read once,
+    a repeat served from cache)."""
+    return round(rows * (1 - (1 - 1 / rows) ** draws)) if rows and draws else 0
+
+
 def cost(case: dict) -> dict:
-    b, s, e = case["b"], case["s"], case["e"]
+    """The output and the ids once; every table row used read once (position rows 0..S-1, the
+    type rows and the distinct word rows drawn: a repeated id is served from cache).
+    `min_bytes`: whatever ids are drawn, at least the two forced word ids and one type row."""
+    b, s, v, t, e = case["b"], case["s"], case["v"], case["t"], case["e"]
     size = torch.tensor([], dtype=getattr(torch, case["dtype"])).element_size()
-    return {"flops": 10 * b * s * e, "bytes": (3 * b * s * e + s * e + 2 * e) * size + 16 * b * s}
+    fixed = (b * s * e + s * e + 2 * e) * size + 16 * b * s  # output, position rows, LN params, ids
+    words = min(2, v, b * s)  # ids[0, 0] = 0 and ids[-1, -1] = V - 1
+    return {"flops": 10 * b * s * e, "bytes": fixed + (_distinct(v, b * s) + _distinct(t, b * s)) * e * size,
+            "min_bytes": fixed + (words + 1) * e * size}

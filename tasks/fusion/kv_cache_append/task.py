@@ -81,4 +81,6 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
 def cost(case: dict) -> dict:
     n = case["t"] * case["hk"] * case["d"]
     size = torch.tensor([], dtype=getattr(torch, case["dtype"])).element_size()
-    return {"flops": 0, "bytes": 4 * n * size + 8 * case["t"]}
+    # `min_bytes`: a padded token (slot -1) is neither read nor written, and any share may be drawn
+    valid = 0 if case.get("padding") else n
+    return {"flops": 0, "bytes": 4 * n * size + 8 * case["t"], "min_bytes": 4 * valid * size + 8 * case["t"]}

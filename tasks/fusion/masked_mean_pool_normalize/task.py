@@ -62,4 +62,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
 def cost(case: dict) -> dict:
     b, s, d = case["b"], case["s"], case["d"]
     size = torch.tensor([], dtype=getattr(torch, case["dtype"])).element_size()
-    return {"flops": 2 * b * s * d + 3 * b * d, "bytes": b * s * d * size + b * s + 4 * b * d}
+    # `min_bytes`: masked tokens need not be read; a drawn length may be 1 (0 for the empty row)
+    rows = b - (1 if case.get("empty_row") else 0)
+    return {"flops": 2 * b * s * d + 3 * b * d, "bytes": b * s * d * size + b * s + 4 * b * d,
+            "min_bytes": rows * d * size + b * s + 4 * b * d}

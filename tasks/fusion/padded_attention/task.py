@@ -68,6 +68,18 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     return tuple(out) + (lengths.to(device),), {}
 
 
+def _tokens(b: int, top: int, len1: bool) -> tuple[int, int]:
+    """(expected, least) total of the drawn lengths: sequence 0 at `top`, sequence 1 at 1 with
+    `len1`, the others uniform in [1, top]."""
+    fixed, rest = top + int(len1), b - 1 - int(len1)
+    return fixed + rest * (top + 1) // 2, fixed + rest
+
+
 def cost(case: dict) -> dict:
+    """q and the output whole; keys and values only up to each sequence's length (the key blocks
+    past it are skipped): the expected lengths, and (`min_bytes`, `min_flops`) the least any draw
+    gives."""
     b, h, s, d = case["b"], case["h"], case["s"], case["d"]
-    return {"flops": 4 * b * h * s * s * d, "bytes": 2 * 4 * b * h * s * d + 8 * b}
+    mean, least = _tokens(b, s, bool(case.get("force_len1")))
+    return {"flops": 4 * h * s * mean * d, "bytes": 2 * (2 * b * h * s * d + 2 * h * mean * d) + 8 * b,
+            "min_flops": 4 * h * s * least * d, "min_bytes": 2 * (2 * b * h * s * d + 2 * h * least * d) + 8 * b}

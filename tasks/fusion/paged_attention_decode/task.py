@@ -100,7 +100,23 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
             lens.to(device)), {}
 
 
+def _tokens(b: int, top: int, len1: bool) -> tuple[int, int]:
+    """(expected, least) total of the drawn lengths: sequence 0 at `top`, sequence 1 at 1 with
+    `len1`, the others uniform in [1, top]."""
+    fixed, rest = top + int(len1), b - 1 - int(len1)
+    return fixed + rest * (top + 1) // 2, fixed + rest
+
+
 def cost(case: dict) -> dict:
+    """Only the valid tokens' cache entries and their block-table entries are read: the expected
+    lengths, and (`min_bytes`, `min_flops`) the least any draw gives."""
     b, hq, hkv, d, max_len = case["b"], case["hq"], case["hkv"], case["d"], case["max_len"]
-    avg = (max_len + 1) // 2
-    return {"flops": 4 * b * hq * avg * d, "bytes": 2 * (2 * b * hkv * avg * d + 2 * b * hq * d) + 4 * b * avg}
+    bs, len1 = case["block_size"], bool(case.get("force_len1"))
+    mean, least = _tokens(b, max_len, len1)
+    blocks = -(-max_len // bs) + int(len1)  # table entries of sequences 0 (and 1)
+    rest = b - 1 - int(len1)
+    mean_blocks, least_blocks = blocks + rest * -(-((max_len + 1) // 2) // bs), blocks + rest
+    return {"flops": 4 * hq * mean * d,
+            "bytes": 2 * (2 * hkv * mean * d + 2 * b * hq * d) + 4 * b + 4 * mean_blocks,
+            "min_flops": 4 * hq * least * d,
+            "min_bytes": 2 * (2 * hkv * least * d + 2 * b * hq * d) + 4 * b + 4 * least_blocks}

@@ -109,4 +109,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
 def cost(case: dict) -> dict:
     t, hq, hk, d = case["t"], case["hq"], case["hk"], case["d"]
     size = torch.tensor([], dtype=getattr(torch, case["dtype"])).element_size()
-    return {"flops": 3 * t * (hq + hk) * d, "bytes": 2 * t * (hq + 2 * hk) * d * size + 16 * t + 4 * t * d}
+    # `min_bytes`: a padded token's (slot -1) k and v are neither read nor written; any share may be drawn
+    kv = 0 if case.get("padding") else 4 * t * hk * d * size
+    return {"flops": 3 * t * (hq + hk) * d, "bytes": 2 * t * (hq + 2 * hk) * d * size + 16 * t + 4 * t * d,
+            "min_bytes": 2 * t * hq * d * size + kv + 16 * t + 4 * t * d}

@@ -69,4 +69,7 @@ def cost(case: dict) -> dict:
     b, h, sq, sk = case["b"], case["h"], case["sq"], case["sk"]
     n = b * h * sq * sk
     size = torch.tensor([], dtype=getattr(torch, case["dtype"])).element_size()
-    return {"flops": 5 * n, "bytes": 2 * n * size + b * sq * sk}
+    # `min_bytes`: masked scores need not be read; the mask keeps key 0 of every row (but the
+    # empty one) and may drop every other key
+    rows = b * h * sq - (h if case.get("empty_row") else 0)
+    return {"flops": 5 * n, "bytes": 2 * n * size + b * sq * sk, "min_bytes": (n + rows) * size + b * sq * sk}

@@ -60,7 +60,18 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     return (ids.to(device), tok.to(device), pos.to(device)), kwargs
 
 
+def _distinct(rows: int, draws: int) -> int:
+    """The expected number of distinct rows among `draws` uniform draws from `rows` (each read once,
+    a repeat served from cache)."""
+    return round(rows * (1 - (1 - 1 / rows) ** draws)) if rows and draws else 0
+
+
 def cost(case: dict) -> dict:
-    b, s, e = case["b"], case["s"], case["e"]
+    """The output and the ids once; the S position rows and the distinct token rows drawn read
+    once (a repeated id is served from cache). `min_bytes`: whatever ids are drawn, at least the
+    two forced token ids."""
+    b, s, v, e = case["b"], case["s"], case["v"], case["e"]
     size = torch.tensor([], dtype=getattr(torch, case["dtype"])).element_size()
-    return {"flops": b * s * e, "bytes": 2 * b * s * e * size + s * e * size + 8 * b * s}
+    fixed = (b * s * e + s * e) * size + 8 * b * s
+    return {"flops": b * s * e, "bytes": fixed + _distinct(v, b * s) * e * size,
+            "min_bytes": fixed + min(2, v, b * s) * e * size}

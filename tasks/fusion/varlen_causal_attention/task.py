@@ -93,4 +93,9 @@ def cost(case: dict) -> dict:
     lens = _lengths(case, torch.Generator().manual_seed(0))
     h, d = case["h"], case["d"]
     pairs = sum(n * (n + 1) // 2 for n in lens)
-    return {"flops": 4 * h * d * pairs, "bytes": 2 * 4 * sum(lens) * h * d + 4 * (len(lens) + 1)}
+    out = {"flops": 4 * h * d * pairs, "bytes": 2 * 4 * sum(lens) * h * d + 4 * (len(lens) + 1)}
+    if case["lens"] == "random":  # the lengths of seed 0 above; any draw has at least these
+        top, b = case["max"], case["b"]
+        out["min_flops"] = 4 * h * d * (top * (top + 1) // 2 + b - 1)
+        out["min_bytes"] = 2 * 4 * (top + b - 1) * h * d + 4 * (b + 1)
+    return out

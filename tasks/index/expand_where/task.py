@@ -71,4 +71,7 @@ def cost(case: dict) -> dict:
             k *= d
         return k
 
-    return {"flops": n, "bytes": numel(case["cond"]) + (numel(case["x"]) + numel(case["y"]) + n) * size}
+    # `min_bytes`: only the picked side need be read; each element read serves at most n / numel
+    # outputs of its operand, so at least min(numel(x), numel(y)) are read, whatever cond holds
+    return {"flops": n, "bytes": numel(case["cond"]) + (numel(case["x"]) + numel(case["y"]) + n) * size,
+            "min_bytes": numel(case["cond"]) + (min(numel(case["x"]), numel(case["y"])) + n) * size}

@@ -75,4 +75,6 @@ def cost(case: dict) -> dict:
         n *= s
     filled = n // case["shape"][case["dim"]] * case["k"]
     size = torch.tensor([], dtype=getattr(torch, case["dtype"])).element_size()
-    return {"flops": 0, "bytes": filled * size + 8 * case["k"]}
+    # `min_bytes`: a repeated index fills its slice once, and the k indices may all repeat one
+    return {"flops": 0, "bytes": filled * size + 8 * case["k"],
+            "min_bytes": n // case["shape"][case["dim"]] * min(1, case["k"]) * size + 8 * case["k"]}

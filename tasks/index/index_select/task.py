@@ -61,7 +61,16 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     return (x, index.to(device)), {}
 
 
+def _distinct(rows: int, draws: int) -> int:
+    """The expected number of distinct rows among `draws` uniform draws from `rows` (each read once,
+    a repeat served from cache)."""
+    return round(rows * (1 - (1 - 1 / rows) ** draws)) if rows and draws else 0
+
+
 def cost(case: dict) -> dict:
-    d, k = case["d"], case["k"]
+    """The output and the index once; the distinct rows drawn read once (a repeated index is
+    served from cache). `min_bytes`: whatever indices are drawn, at least one row."""
+    n, d, k = case["n"], case["d"], case["k"]
     size = torch.tensor([], dtype=getattr(torch, case["dtype"])).element_size()
-    return {"flops": 0, "bytes": 2 * k * d * size + 8 * k}
+    return {"flops": 0, "bytes": (k + _distinct(n, k)) * d * size + 8 * k,
+            "min_bytes": (k + min(1, k)) * d * size + 8 * k}

@@ -77,4 +77,7 @@ def cost(case: dict) -> dict:
         n *= s
     size = torch.tensor([], dtype=getattr(torch, case["dtype"])).element_size()
     selected = int(n * case["p"])
-    return {"flops": 0, "bytes": n * size + n + selected * size}
+    # `min_bytes`: the mask, and x only where selected (read once, written once); a Bernoulli mask
+    # may select anything from none to all (p = 1 selects all; one_hit exactly one)
+    least = n if case["p"] >= 1 else int(bool(case.get("one_hit")))
+    return {"flops": 0, "bytes": n * size + n + selected * size, "min_bytes": n + 2 * least * size}

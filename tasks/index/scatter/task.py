@@ -74,5 +74,6 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
 def cost(case: dict) -> dict:
     r, n, k, dim = case["r"], case["n"], case["k"], case["dim"]
     size = torch.tensor([], dtype=getattr(torch, case["dtype"])).element_size()
-    m = k * (r if dim == 1 else n)
-    return {"flops": 0, "bytes": 2 * r * n * size + m * (8 + 2 * size)}
+    m = k * (r if dim == 1 else n)  # entries replaced (unique along dim): x need not be read there
+    # the output written, x read outside the replaced entries, src and index read
+    return {"flops": 0, "bytes": (r * n + (r * n - m) + m) * size + 8 * m}

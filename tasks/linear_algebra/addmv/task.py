@@ -70,4 +70,5 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
 
 def cost(case: dict) -> dict:
     m, n = case["m"], case["n"]
-    return {"flops": 2 * m * n + 3 * m, "bytes": 4 * (m * n + n + 2 * m)}
+    reads_input = case.get("beta", 1.0) != 0  # beta == 0: `input` is never read
+    return {"flops": 2 * m * n + 3 * m, "bytes": 4 * (m * n + n + (1 + reads_input) * m)}

@@ -70,4 +70,5 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
 
 def cost(case: dict) -> dict:
     n = case["n"]
-    return {"flops": n, "bytes": 4 * n + 8 * n + 4}
+    # `min_bytes`: an ignored row's input is not read; any share but row 0 may be ignored
+    return {"flops": n, "bytes": 4 * n + 8 * n + 4, "min_bytes": 4 * (n if case["ignore"] == 0 else 1) + 8 * n + 4}

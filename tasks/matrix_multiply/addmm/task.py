@@ -76,5 +76,5 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
 
 def cost(case: dict) -> dict:
     m, n, k = case["m"], case["n"], case["k"]
-    nin = n if case["bias"] == "row" else m * n
+    nin = 0 if case.get("beta", 1.0) == 0 else n if case["bias"] == "row" else m * n  # beta 0: not read
     return {"flops": 2 * m * n * k + 3 * m * n, "bytes": 2 * (m * k + k * n + m * n + nin)}

@@ -84,4 +84,5 @@ def cost(case: dict) -> dict:
     nin = 1
     for s in _INPUT_SHAPES[case["input"]](bs, m, n):
         nin *= s
+    nin *= case.get("beta", 1.0) != 0  # beta == 0: `input` is never read
     return {"flops": 2 * bs * m * n * k + 3 * bs * m * n, "bytes": 2 * (bs * (m * k + k * n + m * n) + nin)}

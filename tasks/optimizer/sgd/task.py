@@ -96,4 +96,5 @@ def cost(case: dict) -> dict:
     for s in case["shape"]:
         n *= s
     has_buf = case["hparams"].get("momentum", 0.9) != 0
-    return {"flops": 6 * n, "bytes": 4 * n * (3 + 2 * int(has_buf))}
+    reads_buf = has_buf and not case["hparams"].get("first_step", False)  # first step: written only
+    return {"flops": 6 * n, "bytes": 4 * n * (3 + int(has_buf) + int(reads_buf))}

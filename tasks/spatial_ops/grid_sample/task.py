@@ -76,4 +76,6 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
 def cost(case: dict) -> dict:
     n, c, h, w = case["x"]
     oh, ow = case["out"]
-    return {"flops": 8 * n * c * oh * ow, "bytes": 4 * (n * c * h * w + 2 * n * oh * ow + n * c * oh * ow)}
+    # `min_bytes`: only the pixels the drawn grid samples are read (none where it points outside)
+    return {"flops": 8 * n * c * oh * ow, "bytes": 4 * (n * c * h * w + 2 * n * oh * ow + n * c * oh * ow),
+            "min_bytes": 4 * (2 * n * oh * ow + n * c * oh * ow)}

@@ -88,4 +88,6 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
 def cost(case: dict) -> dict:
     n, c, h, w = case["x"]
     oh, ow = case["out"]
-    return {"flops": 8 * n * c * oh * ow + 10 * n * oh * ow, "bytes": 4 * (n * c * h * w + 6 * n + n * c * oh * ow)}
+    # `min_bytes`: only the pixels the drawn warp samples are read
+    return {"flops": 8 * n * c * oh * ow + 10 * n * oh * ow, "bytes": 4 * (n * c * h * w + 6 * n + n * c * oh * ow),
+            "min_bytes": 4 * (6 * n + n * c * oh * ow)}

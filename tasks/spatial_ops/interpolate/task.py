@@ -77,4 +77,7 @@ def cost(case: dict) -> dict:
     out_h, out_w = case["out"]
     size = torch.tensor([], dtype=getattr(torch, case["dtype"])).element_size()
     n_out = n * c * out_h * out_w
-    return {"flops": 9 * n_out, "bytes": (n * c * h * w + n_out) * size}
+    # `min_bytes`: a downscale reads only the rows and columns its taps touch (at least one per
+    # output row or column)
+    return {"flops": 9 * n_out, "bytes": (n * c * h * w + n_out) * size,
+            "min_bytes": (n * c * min(h, out_h) * min(w, out_w) + n_out) * size}
