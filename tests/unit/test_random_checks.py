@@ -201,7 +201,11 @@ def _peak_extra_bytes(fn: Callable[[], object]) -> int:
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc to measure peak memory")
 def test_check_memory_is_bounded_whatever_n() -> None:
     """The check's peak extra memory on CPU tensors of 4M and 16M values: under 768 MiB at both and
-    no larger at 4x the size (it was 109 bytes per value: 1.7 GB at 16M and 7 GB at 64M)."""
+    not growing with n (it was 109 bytes per value: 1.7 GB at 16M and 7 GB at 64M). The peak of one
+    check varies from run to run by more than 100 MiB on the 2-core CI box, in one process and with
+    the same input (measured 447 to 627 MiB at 4M values; base RSS steady, high-water mark not), so
+    the growth allowed from 4M to 16M values is 256 MiB, 22 bytes per added value: a margin of 128
+    MiB failed CI by chance (447 MiB at 4M, 621 at 16M)."""
     RAND.check([torch.rand(2 ** 20)], [torch.rand(2 ** 20)], {})  # one-time allocations (FFT plans, pools)
     peaks = {}
     for n in (2 ** 22, 2 ** 24):
@@ -211,7 +215,7 @@ def test_check_memory_is_bounded_whatever_n() -> None:
         assert verdict == [None], verdict
         del u
     assert all(p < 768 * 2 ** 20 for p in peaks.values()), peaks
-    assert peaks[2 ** 24] < peaks[2 ** 22] + 128 * 2 ** 20, peaks
+    assert peaks[2 ** 24] < peaks[2 ** 22] + 256 * 2 ** 20, peaks
 
 
 @pytest.mark.gpu
