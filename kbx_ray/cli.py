@@ -3,19 +3,22 @@
 Every user-fixable problem (bad key, unknown task, missing pool, missing file) ends as one line on
 stderr and exit status 2, never as a traceback; a candidate file that cannot be judged (unreadable,
 binary, not UTF-8, empty, huge) is a verdict (exit 1). An internal error shows its traceback and a
-line saying it is a bug (exit 3); Ctrl-C, one line (exit 130). Logs go to stderr; stdout carries
-only what a command prints as its answer (the dry-run's estimate, `--json`, the task list, a
-sweep's results folder).
+line saying it is a bug (exit 3); Ctrl-C, one line (exit 130), even where kbx inherited SIGINT
+ignored or blocked (see `interruptible`). Logs go to stderr; stdout carries only what a command
+prints as its answer (the dry-run's estimate, `--json`, the task list, a sweep's results folder).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from kbx_ray.config import ConfigError, load_config
 
@@ -258,12 +261,41 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return ConfigError, SuiteError, RegistryError, UnknownHardwareError
 
 
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt inside the block, however the process inherited it; the
+    disposition and mask are put back after (kbx called in-process leaves its caller as it was).
+
+    A process starts with SIGINT ignored when its parent ignored it (a background job of a shell
+    without job control, as scripts and CI runners start them; nohup-like wrappers), and with it
+    blocked when its parent blocked it (Ray starts its processes so). Python then installs no
+    handler, or never sees the signal, so a sweep ran on to its end, exit 0, past Ctrl-C or
+    `kill -INT` instead of stopping with what it had recorded. As `ray job stop` relies on for a
+    job's entrypoint (Ray unblocks SIGINT there), a command line that documents Ctrl-C takes it.
+    Only in the main thread, where Python runs signal handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGINT)
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if before == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if before == signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if signal.SIGINT in mask:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _setup_logging(args.verbose)
     user_errors = _user_errors()
     try:
-        return args.fn(args)
+        with interruptible():
+            return args.fn(args)
     except user_errors as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"kbx: error: {msg}", file=sys.stderr)
