@@ -205,6 +205,34 @@ def test_every_evaluation_ends_within_its_budget(where, after, cpu_timing):
         e.close()
 
 
+def test_a_worker_start_is_not_the_candidates_time(monkeypatch: pytest.MonkeyPatch):
+    """A fresh worker (first use, after the previous candidate's hang was killed, a recycle) starts
+    off the candidate's budget: each start here takes longer than the whole budget, and an honest
+    kernel still passes, after a hang's kill too (the good kernel after a hang used to pay for the
+    restart and time out on a loaded CI box)."""
+    from kbx_ray.evaluate.parent.sandbox import Sandbox
+
+    budget, spawn = 6.0, Sandbox._spawn
+
+    def slow_spawn(self: Sandbox) -> None:
+        time.sleep(budget + 1.0)
+        spawn(self)
+    monkeypatch.setattr(Sandbox, "_spawn", slow_spawn)
+    e = Evaluator(EvalConfig(device="cpu", eval_budget_s=budget, case_timeout_s=300,
+                             load_timeout_s=300))
+    try:
+        task = _one_case("activation/relu", "size1")
+        good = make_candidate(task.task_id, "relu", Path(task.solution_path).read_text())
+        first = e.evaluate(task, good)
+        assert first.exec_ok, first.error_msg
+        e.sandbox.kill()  # as after a hang
+        again = e.evaluate(task, good)
+        assert again.exec_ok, again.error_msg
+        assert e.sandbox.spawns == 2
+    finally:
+        e.close()
+
+
 INPLACE_TASK = '''"""In-place add: `add_(x, y)` adds y into x and returns x (the `out=`/in-place contract)."""
 import torch
 

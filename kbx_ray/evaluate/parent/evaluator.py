@@ -62,6 +62,7 @@ class Evaluator:
         self.count = 0
         self.deadline = math.inf  # the running evaluation's end (perf_counter), `eval_budget_s`
         self.spent = 0.0  # the running evaluation's time in earlier attempts (not admission waits)
+        self.unbilled = 0.0  # the running attempt's time starting a worker: not the candidate's
         self.seeds: list[int] = []  # the seeds drawn for the running evaluation
         self.lock: GpuLock | NoLock = NoLock()
         if self.device == "cuda":  # evaluators sharing this GPU: timing runs alone (gpulock.py)
@@ -141,10 +142,12 @@ class Evaluator:
     def _admitted_attempt(self, task: Task, cand: Candidate, res: EvalResult,
                           flags: list[str]) -> bool:
         """One try, run once its memory is reserved: `eval_budget_s` counts from here (waiting
-        for admission is not the candidate's time; earlier attempts' time counts). An OOM while
-        other evaluators held memory is filed `infra_error` (False: worth one more, alone)."""
+        for admission is not the candidate's time, nor is starting a worker: `_start_worker`;
+        earlier attempts' time counts). An OOM while other evaluators held memory is filed
+        `infra_error` (False: worth one more, alone)."""
         started = time.perf_counter()
         self.deadline = started + self.cfg.eval_budget_s - self.spent
+        self.unbilled = 0.0
         try:
             ok = self._attempt(task, cand, res)
             if ok and self.memory.shared_oom(res):
@@ -155,7 +158,20 @@ class Evaluator:
             self._trim()
             return ok
         finally:
-            self.spent += time.perf_counter() - started
+            self.spent += time.perf_counter() - started - self.unbilled
+
+    def _start_worker(self) -> None:
+        """The worker, started if none is up (first use, after a kill or a recycle), off the
+        candidate's budget: importing torch and Triton in a fresh worker takes seconds (more on a
+        loaded host), and the candidate after one that hung would otherwise pay for its
+        predecessor's kill. Only once the static checks pass: a refused candidate starts none."""
+        t = time.perf_counter()
+        try:
+            self.sandbox.start()
+        finally:
+            took = time.perf_counter() - t
+            self.unbilled += took
+            self.deadline += took
 
     def _attempt(self, task: Task, cand: Candidate, res: EvalResult) -> bool:
         """One try; False when this process failed (worth one more)."""
@@ -217,6 +233,7 @@ class Evaluator:
     # ---- stages ----------------------------------------------------------------------------
     def _run(self, task: Task, cand: Candidate, res: EvalResult) -> None:
         mark = self._static(task, cand, res)
+        self._start_worker()
         module = f"{cand.candidate_id}_{self.count}"
         path = self.sandbox.write_code(f"kbx_cand_{module}", cand.code)
         self._ask({"op": "load", "code_path": path, "task_path": task.path, "entry": task.name,

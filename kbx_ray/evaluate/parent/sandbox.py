@@ -225,10 +225,14 @@ class Sandbox:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def request(self, header: dict, timeout: float) -> tuple[dict, list[bytearray]]:
+    def start(self) -> None:
+        """A running worker: started afresh unless one is up (first use, or after a kill)."""
         if not self.alive:
             self.kill()
             self._spawn()
+
+    def request(self, header: dict, timeout: float) -> tuple[dict, list[bytearray]]:
+        self.start()
         if header.get("task_path"):
             header = dict(header, task_path=self._private_copy(header["task_path"]))
         reply = self._roundtrip(header, timeout)
@@ -344,9 +348,7 @@ class Sandbox:
             return ""
 
     def write_code(self, name: str, code: str) -> str:
-        if not self.alive:
-            self.kill()
-            self._spawn()
+        self.start()
         path = os.path.join(self.home, f"{name}.py")
         with open(path, "w") as f:
             f.write(code)
