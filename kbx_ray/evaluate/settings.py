@@ -65,7 +65,8 @@ class EvalConfig:
     #                                                 say nothing about any GPU)
     eval_budget_s: float = exempt(600.0, why=LIMIT) # one evaluation, every stage and request
     #                                                 together: past it the worker is killed and the
-    #                                                 record says `timeout`
+    #                                                 record says `timeout` (a fresh worker's start
+    #                                                 does not count)
     secret_seeds: bool = verdict(True)              # input seeds drawn per evaluation from
     #                                                 `secrets` after the candidate's import (false:
     #                                                 base_seed + i, for debugging)
