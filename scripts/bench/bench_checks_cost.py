@@ -46,8 +46,12 @@ def serve(unseen: int) -> None:
     import kbx_ray
     import torch
     import triton
-    from kbx_ray.evaluate.parent import sandbox
-    from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
+    try:
+        from kbx_ray.evaluate.parent import sandbox
+        from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
+    except ModuleNotFoundError:  # a tree before evaluate/parent/ (issue 30), such as the base
+        from kbx_ray.evaluate import sandbox  # type: ignore[no-redef]
+        from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator  # type: ignore[no-redef]
     from kbx_ray.extract import candidate_id
     from kbx_ray.suite import load_suite
     from kbx_ray.types import Candidate, stable_hash
