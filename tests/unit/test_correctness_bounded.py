@@ -159,14 +159,14 @@ def test_strays_at_the_same_positions_on_two_seeds_are_the_kernels():
     from kbx_ray.evaluate.parent.correctness import compare, recurring_strays
 
     n, rtol, atol = 4_000_000, *DEFAULT_TOLERANCE["float32"]
-    r = torch.zeros(n)
     case, gen = {"name": "u", "unseen": "big"}, torch.Generator().manual_seed(5)
+    refs = [torch.randn(n, generator=gen) for _ in range(3)]  # each seed's data
 
     def seeds(where) -> str:
-        seen: set = set()
-        for k in range(3):
+        seen: dict = {}
+        for k, r in enumerate(refs):
             o = r.clone()
-            o[where(k)] = 1.5 * atol
+            o[where(k)] += 1.5 * (atol + rtol * r[where(k)].abs())
             v = compare([o], [r], SimpleNamespace(), case)
             assert v.ok and len(v.strays) == len(where(k))
             why = recurring_strays(seen, v, [o])
@@ -182,4 +182,29 @@ def test_strays_at_the_same_positions_on_two_seeds_are_the_kernels():
     oc = rc.clone()
     oc[3] = complex(1.5 * atol, 1.5 * atol)  # real and imaginary parts stray: one position
     v = compare([oc], [rc], SimpleNamespace(), case)
-    assert v.ok and v.strays == frozenset({(0, 3)})
+    assert v.ok and v.strays == {(0, 3): (0.0, 0.0)}
+
+
+def test_strays_where_the_reference_does_not_change_with_the_seed_are_no_evidence():
+    """A task whose answer does not depend on the seed (logspace, a positional table) rounds the
+    same values the same way on every seed: the same stray positions there are no kernel's fault;
+    where the reference's value changed and the position still strays, they are."""
+    from types import SimpleNamespace
+
+    from kbx_ray.evaluate.parent.correctness import compare, recurring_strays
+
+    n, (_, atol) = 400_000, DEFAULT_TOLERANCE["float32"]
+    case, seen = {"name": "u", "unseen": "big"}, {}
+    r = torch.linspace(1.0, 2.0, n)
+    for _ in range(3):  # the same reference every seed, the same two values just out
+        o = r.clone()
+        o[-2:] += 3.5 * atol
+        v = compare([o], [r], SimpleNamespace(), case)
+        assert v.ok and len(v.strays) == 2
+        assert recurring_strays(seen, v, [o]) == ""
+    r2 = r.clone()
+    r2[-1] += 0.5  # the data changed there, and the same position still strays
+    o = r2.clone()
+    o[-2:] += 3.5 * atol
+    v = compare([o], [r2], SimpleNamespace(), case)
+    assert "1 value outside the tolerance at the same position" in recurring_strays(seen, v, [o])

@@ -5,7 +5,7 @@ candidate never touched, so no patch of torch or of the checker can reach this c
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -23,7 +23,8 @@ class Verdict:
     message: str = ""
     max_abs_err: float = 0.0
     max_rel_err: float = 0.0
-    strays: frozenset[tuple[int, int]] = frozenset()  # (output, flat index) let through (unseen)
+    # an unseen case's values let through: (output, element index) -> the reference's value there
+    strays: dict[tuple[int, int], tuple[float, ...]] = field(default_factory=dict)
 
 
 def flatten(out: Any) -> list[torch.Tensor]:
@@ -58,27 +59,31 @@ def compare(out: list[torch.Tensor], ref: list[torch.Tensor], task: Any, case: d
             v.message = f"output {i}: {v.message}"
             v.max_abs_err, v.max_rel_err = worst.max_abs_err, worst.max_rel_err
             return v
-        worst.strays |= {(i, j) for _, j in v.strays}
+        worst.strays.update({(i, j): ref_v for (_, j), ref_v in v.strays.items()})
     return worst
 
 
-def recurring_strays(before: set[tuple[int, int]], v: Verdict, out: list[torch.Tensor]) -> str:
+def recurring_strays(before: dict[tuple[int, int], tuple[float, ...]], v: Verdict,
+                     out: list[torch.Tensor]) -> str:
     """Why an unseen case's stray values are the kernel's, not rounding ("" when they are not):
-    `before` holds the positions that strayed on the case's earlier seeds, `v` is this seed's
-    verdict on `out`. Rounding strays where the data puts it, so two independent draws share a stray
-    position about (1e-5)^2 x n times (0.002 in 20M values); a kernel wrong at fixed places (a
-    tail tile handled by a cheaper path, one row, a wrong mask) strays at the same positions on
-    every seed, however few they are (fixture d6s_stray_tail_group_norm_silu). `before` is
-    updated."""
-    same = sorted(before & v.strays)
-    before |= v.strays
+    `before` holds the positions that strayed on the case's earlier seeds (with the reference's
+    value there), `v` is this seed's verdict on `out`. Rounding strays where the data puts it, so
+    two independent draws share a stray position about (1e-5)^2 x n times (0.002 in 20M values);
+    a kernel wrong at fixed places (a tail tile handled by a cheaper path, one row, a wrong mask)
+    strays at the same positions on every seed, however few they are (fixture
+    d6s_stray_tail_group_norm_silu). A position whose reference value did not change between the
+    seeds is no evidence: the same value rounds the same way (a logspace or a positional table
+    does not depend on the seed). `before` is updated."""
+    same = sorted(k for k, ref_v in v.strays.items() if k in before and before[k] != ref_v)
+    before.update(v.strays)
     if not same:
         return ""
     i, j = same[0]  # j: an element's index (a complex value's pair counted once)
     return (f"output {i}: {len(same)} value{'s' if len(same) > 1 else ''} outside the tolerance at "
             f"the same position{'s' if len(same) > 1 else ''} on two seeds (first at index "
-            f"{_where(j, out[i].shape, False)}): an unseen case lets a few values in 1e5 stray "
-            "with the data, never a kernel that is wrong at fixed places")
+            f"{_where(j, out[i].shape, False)}, whose reference value changed): an unseen case "
+            "lets a few values in 1e5 stray with the data, never a kernel that is wrong at fixed "
+            "places")
 
 
 CHUNK = 1 << 20  # elements compared at once: float64 temporaries of ~8 MB, whatever the output
@@ -197,8 +202,10 @@ def _close(o: torch.Tensor, r: torch.Tensor, table: dict[str, tuple[float, float
             strays += (bad.nonzero()[:, 0] + s).tolist()
     if count and unseen and not far and count <= limit:
         # a complex value strays as a whole: its (real, imaginary) pair is one position
-        pos = frozenset((0, j // 2 if cplx else j) for j in strays)
-        return Verdict(True, max_abs_err=max_abs, max_rel_err=max_rel, strays=pos)
+        pos = {(0, j // 2 if cplx else j) for j in strays}
+        ref_at = {(i, j): tuple(float(x) for x in (rf[2 * j:2 * j + 2] if cplx else rf[j:j + 1]))
+                  for i, j in pos}
+        return Verdict(True, max_abs_err=max_abs, max_rel_err=max_rel, strays=ref_at)
     if count:
         idx = _where(first, r.shape, cplx)
         part = (" (imaginary part)" if first % 2 else " (real part)") if cplx else ""

@@ -333,7 +333,7 @@ class Evaluator:
     def _check_case(self, ref_mod: Any, task: Task, case: dict, seeds: list[int], res: EvalResult,
                     first: bool) -> CaseResult:
         cr = CaseResult(case=case["name"], seeds=len(seeds))
-        outs_by_seed, strays = [], set()
+        outs_by_seed, strays = [], {}
         for i, seed in enumerate(seeds):  # one seed per request: a reply holds one seed's outputs
             with self.lock.shared():
                 t0 = time.perf_counter()
