@@ -19,16 +19,19 @@ that declares nothing gets `family()`, the default derivation:
 - at least one value is pushed past the largest value the public cases that run here give that
   key and axis, where it fits past the power of two at or above it (a BLOCK sized to cover the
   largest public case no longer covers the unseen one), while the whole case stays within
-  `CPU_GROWTH` (2x, interpreter-cheap) or `GPU_GROWTH` (1.5x) of the largest case's bytes; where
-  growing every size does not fit, one size is pushed alone and the others made odd while they fit.
+  `CPU_GROWTH` (2x, interpreter-cheap) or `GPU_GROWTH` (1.5x) of the largest case's memory
+  footprint (kbx_ray/footprint.py: its input storages and outputs; not `cost()`'s traffic, which
+  skips unread tables and spare blocks: the bound is on memory); where growing every size does not
+  fit, one size is pushed alone and the others made odd while they fit.
 
 A task whose dims carry other constraints holds those keys (`hold=("hq", "hkv")`: head counts whose
 ratio matters), names its free keys (`free=(...)`), gives multiples (`multiple={"d": 2}`: the drawn
 value is a multiple; odd sizes then come from the other keys) or its own `draw(rng, base, here,
-limit, size) -> case` (`here`: the public cases that run here). A task for which a family makes no
-sense says why: `family(fixed="...")`, and tests/integration/test_conformance.py lists those tasks.
+limit, size) -> case` (`here`: the public cases that run here; `size`: a case's footprint, which
+must stay within `limit`). A task for which a family makes no sense says why: `family(fixed="...")`, and tests/integration/test_conformance.py lists those tasks.
 
-Stdlib only: the sandbox worker imports the task files, and with them this module.
+Stdlib only: the sandbox worker imports the task files, and with them this module (`cases` imports
+kbx_ray.footprint, which imports torch, when it runs: in the parent).
 """
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-CPU_GROWTH = 2.0   # an unseen small case holds at most this many times the largest one's bytes
+CPU_GROWTH = 2.0   # an unseen small case holds at most this many times the largest one's footprint
 GPU_GROWTH = 1.5   # ... and a large one (bounded in memory: 3 seeds of it are checked)
 ATTEMPTS = 24      # draws tried before the minimal fallback (every size to the next odd value)
 
@@ -138,12 +141,15 @@ def cases(module: Any, public: list[dict] | tuple[dict, ...], count: int, rng: r
     fam = family_of(module)
     if fam.fixed or count <= 0:
         return []
+    from kbx_ray import footprint
+
     here = [c for c in public if c["small"] or not small]
     size = lambda c: int(module.cost(c)["bytes"])  # noqa: E731
+    memory = lambda c: footprint.size(module, c)  # noqa: E731
     limit_ratio = CPU_GROWTH if small else GPU_GROWTH
     out = []
     for i in range(count):
-        case = draw_one(fam, here, rng, size, limit_ratio)
+        case = draw_one(fam, here, rng, size, limit_ratio, memory)
         if case is None:
             return []
         out.append({**case, "name": f"unseen_{i}", "small": small, "unseen": case["name"]})
@@ -151,19 +157,21 @@ def cases(module: Any, public: list[dict] | tuple[dict, ...], count: int, rng: r
 
 
 def draw_one(fam: Family, here: list[dict], rng: random.Random, size: Callable[[dict], int],
-             limit_ratio: float) -> dict | None:
-    """One case (module docstring): from the case with the most elements, or the next one down
-    where no size of that one can pass the public maximum within the bound."""
+             limit_ratio: float, memory: Callable[[dict], int] | None = None) -> dict | None:
+    """One case (module docstring): from the case with the most elements (`size`: cost bytes), or
+    the next one down where no size of that one can pass the public maximum within the bound,
+    `limit_ratio` x the largest `memory` (the footprint; default `size`) of `here`."""
+    memory = memory or size
     order = sorted(here, key=lambda c: -size(c) / _itemsize(c))  # the most elements first (stable)
-    limit = limit_ratio * max(map(size, here))
+    limit = limit_ratio * max(map(memory, here))
     if fam.draw is not None:
-        return fam.draw(rng, dict(order[0]), here, limit, size)
+        return fam.draw(rng, dict(order[0]), here, limit, memory)
     top: dict[tuple, int] = {}
     for c in here:
         for p, v in positions(c, fam).items():
             top[p] = max(top.get(p, v), v)
     for base in order:
-        case = _draw_from(fam, base, rng, size, limit, top)
+        case = _draw_from(fam, base, rng, memory, limit, top)
         if case is not None:
             return case
     return None  # nothing can grow (only size-1 cases): tests/integration/test_conformance.py

@@ -87,8 +87,9 @@ class EvalConfig:
     #                                                 on its first fresh call on the H200)
     gpu_mem_factor: float = exempt(6.0, why=RUN)   # GPU memory admission (admission.py): an
     #                                                 evaluation reserves its largest case's input
-    #                                                 and output bytes (cost()) x this, + the flush
-    #                                                 buffer, 25% and 1 GiB for the CUDA contexts:
+    #                                                 and output storage (kbx_ray/footprint.py) x
+    #                                                 this, + the flush buffer, 25% and 1 GiB for
+    #                                                 the CUDA contexts:
     #                                                 parent and worker each hold inputs, a copy and
     #                                                 outputs, timing adds rotated sets
     gpu_mem_budget_gb: float = exempt(0.0, why=RUN) # the per-GPU budget the evaluators sharing it

@@ -103,7 +103,7 @@ def test_an_evaluation_reserves_every_timing_and_fresh_input_set(tmp_path):
     from kbx_ray.evaluate.parent.admission import Admission
     from kbx_ray.evaluate.settings import EvalConfig
 
-    task = types.SimpleNamespace(cost=lambda case: {"bytes": case["n"]})
+    task = types.SimpleNamespace(cost=lambda case: {"bytes": case["n"]}, footprint=lambda case: case["n"])
     led = MemoryLedger("gpu2", 1 << 40, str(tmp_path))
     cases = [{"n": 100 << 20}, {"n": 300 << 20}]
     few = Admission(EvalConfig(device="cpu", timing_sets=1, fresh_sets=0), led).estimate(task, cases)

@@ -4,7 +4,8 @@ item 7, "a shared GPU").
 Why: evaluators that share a GPU ran it out of memory together, and an OOM raised in the
 candidate's call was filed as the candidate's `runtime_error` though the memory was held by the
 others. So the parent (evaluator.py) reserves each evaluation's estimated peak (`estimate`: the
-largest case's `cost()` bytes x `evaluation.gpu_mem_factor`, plus the timing flush buffer) before
+largest case's memory footprint, kbx_ray/footprint.py: its distinct input storages and outputs,
+x `evaluation.gpu_mem_factor`, plus the timing flush buffer) before
 it runs and releases it after, once the worker and the parent have emptied their allocator caches;
 an OOM while another live evaluator held a reservation (`shared_oom`) is `infra_error`, flagged
 `oom_shared_gpu`, and retried once on a fresh worker holding the whole device (`alone`); an OOM
@@ -18,6 +19,7 @@ import logging
 from contextlib import contextmanager, nullcontext
 from typing import Any, Iterator
 
+from kbx_ray import footprint
 from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger, budget_bytes, estimate_bytes
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.types import EvalResult, trim
@@ -57,16 +59,25 @@ class Admission:
         return self.ledger.wait_s if self.ledger else 0.0
 
     def estimate(self, ref_mod: Any, cases: list[dict]) -> int:
-        """Peak bytes of evaluating `cases` (gpu_memory.estimate_bytes on the largest case, x
-        `gpu_mem_factor` plus one per timing and fresh input set: on the H100 a decode-attention
-        case ran out of memory while its worker drew its timing sets). A
-        `cost()` that fails counts zero bytes: the floor, and the OOM retry alone, remain."""
+        """Peak bytes of evaluating `cases` (gpu_memory.estimate_bytes on the largest case by
+        footprint, x `gpu_mem_factor` plus one per timing and fresh input set: on the H100 a
+        decode-attention case ran out of memory while its worker drew its timing sets).
+
+        The footprint (kbx_ray/footprint.py: distinct input storages + outputs, sized under fake
+        tensors, cached per task file and case), not `cost()`'s bytes: those are the compulsory
+        traffic, which skips what a case allocates but an honest kernel need not read (a KV pool's
+        spare blocks, a vocabulary table's unread rows, masked regions), and evaluations sized
+        by it ran a shared GPU out of memory. Where the traffic is the larger (mlp_gelu's and
+        gated_mlp's cost counts the [M, F] intermediate, which the reference allocates too), it
+        is taken: never less than before. A footprint that fails counts zero bytes: the floor,
+        and the OOM retry alone, remain."""
         if self.ledger is None:
             return 0
         try:
-            largest = max((int(ref_mod.cost(c).get("bytes") or 0) for c in cases), default=0)
+            largest = max((max(footprint.size(ref_mod, c), int(ref_mod.cost(c).get("bytes") or 0))
+                           for c in cases), default=0)
         except Exception as e:  # noqa: BLE001 - a task's cost model must not fail the evaluation
-            log.warning("memory estimate: cost() failed (%s); reserving the floor", e)
+            log.warning("memory estimate: footprint failed (%s); reserving the floor", e)
             largest = 0
         # the worker's `time` holds every timing and fresh input set at once, on top of the rest
         sets = max(1, self.cfg.timing_sets) + max(0, self.cfg.fresh_sets)

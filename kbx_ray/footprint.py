@@ -1,0 +1,190 @@
+"""A case's memory footprint: the bytes of its distinct input storages plus its outputs, sized
+without allocating (GPU memory admission, `evaluate/parent/admission.py`; unseen case growth,
+`unseen.py`).
+
+Why not `cost(case)["bytes"]`: that is the compulsory *traffic* of a kernel (tasks/README.md), which
+counts a table read once, skips masked regions and leaves out intermediates, while a case
+*allocates* every input storage whole (a KV cache pool with spare blocks, a vocabulary table of
+which few rows are read) and its outputs. Reserving GPU memory by traffic let evaluators sharing a
+GPU run it out of memory.
+
+How: a task that declares `footprint(case) -> int` is taken at its word. Otherwise its
+`make_inputs(case, 0, "cpu")` and its reference run under torch's FakeTensorMode (shapes and
+storages, no data: a 2 GB case sizes in about 20 ms), each input storage counted once, plus the
+returned tensors and the `MUTATES` arguments. An output whose size depends on the data
+(masked_select, nonzero) is counted at its largest (a ShapeEnv bounds it). Where drawing or the
+reference reads drawn values (random lengths, a random start, one random hit:
+paged_attention_decode, rope_interleaved, varlen_causal_attention, masked_select's one-hit case)
+fake mode cannot run, and the bound is `FALLBACK_FACTOR` (3) x `cost(case)["bytes"]`: those tasks'
+cost counts every input and output they allocate but for the KV pool's spare blocks and block
+rounding (paged_attention_decode: at most 1.25 x 2 x (1 + (block_size - 1) / max_len) of the
+expected tokens, 2.6x for its GPU cases) and the lengths a draw gives past seed 0's
+(varlen_causal_attention: b x max over seed 0's total, 1.8x for its GPU cases; rope_interleaved
+and masked_select: 1x). tests/unit/test_footprint.py checks the bound against real draws of the
+small cases; a new task for which it does not hold declares `footprint(case)`.
+
+The footprint leaves out what the reference allocates inside (an attention's score matrix) and
+what drawing holds for a moment (float32 normals before the cast): admission's
+`evaluation.gpu_mem_factor` and margin cover those, as they did with cost bytes.
+
+`size(mod, case)` caches by (task file, case) (the same for every candidate); torch is imported on
+first use only (unseen.py, which the sandbox worker imports, stays standard-library-only).
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+FALLBACK_FACTOR = 3  # cost bytes x this where neither the task nor fake mode can size a case
+CACHE_SIZE = 8192
+_CACHE: dict[tuple, tuple[int, str]] = {}
+
+
+def _tensors(obj: Any):
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            yield from _tensors(x)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            yield from _tensors(x)
+
+
+def _int(n: Any, env: Any) -> int:
+    """A size; an unbacked one (a data-dependent output) at its upper bound."""
+    import torch
+
+    if isinstance(n, torch.SymInt):
+        node = n.node
+        if env is not None and not node.has_hint():
+            return int(env.bound_sympy(node.expr).upper)
+        return int(node.require_hint())
+    return int(n)
+
+
+def _nbytes(t: Any, env: Any) -> int:
+    n = 1
+    for s in t.shape:
+        n *= _int(s, env)
+    return n * t.element_size()
+
+
+def reference_of(mod: Any) -> Any:
+    """The task module's reference function: `ENTRY` (an adapted external problem) else the
+    function named like the task's folder (tasks/README.md); None if there is none."""
+    name = getattr(mod, "ENTRY", None)
+    if not isinstance(name, str):
+        name = Path(getattr(mod, "__file__", "") or "").parent.name
+    ref = getattr(mod, name, None) if name else None
+    return ref if callable(ref) else None
+
+
+def inputs_and_outputs(mod: Any, case: dict, mode: str = "fake", seed: int = 0,
+                       ref: Any = None, mutates: tuple[str, ...] | None = None) -> tuple[int, int]:
+    """(bytes of the distinct input storages, bytes of the outputs: the returned tensors and the
+    `MUTATES` arguments) of one case, drawn on the CPU under FakeTensorMode (`fake`), with a
+    ShapeEnv bounding data-dependent output sizes (`shape_env`), or for real (`real`: seconds
+    for a GPU-sized case). Raises what fake mode raises where the values matter."""
+    import torch  # noqa: F401 - FakeTensorMode needs it loaded
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    ref = ref or reference_of(mod)
+    if ref is None:
+        raise LookupError("no reference function")
+    mutates = tuple(getattr(mod, "MUTATES", ()) if mutates is None else mutates)
+    env = ShapeEnv() if mode == "shape_env" else None
+    fake = FakeTensorMode(allow_non_fake_inputs=True, shape_env=env) if mode != "real" else None
+    with fake or contextlib.nullcontext():
+        args, kwargs = mod.make_inputs(case, seed, "cpu")
+        storages = {}
+        for x in _tensors((args, kwargs)):
+            st = x.untyped_storage()
+            storages[st._cdata] = _int(st.nbytes(), env)
+        out = ref(*args, **kwargs)
+        bound = inspect.signature(ref).bind(*args, **kwargs).arguments
+        outs = sum(_nbytes(x, env) for x in _tensors(out))
+        outs += sum(_nbytes(x, env) for m in mutates for x in _tensors(bound[m]))
+    return sum(storages.values()), outs
+
+
+def _data_dependent() -> tuple[type, ...]:
+    from torch._subclasses.fake_tensor import (DataDependentOutputException,
+                                               DynamicOutputShapeException)
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    return DataDependentOutputException, DynamicOutputShapeException, GuardOnDataDependentSymNode
+
+
+def fake_sizes(mod: Any, case: dict, ref: Any = None,
+               mutates: tuple[str, ...] | None = None) -> tuple[int, int] | None:
+    """`inputs_and_outputs` under FakeTensorMode, with a ShapeEnv where an output's size depends
+    on the data; None where the draw or the reference reads drawn values. Any other failure
+    raises."""
+    data_dependent = _data_dependent()
+    try:
+        return inputs_and_outputs(mod, case, "fake", ref=ref, mutates=mutates)
+    except data_dependent[1]:  # DynamicOutputShapeException: bound the output's size
+        try:
+            return inputs_and_outputs(mod, case, "shape_env", ref=ref, mutates=mutates)
+        except data_dependent:
+            return None
+    except data_dependent:
+        return None
+
+
+def measure(mod: Any, case: dict) -> tuple[int, str]:
+    """(footprint bytes, how: "declared" by the task's `footprint(case)`, "fake" from fake mode, or
+    "fallback": `FALLBACK_FACTOR` x cost bytes), uncached."""
+    declared = getattr(mod, "footprint", None)
+    if callable(declared):
+        return int(declared(case)), "declared"
+    try:
+        sizes = fake_sizes(mod, case)
+    except Exception as e:  # noqa: BLE001 - a draw fake mode cannot run (or no task): the bound
+        log.debug("footprint: fake mode failed on %s (%s: %s)", case.get("name"), type(e).__name__, e)
+        sizes = None
+    if sizes is not None:
+        return sum(sizes), "fake"
+    return FALLBACK_FACTOR * int(mod.cost(case).get("bytes") or 0), "fallback"
+
+
+def _key(mod: Any, case: dict) -> tuple | None:
+    """The task file's version (task_import.load_module names a module by its file's content
+    hash) and the case (a drawn unseen case has a public case's name: its sizes are the key);
+    None (not cached) for an object that is no module loaded from a file."""
+    path, name = getattr(mod, "__file__", None), getattr(mod, "__name__", None)
+    if not (isinstance(path, str) and isinstance(name, str)):
+        return None
+    try:
+        text = json.dumps(case, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        text = repr(sorted(case.items(), key=str))
+    return name, path, text
+
+
+def size(mod: Any, case: dict) -> int:
+    """The case's footprint in bytes (module docstring), cached per task file and case."""
+    return sized(mod, case)[0]
+
+
+def sized(mod: Any, case: dict) -> tuple[int, str]:
+    """`measure`, cached (at most `CACHE_SIZE` entries: every unseen draw is a new case)."""
+    key = _key(mod, case)
+    if key is None:
+        return measure(mod, case)
+    hit = _CACHE.get(key)
+    if hit is None:
+        if len(_CACHE) >= CACHE_SIZE:
+            _CACHE.clear()
+        hit = _CACHE[key] = measure(mod, case)
+    return hit
