@@ -87,9 +87,17 @@ class Evaluator:
     def _unseen(self, ref_mod: Any, task: Task, res: EvalResult) -> list[dict]:
         """`unseen_cases` cases no task file lists, drawn from the task's shape family
         (kbx_ray/unseen.py) with a secret seed after the candidate's import, recorded in
-        `EvalResult.unseen_cases`; checked on every seed, never timed."""
-        res.unseen_cases = unseen.cases(ref_mod, task.cases, self.cfg.unseen_cases,
-                                        random.Random(self._unseen_seed(task)), self.small_only())
+        `EvalResult.unseen_cases`; checked on every seed, never timed. Drawing is the platform's
+        work, off the candidate's budget like `_start_worker`: each try is sized under fake
+        tensors (kbx_ray/footprint.py; its first use in a process loads that machinery, 1-3 s)."""
+        t = time.perf_counter()
+        try:
+            res.unseen_cases = unseen.cases(ref_mod, task.cases, self.cfg.unseen_cases,
+                                            random.Random(self._unseen_seed(task)), self.small_only())
+        finally:
+            took = time.perf_counter() - t
+            self.unbilled += took
+            self.deadline += took
         return res.unseen_cases
 
     def _unseen_seed(self, task: Task) -> int:
