@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call's worth of GPU validation (an H200 session allows 30 min, 10 per call):
 #   bash scripts/bench/gpu_session.sh tests|suite|bench|probe|aot|gap|two_gpu [extra args]   (OUT=<dir> for the files)
-# - tests: the gpu-marked tests (or the test files given), serially, full log (never cut with tail: the failures are the point)
+# - tests: the gpu-marked tests (or the test files given), serially, full log (never cut with tail: the failures are the point),
+#   -v so that a log cut by the call limit still names each result (a -q log cut before its summary named none)
 # - suite: scripts/bench/suite_gpu.py --jobs $JOBS (8) over the given task ids (default: all), incremental JSON
 # - bench: scripts/bench/bench_eval.py with its defaults (8 tasks, 2 mutants each, 4 jobs); e.g.
 #   `bench --skip shares --alt-jobs --label <commit>` fits one call (about 7 min); `--skip naive cv shares` measures
@@ -25,7 +26,7 @@ step=${1:-tests}; shift || true
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 case "$step" in
   tests) files=("$@"); [ ${#files[@]} -eq 0 ] && files=(tests/gpu)  # serially: one GPU, no -n
-         timeout ${TESTS_S:-560} python -m pytest "${files[@]}" -q -p no:cacheprovider --timeout 120 \
+         timeout ${TESTS_S:-560} python -m pytest "${files[@]}" -v -p no:cacheprovider --timeout 120 \
            -rfE --durations=15 > "$OUT/gpu_tests_$(basename "${files[0]}" .py).log" 2>&1
          tail -15 "$OUT/gpu_tests_$(basename "${files[0]}" .py).log" ;;
   suite) inc=(); [ $# -gt 0 ] && inc=(--include "$@")
