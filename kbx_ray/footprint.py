@@ -46,17 +46,11 @@ CACHE_SIZE = 8192
 _CACHE: dict[tuple, tuple[int, str]] = {}
 
 
-def _tensors(obj: Any):
-    import torch
+def _tensors(obj: Any) -> list:
+    """The tensors in `obj` (the evaluator's one walk, imported here on first use: torch)."""
+    from kbx_ray.evaluate.worker.trees import tensors
 
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (list, tuple)):
-        for x in obj:
-            yield from _tensors(x)
-    elif isinstance(obj, dict):
-        for x in obj.values():
-            yield from _tensors(x)
+    return tensors(obj)
 
 
 def _int(n: Any, env: Any) -> int:

@@ -15,6 +15,18 @@ class Device(Choice):
     cpu = "cpu"
 
 
+def resolve_device(requested: str) -> str:
+    """`Device.auto` -> "cuda" where a GPU is visible, else "cpu"; any other value as it is."""
+    if requested != "auto":
+        return requested
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:  # pragma: no cover
+        return "cpu"
+
+
 class SmallOnly(Choice):
     auto = "auto"            # small cases only on CPU
     true = "true"

@@ -21,6 +21,7 @@ from typing import Any, Iterator
 
 from kbx_ray import footprint
 from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger, budget_bytes, estimate_bytes
+from kbx_ray.evaluate.parent.sandbox import Sandbox, WorkerDied
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.types import EvalResult, trim
 
@@ -106,3 +107,19 @@ def file_shared_oom(res: EvalResult) -> None:
     res.error_kind, res.exec_ok = "infra_error", False
     res.error_msg = trim("out of GPU memory while other evaluators held memory on this GPU: not "
                          f"the candidate's fault; retried alone. {res.error_msg}")
+
+
+def release_cached(sandbox: Sandbox, device: str) -> None:
+    """On a GPU, before the reservation goes: the worker (`release`) and this process give their
+    cached allocator blocks back, so the ledger tells the truth between evaluations (a warm
+    worker would otherwise keep the last evaluation's working set)."""
+    if device != "cuda":
+        return
+    if sandbox.alive:
+        try:
+            sandbox.request({"op": "release"}, 30.0)
+        except WorkerDied:
+            pass
+    import torch
+
+    torch.cuda.empty_cache()

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kbx_ray.evaluate.parent.correctness import Verdict, compare, layout_problem, seed_dependence
+from kbx_ray.evaluate.parent.correctness import (Verdict, compare, layout_problem, recurring_strays,
+                                                  seed_dependence)
 from kbx_ray.evaluate.parent.precise import admitted
 from kbx_ray.evaluate.protocol import tensor_from_wire
 from kbx_ray.evaluate.parent.reference_cache import RefOutputs
@@ -94,8 +95,9 @@ def values(outs: list, ref: list, ref_mod: Any, case: dict, exact: Exact | None)
 
 
 def verdict(reference: RefOutputs, outs: list, info: dict, ref_mod: Any, case: dict,
-            exact: Exact | None = None) -> Verdict:
-    """The outputs against the reference's: structure, layout, then values (`values`)."""
+            res: EvalResult, exact: Exact | None = None) -> Verdict:
+    """The outputs against the reference's: structure, layout, then values (`values`); a pass
+    the float64 answer gave flags `reference_imprecise:<case>` on `res`."""
     ref, shape, contiguous = reference
     if info.get("structure") != shape:
         return Verdict(False, "shape_mismatch", f"returned {info.get('structure')}, expected {shape}")
@@ -103,7 +105,20 @@ def verdict(reference: RefOutputs, outs: list, info: dict, ref_mod: Any, case: d
         why = layout_problem(meta.get("shape", []), meta.get("stride", []), c)
         if why:
             return Verdict(False, "shape_mismatch", f"output {i}: {why}")
-    return values(outs, ref, ref_mod, case, exact)
+    v = values(outs, ref, ref_mod, case, exact)
+    flag = f"reference_imprecise:{case['name']}"
+    if v.ok and v.message.startswith("reference_imprecise") and flag not in res.flags:
+        res.flags.append(flag)
+    return v
+
+
+def strays_problem(before: dict, v: Verdict, outs: list) -> Verdict:
+    """`v`, or a mismatch where an unseen case's strays recur at the same places as on an earlier
+    seed (correctness.recurring_strays; `before` holds those and is updated)."""
+    if not (v.ok and v.strays):
+        return v
+    why = recurring_strays(before, v, outs)
+    return Verdict(False, "mismatch", why, v.max_abs_err, v.max_rel_err) if why else v
 
 
 def seed_problem(outs_by_seed: list[list]) -> str:

@@ -5,6 +5,7 @@ candidate never touched, so no patch of torch or of the checker can reach this c
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,20 @@ class Verdict:
     max_rel_err: float = 0.0
     # an unseen case's values let through: (output, element index) -> the reference's value there
     strays: dict[tuple[int, int], tuple[float, ...]] = field(default_factory=dict)
+
+
+def reference_outputs(fn: Any, args: tuple, kwargs: dict,
+                      mutates: tuple) -> tuple[Any, list[torch.Tensor]]:
+    """The reference `fn` called: what it returned, and the tensors judged (its outputs, then its
+    declared-mutated inputs)."""
+    out = fn(*args, **kwargs)
+    bound = inspect.signature(fn).bind(*args, **kwargs).arguments
+    return out, flatten(out) + [bound[m] for m in mutates if m in bound]
+
+
+def tolerance_table(task: Any) -> dict[str, tuple[float, float]]:
+    """dtype name -> (rtol, atol): the defaults, with the task's `TOLERANCE` over them."""
+    return {**DEFAULT_TOLERANCE, **getattr(task, "TOLERANCE", {})}
 
 
 def flatten(out: Any) -> list[torch.Tensor]:
@@ -50,7 +65,7 @@ def compare(out: list[torch.Tensor], ref: list[torch.Tensor], task: Any, case: d
         why = custom(list(out), list(ref), case)  # on the evaluation device (tasks/README.md)
         return Verdict(False, "mismatch", f"task check: {why}") if why else Verdict(True)
     worst = Verdict(True)
-    table = {**DEFAULT_TOLERANCE, **getattr(task, "TOLERANCE", {})}
+    table = tolerance_table(task)
     for i, (o, r) in enumerate(zip(out, ref)):
         v = _close(o, r, table, bool(case.get("unseen")))
         worst.max_abs_err = max(worst.max_abs_err, v.max_abs_err)
@@ -201,11 +216,8 @@ def _close(o: torch.Tensor, r: torch.Tensor, table: dict[str, tuple[float, float
         if k and count <= limit:
             strays += (bad.nonzero()[:, 0] + s).tolist()
     if count and unseen and not far and count <= limit:
-        # a complex value strays as a whole: its (real, imaginary) pair is one position
-        pos = {(0, j // 2 if cplx else j) for j in strays}
-        ref_at = {(i, j): tuple(float(x) for x in (rf[2 * j:2 * j + 2] if cplx else rf[j:j + 1]))
-                  for i, j in pos}
-        return Verdict(True, max_abs_err=max_abs, max_rel_err=max_rel, strays=ref_at)
+        return Verdict(True, max_abs_err=max_abs, max_rel_err=max_rel,
+                       strays=_stray_record(strays, rf, cplx))
     if count:
         idx = _where(first, r.shape, cplx)
         part = (" (imaginary part)" if first % 2 else " (real part)") if cplx else ""
@@ -214,6 +226,15 @@ def _close(o: torch.Tensor, r: torch.Tensor, table: dict[str, tuple[float, float
                        f"max abs err {max_abs:.3g}, max rel err {max_rel:.3g}; first bad index {idx}"
                        f"{part}: {first_vals[0]:.6g} vs {first_vals[1]:.6g}", max_abs, max_rel)
     return Verdict(True, max_abs_err=max_abs, max_rel_err=max_rel)
+
+
+def _stray_record(strays: list[int], rf: torch.Tensor,
+                  cplx: bool) -> dict[tuple[int, int], tuple[float, ...]]:
+    """(output 0, element index) -> the reference's value there, for each stray flat position of
+    `rf` (a complex value strays as a whole: its (real, imaginary) pair is one position)."""
+    pos = {(0, j // 2 if cplx else j) for j in strays}
+    return {(i, j): tuple(float(x) for x in (rf[2 * j:2 * j + 2] if cplx else rf[j:j + 1]))
+            for i, j in pos}
 
 
 def _equal(o: torch.Tensor, r: torch.Tensor, of: torch.Tensor, rf: torch.Tensor) -> Verdict:

@@ -13,38 +13,29 @@ import random
 import secrets
 import time
 from dataclasses import asdict
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from kbx_ray import unseen
 from kbx_ray.evaluate.parent import case_checks
-from kbx_ray.evaluate.parent.admission import Admission, device_ledger, file_shared_oom, is_oom
+from kbx_ray.evaluate.parent.admission import (Admission, device_ledger, file_shared_oom, is_oom,
+                                                release_cached)
 from kbx_ray.evaluate.parent.case_checks import Fail as _Fail
 from kbx_ray.evaluate.static.checks import static_check
-from kbx_ray.evaluate.parent.correctness import Verdict, recurring_strays
+from kbx_ray.evaluate.parent.correctness import Verdict
 from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger
 from kbx_ray.evaluate.parent.gpulock import GpuLock, NoLock
 from kbx_ray.evaluate.worker.inputs import InputCache
 from kbx_ray.evaluate.protocol import tensor_from_wire
 from kbx_ray.evaluate.parent.reference_cache import References
 from kbx_ray.evaluate.parent.sandbox import Sandbox, WorkerDied, scrub_paths
-from kbx_ray.evaluate.settings import EvalConfig
+from kbx_ray.evaluate.settings import EvalConfig, resolve_device
 from kbx_ray.evaluate.parent.timing_judgement import judge_timing, timing_groups
 from kbx_ray.metrics import geomean
 from kbx_ray.suite import load_module
 from kbx_ray.types import Candidate, CaseResult, EvalResult, Task, trim
 
 log = logging.getLogger(__name__)
-
-
-def resolve_device(requested: str) -> str:
-    if requested != "auto":
-        return requested
-    try:
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    except ImportError:  # pragma: no cover
-        return "cpu"
 
 
 class Evaluator:
@@ -90,14 +81,9 @@ class Evaluator:
         `EvalResult.unseen_cases`; checked on every seed, never timed. Drawing is the platform's
         work, off the candidate's budget like `_start_worker`: each try is sized under fake
         tensors (kbx_ray/footprint.py; its first use in a process loads that machinery, 1-3 s)."""
-        t = time.perf_counter()
-        try:
+        with self._unbilled():
             res.unseen_cases = unseen.cases(ref_mod, task.cases, self.cfg.unseen_cases,
                                             random.Random(self._unseen_seed(task)), self.small_only())
-        finally:
-            took = time.perf_counter() - t
-            self.unbilled += took
-            self.deadline += took
         return res.unseen_cases
 
     def _unseen_seed(self, task: Task) -> int:
@@ -163,7 +149,7 @@ class Evaluator:
                 flags.append("oom_shared_gpu")
                 self._recover()  # a fresh worker for the retry, as after any infra_error
                 ok = False
-            self._trim()
+            release_cached(self.sandbox, self.device)
             return ok
         finally:
             self.spent += time.perf_counter() - started - self.unbilled
@@ -173,9 +159,16 @@ class Evaluator:
         candidate's budget: importing torch and Triton in a fresh worker takes seconds (more on a
         loaded host), and the candidate after one that hung would otherwise pay for its
         predecessor's kill. Only once the static checks pass: a refused candidate starts none."""
+        with self._unbilled():
+            self.sandbox.start()
+
+    @contextmanager
+    def _unbilled(self) -> Iterator[None]:
+        """The platform's work inside an attempt (starting a worker, drawing unseen cases): its
+        time moves the deadline and is left out of the attempt's `spent`."""
         t = time.perf_counter()
         try:
-            self.sandbox.start()
+            yield
         finally:
             took = time.perf_counter() - t
             self.unbilled += took
@@ -215,21 +208,6 @@ class Evaluator:
             import torch
 
             torch.cuda.empty_cache()
-
-    def _trim(self) -> None:
-        """On a GPU, before the reservation goes: the worker (`release`) and this process give
-        their cached allocator blocks back, so the ledger tells the truth between evaluations
-        (a warm worker would otherwise keep the last evaluation's working set)."""
-        if self.device != "cuda":
-            return
-        if self.sandbox.alive:
-            try:
-                self.sandbox.request({"op": "release"}, 30.0)
-            except WorkerDied:
-                pass
-        import torch
-
-        torch.cuda.empty_cache()
 
     def _seed(self, i: int) -> int:
         """Input seed number `i` of this evaluation: secret, drawn after the candidate's import
@@ -358,9 +336,7 @@ class Evaluator:
                 v = (case_checks.integrity(info, self.cfg.torch_compute, res)
                      or case_checks.repeat_problem(info, outs, blobs, ref_mod, case, self.device)
                      or self._verdict(ref_mod, task, case, seed, outs, info, res))
-                if v.ok and v.strays:  # an unseen case's strays: never at the same places twice
-                    why = recurring_strays(strays, v, outs)
-                    v = Verdict(False, "mismatch", why, v.max_abs_err, v.max_rel_err) if why else v
+                v = case_checks.strays_problem(strays, v, outs)  # an unseen case's, never twice
             for key, dt in (("worker_run", t1 - t0), ("decode", t2 - t1),
                             ("judge", time.perf_counter() - t2)):
                 res.stage_s[key] = round(res.stage_s.get(key, 0.0) + dt, 4)
@@ -379,12 +355,8 @@ class Evaluator:
 
     def _verdict(self, ref_mod: Any, task: Task, case: dict, seed: int, outs: list,
                  info: dict, res: EvalResult) -> Verdict:
-        v = case_checks.verdict(self.refs.outputs_for(ref_mod, task, case, seed), outs, info,
-                                ref_mod, case, self.refs.exact_for(ref_mod, task, case)(seed))
-        flag = f"reference_imprecise:{case['name']}"  # the float64 answer admitted some values
-        if v.ok and v.message.startswith("reference_imprecise") and flag not in res.flags:
-            res.flags.append(flag)
-        return v
+        return case_checks.verdict(self.refs.outputs_for(ref_mod, task, case, seed), outs, info,
+                                   ref_mod, case, res, self.refs.exact_for(ref_mod, task, case)(seed))
 
     def _time_case(self, ref_mod: Any, task: Task,
                    case: dict) -> tuple[dict, float, Any, tuple[dict, list]]:

@@ -16,15 +16,13 @@ passes only where it is close to one of the two answers. Where the reference can
 """
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import torch
 
-from kbx_ray.evaluate.parent.correctness import DEFAULT_TOLERANCE, flatten
+from kbx_ray.evaluate.parent.correctness import CHUNK, reference_outputs, tolerance_table
 from kbx_ray.evaluate.worker.trees import map_tensors
 
-CHUNK = 1 << 20  # elements judged at once (float64 temporaries of ~8 MB each)
 _WIDENED = (torch.float16, torch.bfloat16, torch.float32)
 
 
@@ -35,16 +33,14 @@ def _widen(t: torch.Tensor) -> torch.Tensor:
 
 
 def float64_outputs(fn: Any, args: tuple, kwargs: dict, mutates: tuple) -> list[torch.Tensor] | None:
-    """The reference `fn` on float64 copies of `args`/`kwargs`: its outputs then its declared-mutated
-    inputs, as `References._run` lists them; None where it cannot run so."""
-    wide_args, wide_kwargs = map_tensors(_widen, args), map_tensors(_widen, kwargs)
+    """The reference `fn` on float64 copies of `args`/`kwargs`: the tensors judged, as
+    `References._run` lists them (correctness.reference_outputs); None where it cannot run so."""
     try:
         with torch.no_grad():
-            out = fn(*wide_args, **wide_kwargs)
-        bound = inspect.signature(fn).bind(*wide_args, **wide_kwargs).arguments
+            return reference_outputs(fn, map_tensors(_widen, args), map_tensors(_widen, kwargs),
+                                     mutates)[1]
     except Exception:  # noqa: BLE001 - a reference that does not run in float64 has no second opinion
         return None
-    return flatten(out) + [bound[m] for m in mutates if m in bound]
 
 
 def admitted(outs: list[torch.Tensor], ref: list[torch.Tensor], exact: list[torch.Tensor] | None,
@@ -54,7 +50,7 @@ def admitted(outs: list[torch.Tensor], ref: list[torch.Tensor], exact: list[torc
     there and judges it against `ref` everywhere else), and how many values that admitted."""
     if exact is None or len(exact) != len(ref):
         return ref, 0
-    table = {**DEFAULT_TOLERANCE, **getattr(task, "TOLERANCE", {})}
+    table = tolerance_table(task)
     merged, count = [], 0
     for o, r, e in zip(outs, ref, exact):
         if (not r.is_floating_point() or tuple(o.shape) != tuple(r.shape)

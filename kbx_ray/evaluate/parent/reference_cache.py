@@ -6,11 +6,10 @@ bounded by `ref_cache_entries` and `ref_cache_mb`; the eager timings for the eva
 """
 from __future__ import annotations
 
-import inspect
 from typing import Any, Callable
 
 from kbx_ray.evaluate.worker import timing as timing_mod
-from kbx_ray.evaluate.parent.correctness import flatten
+from kbx_ray.evaluate.parent.correctness import flatten, reference_outputs
 from kbx_ray.evaluate.parent.precise import float64_outputs
 from kbx_ray.evaluate.worker.inputs import InputCache
 from kbx_ray.evaluate.parent.roofline import compute_dtype
@@ -47,11 +46,9 @@ class References:
         """Outputs (row-major copies: the comparison walks them in flat chunks), the structure, and
         whether each output was contiguous (the layout the candidate's must match)."""
         args, kwargs = self.inputs.get(ref_mod, task.task_hash, case, seed, self.device)
-        out = getattr(ref_mod, task.name)(*args, **kwargs)
+        out, tensors = reference_outputs(getattr(ref_mod, task.name), args, kwargs, task.mutates)
         import torch
 
-        bound = inspect.signature(getattr(ref_mod, task.name)).bind(*args, **kwargs).arguments
-        tensors = flatten(out) + [bound[m] for m in task.mutates if m in bound]
         shape = "none" if out is None else ("tensor" if len(flatten(out)) == 1 and not
                                             isinstance(out, (tuple, list)) else f"tuple{len(out)}")
         contiguous = [t.is_contiguous() for t in tensors]

@@ -156,7 +156,7 @@ class Rotation:
             self._load(k)
             self.fresh_ms.append(self._time_one(flush) if cuda else self._time_host())
 
-    def _time_one(self, flush: Any) -> float | None:
+    def _time_one(self, flush: Any) -> float:
         """One call behind a spin long enough for the host to queue it (the timed loop's gate),
         and only one: a fresh set is new content once. A call that waits on the host inside
         (`.item()`) never queues behind the gate; its events still bracket it on the stream, its
@@ -170,13 +170,12 @@ class Rotation:
         end.synchronize()
         return start.elapsed_time(end)
 
-    def _time_host(self, sync: Callable[[], Any] = lambda: None) -> float:
+    def _time_host(self) -> float:
+        """One call on the host clock (the CPU: no events)."""
         import time
 
-        sync()
         t = time.perf_counter()
         self.call()
-        sync()
         ms = (time.perf_counter() - t) * 1e3
         self._note()
         return ms
