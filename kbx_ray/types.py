@@ -40,6 +40,8 @@ class ErrorKind:
     TIMING_INVALID = "timing_invalid"        # timing failed a cross-check (wall clock, SOL > 100%)
     UNSUPPORTED_INTERPRETER = "unsupported_interpreter"  # the CPU interpreter cannot run it
     INFRA_ERROR = "infra_error"              # the harness failed, not the candidate
+    REPLAY_UNSUPPORTED = "replay_unsupported"  # its kernel program could not be replayed: no
+    #                                            verdict (never a pass)
 
 
 STAGES = ("extract", "static", "compile", "correctness", "timing", "done")

@@ -38,6 +38,16 @@ class TorchCompute(Choice):
     flag = "flag"            # ... is recorded only (debugging; never a published verdict)
 
 
+class Replay(Choice):
+    on = "on"                # outputs judged from a replay of the recorded kernel program
+    off = "off"              # the live call's outputs only (benchmark baselines, debugging)
+
+
+class Monitor(Choice):
+    on = "on"                # the in-process monitor refuses and its observations fail
+    off = "off"              # tests only: the design test, the replay alone judges
+
+
 class TimingCases(Choice):
     large = "large"          # time the non-small cases
     all = "all"
@@ -57,6 +67,11 @@ class EvalConfig:
     #                                                 false
     torch_compute: TorchCompute = verdict(TorchCompute.fail)  # fail | flag: aten compute seen at
     #                                                 run time
+    replay: Replay = verdict(Replay.on)             # on: each checked call's kernel program is
+    #                                                 replayed on fresh secret inputs, and judged
+    #                                                 (INTEGRITY.md) | off
+    monitor: Monitor = verdict(Monitor.on)          # off: tests only (the in-process monitor
+    #                                                 refuses nothing, decides nothing)
     load_timeout_s: float = exempt(120.0, why=LIMIT)
     case_timeout_s: float = exempt(120.0, why=LIMIT)
     timing: TimingConfig = verdict(factory=TimingConfig)

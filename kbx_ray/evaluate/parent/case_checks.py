@@ -22,8 +22,10 @@ class Fail(Exception):
         self.stage, self.kind, self.msg = stage, kind, msg
 
 
-def integrity(info: dict, torch_compute: str, res: EvalResult) -> Verdict | None:
-    """Worker observations that fail a candidate whatever its values."""
+def integrity(info: dict, torch_compute: str, res: EvalResult,
+              monitor: bool = True) -> Verdict | None:
+    """Worker observations that fail a candidate whatever its values (with `monitor` off, a
+    test-only setting, the launch count and torch ops decide nothing: the replay judges)."""
     if info.get("tampered"):
         res.flags.append("tampered_runtime")
         return Verdict(False, "disqualified", "the candidate patched the harness runtime")
@@ -32,11 +34,11 @@ def integrity(info: dict, torch_compute: str, res: EvalResult) -> Verdict | None
                        "CUDA stream (its time escapes the timing events)")
     if info.get("stream_changed"):
         return Verdict(False, "disqualified", "the candidate left a non-default stream current")
-    if info.get("launches", 0) == 0 and not info.get("launch_free"):
+    if monitor and info.get("launches", 0) == 0 and not info.get("launch_free"):
         # a call whose every output is empty (an early return, a zero grid Triton skips) or an
         # exact copy of an input (floor of integers) owes no launch
         return Verdict(False, "disqualified", "no Triton kernel was launched")
-    if info.get("torch_ops"):
+    if info.get("torch_ops") and monitor:
         flag = "torch_compute:" + ",".join(info["torch_ops"][:5])
         if flag not in res.flags:
             res.flags.append(flag)

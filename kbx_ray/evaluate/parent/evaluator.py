@@ -28,6 +28,7 @@ from kbx_ray.evaluate.parent.gpulock import GpuLock, NoLock
 from kbx_ray.evaluate.worker.inputs import InputCache
 from kbx_ray.evaluate.protocol import tensor_from_wire
 from kbx_ray.evaluate.parent.reference_cache import References
+from kbx_ray.evaluate.parent.replay_check import Replay
 from kbx_ray.evaluate.parent.sandbox import Sandbox, WorkerDied, scrub_paths
 from kbx_ray.evaluate.settings import EvalConfig, resolve_device
 from kbx_ray.evaluate.parent.timing_judgement import judge_timing, timing_groups
@@ -50,6 +51,7 @@ class Evaluator:
         self.sandbox = Sandbox(self.cfg.sandbox)
         self.inputs = InputCache()
         self.refs = References(self.cfg, self.device, self.inputs)  # outputs per seed, timings
+        self.replay = Replay(self.cfg, self.device)  # the replay process (replay_check.py)
         self.count = 0
         self.deadline = math.inf  # the running evaluation's end (perf_counter), `eval_budget_s`
         self.spent = 0.0  # the running evaluation's time in earlier attempts (not admission waits)
@@ -65,6 +67,7 @@ class Evaluator:
 
     def close(self) -> None:
         self.sandbox.kill()
+        self.replay.kill()
         self.lock.close()
 
     def small_only(self) -> bool:
@@ -76,19 +79,15 @@ class Evaluator:
         return [c for c in task.cases if c["small"] or not small]
 
     def _unseen(self, ref_mod: Any, task: Task, res: EvalResult) -> list[dict]:
-        """`unseen_cases` cases no task file lists, drawn from the task's shape family
-        (kbx_ray/unseen.py) with a secret seed after the candidate's import, recorded in
-        `EvalResult.unseen_cases`; checked on every seed, never timed. Drawing is the platform's
-        work, off the candidate's budget like `_start_worker`: each try is sized under fake
-        tensors (kbx_ray/footprint.py; its first use in a process loads that machinery, 1-3 s)."""
+        """Cases no task file lists, drawn secretly after the candidate's import (unseen.py),
+        checked on every seed, never timed; drawn off the candidate's budget."""
         with self._unbilled():
             res.unseen_cases = unseen.cases(ref_mod, task.cases, self.cfg.unseen_cases,
                                             random.Random(self._unseen_seed(task)), self.small_only())
         return res.unseen_cases
 
     def _unseen_seed(self, task: Task) -> int:
-        """The seed of this evaluation's unseen cases: secret like the input seeds (base_seed
-        without `secret_seeds`); the drawn cases themselves are what the result records."""
+        """The seed of this evaluation's unseen cases: secret like the input seeds."""
         return secrets.randbelow(2**63) if self.cfg.secret_seeds else self.cfg.base_seed
 
     def evaluate(self, task: Task, cand: Candidate) -> EvalResult:
@@ -123,6 +122,7 @@ class Evaluator:
         self.count += 1
         if self.count % self.cfg.recycle_after == 0 or "tampered_runtime" in res.flags:
             self.sandbox.kill()
+            self.replay.kill()
         return res
 
     def _memory_need(self, task: Task) -> int:
@@ -135,10 +135,8 @@ class Evaluator:
 
     def _admitted_attempt(self, task: Task, cand: Candidate, res: EvalResult,
                           flags: list[str]) -> bool:
-        """One try, run once its memory is reserved: `eval_budget_s` counts from here (waiting
-        for admission is not the candidate's time, nor is starting a worker: `_start_worker`;
-        earlier attempts' time counts). An OOM while other evaluators held memory is filed
-        `infra_error` (False: worth one more, alone)."""
+        """One try, once its memory is reserved: `eval_budget_s` counts from here. An OOM while
+        other evaluators held memory is `infra_error` (False: worth one more, alone)."""
         started = time.perf_counter()
         self.deadline = started + self.cfg.eval_budget_s - self.spent
         self.unbilled = 0.0
@@ -155,17 +153,14 @@ class Evaluator:
             self.spent += time.perf_counter() - started - self.unbilled
 
     def _start_worker(self) -> None:
-        """The worker, started if none is up (first use, after a kill or a recycle), off the
-        candidate's budget: importing torch and Triton in a fresh worker takes seconds (more on a
-        loaded host), and the candidate after one that hung would otherwise pay for its
-        predecessor's kill. Only once the static checks pass: a refused candidate starts none."""
+        """The worker, started if none is up, off the candidate's budget (importing torch and
+        Triton takes seconds); only once the static checks pass."""
         with self._unbilled():
             self.sandbox.start()
 
     @contextmanager
     def _unbilled(self) -> Iterator[None]:
-        """The platform's work inside an attempt (starting a worker, drawing unseen cases): its
-        time moves the deadline and is left out of the attempt's `spent`."""
+        """The platform's work inside an attempt: it moves the deadline, off `spent`."""
         t = time.perf_counter()
         try:
             yield
@@ -204,14 +199,14 @@ class Evaluator:
         self.refs.outputs.clear()
         self.inputs.clear()
         self.sandbox.kill()
+        self.replay.kill()
         if self.device == "cuda":
             import torch
 
             torch.cuda.empty_cache()
 
     def _seed(self, i: int) -> int:
-        """Input seed number `i` of this evaluation: secret, drawn after the candidate's import
-        (which can then precompute nothing), recorded in `EvalResult.seeds`."""
+        """Input seed `i`: secret, drawn after the candidate's import, recorded in `res.seeds`."""
         s = secrets.randbelow(2**31 - 1) + 1 if self.cfg.secret_seeds else self.cfg.base_seed + i
         self.seeds.append(s)
         return s
@@ -223,8 +218,9 @@ class Evaluator:
         module = f"{cand.candidate_id}_{self.count}"
         path = self.sandbox.write_code(f"kbx_cand_{module}", cand.code)
         self._ask({"op": "load", "code_path": path, "task_path": task.path, "entry": task.name,
-                   "module": module, "task_key": task.task_hash,
+                   "module": module, "task_key": task.task_hash, "monitor": self.monitor,
                    "deny": self.cfg.torch_compute == "fail"}, self.cfg.load_timeout_s, "compile")
+        self.replay.begin(cand.code, module)
         mark = self._clock(res, "load", mark)
         ref_mod = load_module(task.path)
         cases = self.cases_for(task) + self._unseen(ref_mod, task, res)
@@ -333,7 +329,7 @@ class Evaluator:
                         for m, b in zip(info["outputs"], blobs)]
                 outs_by_seed.append(outs)
                 t2 = time.perf_counter()
-                v = (case_checks.integrity(info, self.cfg.torch_compute, res)
+                v = (case_checks.integrity(info, self.cfg.torch_compute, res, self.monitor)
                      or case_checks.repeat_problem(info, outs, blobs, ref_mod, case, self.device)
                      or self._verdict(ref_mod, task, case, seed, outs, info, res))
                 v = case_checks.strays_problem(strays, v, outs)  # an unseen case's, never twice
@@ -353,15 +349,24 @@ class Evaluator:
         cr.ok = True
         return cr
 
+    @property
+    def monitor(self) -> bool:
+        return str(self.cfg.monitor) == "on"
+
     def _verdict(self, ref_mod: Any, task: Task, case: dict, seed: int, outs: list,
                  info: dict, res: EvalResult) -> Verdict:
-        return case_checks.verdict(self.refs.outputs_for(ref_mod, task, case, seed), outs, info,
-                                   ref_mod, case, res, self.refs.exact_for(ref_mod, task, case)(seed))
+        """The live outputs, then the replay of the call's kernel program (replay_check.py)."""
+        v = case_checks.verdict(self.refs.outputs_for(ref_mod, task, case, seed), outs, info,
+                                ref_mod, case, res, self.refs.exact_for(ref_mod, task, case)(seed))
+        t0 = time.perf_counter()
+        v = (self.replay.verdict(self.refs, ref_mod, task, case, seed, info,
+                                 lambda: self.deadline - time.perf_counter()) or v) if v.ok else v
+        res.stage_s["replay"] = round(res.stage_s.get("replay", 0.0) + time.perf_counter() - t0, 4)
+        return v
 
     def _time_case(self, ref_mod: Any, task: Task,
                    case: dict) -> tuple[dict, float, Any, tuple[dict, list]]:
-        """The candidate's and the reference's timing loops (the caller holds the GPU alone). The
-        timed buffers rotate through `timing_sets` secret input sets (rotation.py)."""
+        """The candidate's and the reference's timing loops (the caller holds the GPU alone)."""
         fresh = max(0, self.cfg.fresh_sets)
         seeds = [self._seed(i) for i in range(max(1, self.cfg.timing_sets) + fresh)]
         asked = time.perf_counter()
@@ -375,8 +380,7 @@ class Evaluator:
     def _check_timed_case(self, ref_mod: Any, task: Task, case: dict, cr: CaseResult,
                           res: EvalResult, t: dict, parent_wall_ms: float, ref_t: Any,
                           timed: tuple[dict, list]) -> None:
-        """The timed calls' outputs, then fresh values in the timed buffers, checked (GPU shared),
-        then the timing's own checks."""
+        """The timed calls' outputs, then a fresh recheck (GPU shared), then the timing checks."""
         fresh = self._seed(len(self.seeds))
         with self.lock.shared():
             case_checks.check_timed_calls(case, *timed, self.device, ref_mod,
@@ -386,7 +390,7 @@ class Evaluator:
                                      self.cfg.case_timeout_s, "timing", res)
             check = reply["check"]
             outs = [tensor_from_wire(m, b).to(self.device) for m, b in zip(check["outputs"], blobs)]
-            v = (case_checks.integrity(check, self.cfg.torch_compute, res)
+            v = (case_checks.integrity(check, self.cfg.torch_compute, res, self.monitor)
                  or self._verdict(ref_mod, task, case, fresh, outs, check, res))
         if not v.ok:
             raise _Fail("timing", v.kind, f"case {case['name']}, after timing (a cached or stale "

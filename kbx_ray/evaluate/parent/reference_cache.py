@@ -11,7 +11,7 @@ from typing import Any, Callable
 from kbx_ray.evaluate.worker import timing as timing_mod
 from kbx_ray.evaluate.parent.correctness import flatten, reference_outputs
 from kbx_ray.evaluate.parent.precise import float64_outputs
-from kbx_ray.evaluate.worker.inputs import InputCache
+from kbx_ray.evaluate.worker.inputs import InputCache, replay_inputs
 from kbx_ray.evaluate.parent.roofline import compute_dtype
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.types import Task
@@ -29,9 +29,20 @@ class References:
         self.times: dict[tuple, timing_mod.Timing] = {}
         self.dtypes: dict[tuple, str] = {}  # the dtype whose peak bounds each case
 
-    def outputs_for(self, ref_mod: Any, task: Task, case: dict, seed: int) -> RefOutputs:
-        """The reference's outputs for (task, case, seed): the same for every candidate, so kept."""
-        key = (task.task_hash, case["name"], seed)
+    def args(self, ref_mod: Any, task: Task, case: dict, seed: int,
+             fresh: int | None = None) -> tuple[tuple, dict]:
+        """The inputs of (case, seed), or of its replay on `fresh` values (inputs.replay_inputs)."""
+        if fresh is None:
+            return self.inputs.get(ref_mod, task.task_hash, case, seed, self.device)
+        args, kwargs, _ = replay_inputs(self.inputs, ref_mod, task.task_hash, case, seed, fresh,
+                                        self.device, task.name)
+        return args, kwargs
+
+    def outputs_for(self, ref_mod: Any, task: Task, case: dict, seed: int,
+                    fresh: int | None = None) -> RefOutputs:
+        """The reference's outputs for (task, case, seed[, fresh]): the same for every candidate,
+        so kept."""
+        key = (task.task_hash, case["name"], seed, fresh)
         if key not in self.outputs:
             def size(entry: RefOutputs) -> int:
                 return sum(t.numel() * t.element_size() for t in entry[0])
@@ -39,13 +50,14 @@ class References:
             while self.outputs and (len(self.outputs) >= self.cfg.ref_cache_entries or sum(
                     size(e) for e in self.outputs.values()) > self.cfg.ref_cache_mb << 20):
                 self.outputs.pop(next(iter(self.outputs)))
-            self.outputs[key] = self._run(ref_mod, task, case, seed)
+            self.outputs[key] = self._run(ref_mod, task, case, seed, fresh)
         return self.outputs[key]
 
-    def _run(self, ref_mod: Any, task: Task, case: dict, seed: int) -> RefOutputs:
+    def _run(self, ref_mod: Any, task: Task, case: dict, seed: int,
+             fresh: int | None) -> RefOutputs:
         """Outputs (row-major copies: the comparison walks them in flat chunks), the structure, and
         whether each output was contiguous (the layout the candidate's must match)."""
-        args, kwargs = self.inputs.get(ref_mod, task.task_hash, case, seed, self.device)
+        args, kwargs = self.args(ref_mod, task, case, seed, fresh)
         out, tensors = reference_outputs(getattr(ref_mod, task.name), args, kwargs, task.mutates)
         import torch
 
@@ -55,12 +67,13 @@ class References:
         return [t.detach().clone(memory_format=torch.contiguous_format) for t in tensors], shape, \
             contiguous
 
-    def exact(self, ref_mod: Any, task: Task, case: dict, seed: int) -> list | None:
+    def exact(self, ref_mod: Any, task: Task, case: dict, seed: int,
+              fresh: int | None = None) -> list | None:
         """The reference on float64 copies of the same inputs (precise.py): asked only where the
         candidate disagrees with `outputs_for`, so not kept; None where it cannot run so, and for a random task (judged by its own check)."""
         if task.random:
             return None
-        args, kwargs = self.inputs.get(ref_mod, task.task_hash, case, seed, self.device)
+        args, kwargs = self.args(ref_mod, task, case, seed, fresh)
         return float64_outputs(getattr(ref_mod, task.name), args, kwargs, task.mutates)
 
     def exact_for(self, ref_mod: Any, task: Task, case: dict) -> Callable[[int], Callable]:

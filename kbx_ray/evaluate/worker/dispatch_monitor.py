@@ -5,7 +5,8 @@ call), but not from the dispatcher: a `TorchDispatchMode` hands every aten op to
 ledger (`ledger.MONITOR`); the value readers (`value_readers.py`) report the reads and per-element
 host maps that dispatch nothing (`tolist`, `numpy`, `apply_`). The monitor stays on inside a
 Triton launch; only Triton's own data movement and the harness's frames are exempt
-(`frames.INTERNAL`). Standard library and torch only (the worker imports it).
+(`frames.INTERNAL`). The same ops feed the program recorder (`recorder.py`). Standard library and
+torch only (the worker imports it).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 
 from kbx_ray.evaluate.worker.frames import internal
 from kbx_ray.evaluate.worker.ledger import MONITOR
+from kbx_ray.evaluate.worker.recorder import RECORDER
 
 
 def make_dispatch_mode() -> Any:
@@ -24,8 +26,13 @@ def make_dispatch_mode() -> Any:
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                                kwargs: Any = None) -> Any:
             out = func(*args, **(kwargs or {}))
-            if MONITOR.watching() and not internal(sys._getframe(1)):
-                MONITOR.op(func, args, kwargs, out)
+            watching, recording = MONITOR.watching(), RECORDER.on()
+            if watching or recording:
+                inside = internal(sys._getframe(1))
+                if watching and not inside:
+                    MONITOR.op(func, args, kwargs, out)
+                if recording:  # the program the replay judges (recorder.py)
+                    RECORDER.op(func, args, kwargs, out, inside)
             return out
 
     mode = _Watch()

@@ -26,7 +26,7 @@ INTERNAL = frozenset({
 # dispatch are the harness's.
 HARNESS_FILES = tuple(f"kbx_ray/evaluate/worker/{m}.py" for m in (
     "aten_ops", "ledger", "frames", "dispatch_monitor", "value_readers", "triton_hooks",
-    "sentinels", "interp_compat", "interp_libdevice"))
+    "sentinels", "interp_compat", "interp_libdevice", "recorder", "replayer"))
 # The value readers' wrappers and the host-values mode: skipped to find whose read it is.
 READER_FILES = tuple(f"kbx_ray/evaluate/worker/{m}.py" for m in ("value_readers", "host_values"))
 

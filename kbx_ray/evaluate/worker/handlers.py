@@ -17,12 +17,14 @@ from typing import Any
 
 import torch
 
-from kbx_ray.evaluate.worker import (dispatch_monitor, host_values, ledger, poison, rotation,
-                                     sentinels, timing, triton_hooks, value_readers)
+from kbx_ray.evaluate.worker import (dispatch_monitor, host_values, ledger, poison, recorder,
+                                     rotation, sentinels, timing, triton_hooks, value_readers)
 from kbx_ray.evaluate.worker.call_checks import observe, refill, same, scalars
 from kbx_ray.evaluate.worker.candidate_errors import (CandidateError, candidate_tb, cuda_suspect,
                                                       error_kind, import_path)
-from kbx_ray.evaluate.worker.inputs import InputCache
+from kbx_ray.evaluate import program
+from kbx_ray.evaluate.worker import replayer
+from kbx_ray.evaluate.worker.inputs import InputCache, replay_inputs
 from kbx_ray.evaluate.worker.outputs import encode
 
 DEVICE = os.environ.get("KBX_DEVICE", "cpu")
@@ -54,6 +56,7 @@ class Worker:
 
             interp_compat.install()
             triton_hooks.install_interpreter_namespace()
+        recorder.install_autotune_pause()
         self.mode = dispatch_monitor.make_dispatch_mode()
         self.values = host_values.make_mode()  # numbers read back: sizes only (host_values.py)
         self.sentinels = sentinels.Sentinels((*harness, vars(sys.modules[__name__]), vars(Worker)))
@@ -65,6 +68,8 @@ class Worker:
         self.task_ids: dict[str, dict[str, int]] = {}  # identities of each task module's names
         self.task_key = ""
         self.prof: dict[str, float] = {}  # seconds per step since the last reply (profiling)
+        self.monitor = True  # tests only (`evaluation.monitor=off`): the design test
+        self.replays: dict[str, Any] = {}  # kernel module path -> module (replay process only)
 
     def _inputs(self, case: dict, seed: int) -> tuple[tuple, dict]:
         with self._step("inputs"):
@@ -94,15 +99,22 @@ class Worker:
             info["driver"] = str(getattr(torch.version, "cuda", "") or "")
         return info, []
 
-    def load(self, req: dict) -> tuple[dict, list[Any]]:
+    def _load_task(self, req: dict) -> None:
         self.task_key = req.get("task_key") or req["task_path"]
         if self.task_key not in self.tasks:
             mod = import_path(f"kbx_task_{req['module']}", req["task_path"])
             self.tasks[self.task_key] = mod
             self.task_ids[self.task_key] = {k: id(v) for k, v in vars(mod).items()}
         self.task = self.tasks[self.task_key]
+
+    def load(self, req: dict) -> tuple[dict, list[Any]]:
+        if self.replays:
+            raise RuntimeError("a replay process never loads a candidate")
+        self._load_task(req)
         ledger.MONITOR.movement = ledger.movement_task(self.task)  # copies there are the answer
-        ledger.MONITOR.deny = req.get("deny", True)  # evaluation.torch_compute=fail: refuse ops
+        self.monitor = bool(req.get("monitor", True))
+        # evaluation.torch_compute=fail: refuse ops (never with the monitor off: the design test)
+        ledger.MONITOR.deny = req.get("deny", True) and self.monitor
         self.last = None
         # A new candidate never sees inputs an earlier one could have written to (cached pristine
         # tensors live in this process); drawing them again on the device costs milliseconds.
@@ -130,6 +142,40 @@ class Worker:
             self._check_tampering()
         self.entry = entry
         return {}, []
+
+    def replay(self, req: dict) -> tuple[dict, list[Any]]:
+        """The replay process: the recorded program on fresh inputs (`replayer.py`). This process
+        never loads a candidate's module; only its kernel module (`static/kernels.py`)."""
+        if self.entry is not None:
+            raise RuntimeError("a worker that loaded a candidate never replays")
+        self._load_task(req)
+        path = req["kernels_path"]
+        try:
+            if path not in self.replays:
+                self.replays[path] = import_path(f"kbx_kern_{req['module']}", path)
+            prog = program.parse(req["program"])
+        except program.ProgramError as e:
+            raise CandidateError("disqualified", f"the recorded program is outside the replay's "
+                                 f"instruction set: {e}") from None
+        except BaseException as e:  # noqa: BLE001 - the kernel module lacks a host name it used
+            raise CandidateError("replay_unsupported", "the candidate's kernels do not build "
+                                 f"without its host code: {candidate_tb(e, 'kbx_kern_')}") from None
+        args, kwargs, _ = replay_inputs(self.inputs, self.task, self.task_key, req["case"],
+                                        int(req["seed"]), int(req["fresh_seed"]), DEVICE,
+                                        req["entry"])
+        try:
+            outs = replayer.run(prog, _tensors((args, kwargs)), self.replays[path], DEVICE)
+        except program.ProgramError as e:
+            raise CandidateError("disqualified", f"the recorded program is outside the replay's "
+                                 f"instruction set: {e}") from None
+        except replayer.ReplayUnsupported as e:
+            raise CandidateError("replay_unsupported", str(e)) from None
+        except Exception as e:  # noqa: BLE001 - its kernels failed on fresh inputs
+            raise CandidateError(error_kind(e, DEVICE), "the replay of its kernel program on "
+                                 f"fresh inputs raised: {candidate_tb(e, 'kbx_kern_')}",
+                                 cuda_suspect=cuda_suspect(e)) from None
+        blobs: list[Any] = []
+        return {"outputs": encode(outs, blobs)}, blobs
 
     def probe(self, req: dict) -> tuple[dict, list[Any]]:
         """A tiny op and a synchronize, after a CUDA-looking failure: the parent files
@@ -266,15 +312,18 @@ class Worker:
             pristine = [t.clone() for t in _tensors((args, kwargs))]
             poison.poison(DEVICE, sum(t.numel() * t.element_size() for t in pristine))
         ledger.MONITOR.reset((args, kwargs))
-        marked_args, marked_kwargs = host_values.mark_inputs(args, kwargs)  # floats: `input`
+        marked_args, marked_kwargs = host_values.mark_inputs(args, kwargs) if self.monitor \
+            else (args, kwargs)  # floats: `input`
         host_values.begin()
-        ledger.MONITOR.active = True
+        ledger.MONITOR.active = self.monitor  # off: tests only, the replay alone judges
         side0 = ledger.MONITOR.side_launches
+        values = self.values if self.monitor else contextlib.nullcontext()
         try:
-            with self._step("call"):
-                with self.mode, self.values:
+            with self._step("call"), recorder.RECORDER.recording(_tensors((args, kwargs))):
+                with self.mode, values:
                     out = self.entry(*marked_args, **marked_kwargs)
-                    host_values.check_output(out)
+                    if self.monitor:
+                        host_values.check_output(out)
                 if DEVICE == "cuda":
                     torch.cuda.synchronize()
         except BaseException as e:  # noqa: BLE001
@@ -288,7 +337,10 @@ class Worker:
         finally:
             ledger.MONITOR.active = False
         self._check_tampering()
-        return observe(out, args, kwargs, pristine, self.sig, self.mutates, DEVICE, side0)
+        info, returned, mutated = observe(out, args, kwargs, pristine, self.sig, self.mutates,
+                                          DEVICE, side0)
+        info["program"] = recorder.RECORDER.finish(returned + mutated)  # what the replay judges
+        return info, returned, mutated
 
     def _check_tampering(self) -> None:
         changed = self._tampered()

@@ -7,6 +7,7 @@ copy with the same sizes and strides: fresh memory, the same values. Standard li
 """
 from __future__ import annotations
 
+import inspect
 from collections import OrderedDict
 from typing import Any
 
@@ -64,3 +65,37 @@ class InputCache:
     def clear(self) -> None:
         self.items.clear()
         self.bytes = 0
+
+
+def _layouts(obj: Any) -> list[tuple]:
+    return [(tuple(t.shape), t.stride(), t.dtype) for t in tensors(obj)]
+
+
+def replay_inputs(cache: InputCache, module: Any, task_key: str, case: dict, seed: int,
+                  fresh: int, device: str, entry: str) -> tuple[tuple, dict, int]:
+    """The inputs a replay runs on: the recorded call's (`seed`) with every tensor parameter's
+    values drawn afresh (`fresh`), except the task's STRUCTURE parameters (values that shape an
+    output or a grid) and any whose layout changes with the seed (a drawn length); non-tensor
+    arguments stay as recorded. Also how many parameters were drawn afresh."""
+    old_a, old_k = cache.get(module, task_key, case, seed, device)
+    new_a, new_k = cache.get(module, task_key, case, fresh, device)
+    sig = inspect.signature(getattr(module, entry))
+    old, new = sig.bind(*old_a, **old_k), sig.bind(*new_a, **new_k)
+    keep = set(getattr(module, "STRUCTURE", ()))
+    drawn = 0
+    for name, value in old.arguments.items():
+        other = new.arguments.get(name)
+        if (name in keep or not tensors(value) or _layouts(value) != _layouts(other)
+                or _scalars(value) != _scalars(other)):
+            new.arguments[name] = value
+        else:
+            drawn += 1
+    return tuple(new.args), dict(new.kwargs), drawn
+
+
+def _scalars(obj: Any) -> list[Any]:
+    if isinstance(obj, (list, tuple)):
+        return [s for x in obj for s in _scalars(x)]
+    if isinstance(obj, dict):
+        return [(k, _scalars(v)) for k, v in sorted(obj.items())]
+    return [] if hasattr(obj, "data_ptr") else [obj]

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from kbx_ray.evaluate.worker.host_values import launch_values
 from kbx_ray.evaluate.worker.ledger import MONITOR
+from kbx_ray.evaluate.worker.recorder import RECORDER
 from kbx_ray.evaluate.worker.trees import tensors
 
 
@@ -60,11 +61,16 @@ def install_launch_counter() -> None:
             MONITOR.launches += 1
             if on_side_stream():
                 MONITOR.side_launches += 1
+            step = None if kwargs.get("warmup") else RECORDER.launch(self, args, kwargs)
+            grid, seen = kwargs.get("grid"), []
+            if step is not None and callable(grid):  # the grid Triton resolves is the one recorded
+                kwargs["grid"] = lambda meta, _g=grid: seen.append(_g(meta)) or seen[-1]
             try:
                 kernel = __orig(self, *args, **kwargs)
             finally:
                 if MONITOR.watching():
                     MONITOR.launched(args, kwargs)
+            RECORDER.resolved(step, seen[-1] if callable(grid) and seen else grid)
             refuse_integer_pointers(kernel)
             return kernel
 

@@ -1,0 +1,120 @@
+"""A checked call's recorded kernel program -> the verdict of its replay on fresh secret inputs.
+
+The replay process is a second sandbox worker that never loads a candidate's module: it builds
+only the candidate's kernels (`static/kernels.py`) and runs the program the worker recorded
+(`worker/recorder.py`, `worker/replayer.py`) on inputs whose values the candidate never saw
+(`inputs.replay_inputs`: STRUCTURE parameters and non-tensor arguments kept). Whatever the
+candidate's host code computed, in a hook, through a harness frame or after the check, is absent
+there, so the replayed outputs decide. INTEGRITY.md, "The replay".
+"""
+from __future__ import annotations
+
+import secrets
+from typing import Any, Callable
+
+from kbx_ray.evaluate import program
+from kbx_ray.evaluate.parent import case_checks
+from kbx_ray.evaluate.parent.correctness import Verdict
+from kbx_ray.evaluate.parent.reference_cache import References
+from kbx_ray.evaluate.parent.sandbox import Sandbox, WorkerDied
+from kbx_ray.evaluate.protocol import tensor_from_wire
+from kbx_ray.evaluate.settings import EvalConfig
+from kbx_ray.evaluate.static.kernels import kernel_source
+from kbx_ray.evaluate.worker.inputs import replay_inputs
+from kbx_ray.types import Task
+
+PAYLOAD_SHARE = 4  # a program with no fresh input carries under 1/4 of its outputs' values
+
+
+class Replay:
+    """The replay process beside one evaluator's worker, and the verdicts it gives."""
+
+    def __init__(self, cfg: EvalConfig, device: str) -> None:
+        self.cfg, self.device = cfg, device
+        self.on = str(cfg.replay) == "on"
+        self.sandbox = Sandbox(cfg.sandbox)
+        self.kernels = ""
+        self.module = ""
+        self.seconds = 0.0
+
+    def begin(self, code: str, module: str) -> None:
+        """A new candidate: its kernel module, written for the replay process to build."""
+        if self.on:
+            self.module = module
+            self.kernels = self.sandbox.write_code(f"kbx_kern_{module}", kernel_source(code))
+
+    def kill(self) -> None:
+        self.sandbox.kill()
+
+    def _fresh(self, seed: int) -> int:
+        return secrets.randbelow(2**31 - 1) + 1 if self.cfg.secret_seeds else seed + 1_000_003
+
+    def verdict(self, refs: References, ref_mod: Any, task: Task, case: dict, seed: int,
+                info: dict, left: Callable[[], float]) -> Verdict | None:
+        """None when the replay agrees with the reference (or is off); else the failing verdict.
+        `left`: seconds of the evaluation's budget left."""
+        if not self.on:
+            return None
+        raw = info.get("program")
+        if not isinstance(raw, dict):
+            return Verdict(False, "infra_error", "the worker sent no kernel program")
+        if "unsupported" in raw:
+            return Verdict(False, "replay_unsupported", "its kernel program could not be recorded "
+                           f"({raw['unsupported']}), so no verdict can be given")
+        try:
+            prog = program.parse(raw)
+        except program.ProgramError as e:
+            return Verdict(False, "disqualified", f"its recorded kernel program is outside the "
+                           f"replay's instruction set: {e}")
+        fresh = self._fresh(seed)
+        why = self._payload(prog, refs, ref_mod, task, case, seed, fresh)
+        if why:
+            return Verdict(False, "disqualified", why)
+        outs = self._run(prog, task, case, seed, fresh, left)
+        if isinstance(outs, Verdict):
+            return outs
+        ref = refs.outputs_for(ref_mod, task, case, seed, fresh)
+        v = case_checks.values(outs, ref[0], ref_mod, case,
+                               lambda: refs.exact(ref_mod, task, case, seed, fresh))
+        if v.ok:
+            return None
+        v.message = ("the replay of its kernel program (its Triton launches and allowlisted "
+                     f"steps only) on fresh inputs differs from the reference: {v.message}")
+        return v
+
+    def _payload(self, prog: program.Program, refs: References, ref_mod: Any, task: Task,
+                 case: dict, seed: int, fresh: int) -> str:
+        """Where no input is drawn afresh (logspace, arange, rand), an answer computed on the host
+        could only travel in the program's scalars and constants: bound them by the outputs."""
+        _, _, drawn = replay_inputs(refs.inputs, ref_mod, task.task_hash, case, seed, fresh,
+                                    self.device, task.name)
+        if drawn:
+            return ""
+        numel = sum(t.numel() for t in refs.outputs_for(ref_mod, task, case, seed, fresh)[0])
+        carried = prog.payload()
+        if numel >= 64 and carried * PAYLOAD_SHARE >= numel:
+            return (f"its kernel program carries {carried} values outside its kernels for "
+                    f"{numel} output values: an answer computed on the host")
+        return ""
+
+    def _run(self, prog: program.Program, task: Task, case: dict, seed: int, fresh: int,
+             left: Callable[[], float]) -> list | Verdict:
+        header = {"op": "replay", "task_path": task.path, "module": self.module,
+                  "task_key": task.task_hash, "entry": task.name, "case": case, "seed": seed,
+                  "fresh_seed": fresh, "kernels_path": self.kernels, "program": prog.to_wire()}
+        budget = min(self.cfg.case_timeout_s, left())
+        if budget <= 0:
+            return Verdict(False, "timeout", "the evaluation ran past its budget before its replay")
+        try:
+            reply, blobs = self.sandbox.request(header, budget)
+        except WorkerDied as d:
+            self.sandbox.kill()
+            return Verdict(False, d.kind, f"the replay of its kernel program: {d.msg}")
+        if not reply.get("ok"):
+            kind = reply.get("error_kind", "infra_error")
+            if kind not in ("runtime_error", "disqualified", "replay_unsupported", "timeout",
+                            "cuda_error", "unsupported_interpreter"):
+                self.sandbox.kill()
+                kind = "infra_error"
+            return Verdict(False, kind, str(reply.get("error_msg", ""))[:4000])
+        return [tensor_from_wire(m, b).to(self.device) for m, b in zip(reply["outputs"], blobs)]

@@ -1,0 +1,65 @@
+"""A candidate's source -> its kernel module: the `@triton.jit` functions and what they may name.
+
+The replay (`worker/replayer.py`) builds only this: the module-level imports, the assignments of
+constant expressions (literals, `tl.constexpr(...)`, attribute chains such as `tl.float32`,
+arithmetic and tuples of those) and the jit functions, each with `@triton.jit` as its only
+decorator (autotune and heuristics were resolved when the program was recorded). The entry
+function, classes, helpers and every other statement are dropped, so none of the candidate's host
+code runs in the replay. Runs in the parent on source the static checks already passed.
+"""
+from __future__ import annotations
+
+import ast
+
+
+def _is_jit(dec: ast.expr) -> bool:
+    node = dec.func if isinstance(dec, ast.Call) else dec
+    return (isinstance(node, ast.Attribute) and node.attr == "jit") or \
+        (isinstance(node, ast.Name) and node.id == "jit")
+
+
+def _constant(node: ast.AST, bound: set[str]) -> bool:
+    """A value computed from literals and names already kept (no call but `constexpr(...)`)."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Name):
+        return node.id in bound
+    if isinstance(node, ast.Attribute):
+        return _constant(node.value, bound)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return all(_constant(e, bound) for e in node.elts)
+    if isinstance(node, ast.UnaryOp):
+        return _constant(node.operand, bound)
+    if isinstance(node, ast.BinOp):
+        return _constant(node.left, bound) and _constant(node.right, bound)
+    if isinstance(node, ast.Call):
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+        return name == "constexpr" and not node.keywords and \
+            _constant(f, bound) and all(_constant(a, bound) for a in node.args)
+    return False
+
+
+def kernel_source(code: str) -> str:
+    """The kernel module's source for `code` (already parsed and checked by the caller)."""
+    tree = ast.parse(code)
+    kept: list[ast.stmt] = []
+    bound = {"True", "False", "None"}
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            kept.append(node)
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.FunctionDef) and any(_is_jit(d) for d in node.decorator_list):
+            jit = next(d for d in node.decorator_list if _is_jit(d))
+            node.decorator_list = [jit]
+            kept.append(node)
+            bound.add(node.name)
+        elif isinstance(node, ast.Assign) and _constant(node.value, bound) and all(
+                isinstance(t, ast.Name) for t in node.targets):
+            kept.append(node)
+            bound |= {t.id for t in node.targets}  # type: ignore[attr-defined]
+        elif isinstance(node, ast.AnnAssign) and node.value is not None and \
+                isinstance(node.target, ast.Name) and _constant(node.value, bound):
+            kept.append(node)
+            bound.add(node.target.id)
+    return ast.unparse(ast.Module(body=kept, type_ignores=[])) + "\n"

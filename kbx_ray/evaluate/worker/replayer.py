@@ -1,0 +1,150 @@
+"""A recorded kernel program (`program.py`) run on fresh inputs -> the outputs that are judged.
+
+Runs in a replay process: a sandbox worker that is never sent a candidate's module, so none of
+the candidate's host code runs here, only its `@triton.jit` functions, built from their source and
+the module's literal constants (`static/kernels.py`). This module is the instruction set: it
+performs the allocation, fill, copy, pad and constant steps itself and launches only kernels of
+that kernel module. Memory that no step initialises holds poison (all bits set: NaN in floats).
+Standard library and torch only.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from kbx_ray.evaluate.program import Program, ProgramError
+
+
+class ReplayUnsupported(Exception):
+    """The program cannot be run here for a reason that is not the candidate's fault."""
+
+
+def _dtype(name: str) -> Any:
+    dt = getattr(torch, name, None)
+    if not isinstance(dt, torch.dtype):
+        raise ProgramError(f"unknown dtype {name!r}")
+    return dt
+
+
+def _castable(src: Any, dst: Any) -> bool:
+    """A copy that moves values without computing: same dtype, between float types, or an exact
+    widening (bool/int into a wider int or a float). Truncating or wrapping casts compute."""
+    if src == dst or src == torch.bool:
+        return True
+    if src.is_complex or dst.is_complex:
+        return False
+    if src.is_floating_point:
+        return dst.is_floating_point
+    if dst.is_floating_point:
+        return True
+    return dst.itemsize >= src.itemsize and (dst != torch.uint8 or src == torch.uint8)
+
+
+class Machine:
+    """The buffers of one replay and the steps that act on them."""
+
+    def __init__(self, prog: Program, inputs: list[Any], device: str) -> None:
+        self.device = device
+        self.base: list[Any] = []
+        for b in prog.buffers:
+            if b["kind"] == "input":
+                if b["index"] >= len(inputs):
+                    raise ProgramError(f"input {b['index']} does not exist")
+                st = inputs[b["index"]].untyped_storage()
+                if st.nbytes() != b["nbytes"]:
+                    raise ReplayUnsupported(
+                        f"input {b['index']} has {st.nbytes()} bytes on fresh values and "
+                        f"{b['nbytes']} when recorded: its size depends on its values (the task "
+                        "should declare it STRUCTURE)")
+                self.base.append(st)
+            else:
+                raw = torch.full((b["nbytes"],), 255, dtype=torch.uint8, device=device)
+                self.base.append(raw.untyped_storage())
+
+    def view(self, r: dict) -> Any:
+        dt = _dtype(r["dtype"])
+        st = self.base[r["buf"]]
+        if r["offset"] % dt.itemsize:
+            raise ProgramError("a reference's offset is not aligned to its dtype")
+        if all(r["shape"]):
+            reach = sum((n - 1) * s for n, s in zip(r["shape"], r["stride"])) + 1
+            if r["offset"] + reach * dt.itemsize > st.nbytes():
+                raise ProgramError(f"a reference reaches past its buffer {r['buf']}")
+        return torch.empty(0, dtype=dt, device=self.device).set_(
+            st, r["offset"] // dt.itemsize, r["shape"], r["stride"])
+
+    def fill(self, s: dict) -> None:
+        self.view(s["dst"]).fill_(s["value"])
+
+    def copy(self, s: dict) -> None:
+        dst, src = self.view(s["dst"]), self.view(s["src"])
+        if not _castable(src.dtype, dst.dtype):
+            raise ProgramError(f"a copy from {src.dtype} to {dst.dtype} computes (it truncates or "
+                               "wraps values)")
+        dst.copy_(src)
+
+    def pad(self, s: dict) -> None:
+        dst, src = self.view(s["dst"]), self.view(s["src"])
+        out = torch.nn.functional.pad(src, s["pad"], value=s["value"])
+        if out.shape != dst.shape or out.dtype != dst.dtype:
+            raise ProgramError("a pad step's result does not fit its destination")
+        dst.copy_(out)
+
+    def const(self, s: dict) -> None:
+        dst = self.view(s["dst"])
+        if dst.numel() != len(s["values"]):
+            raise ProgramError("a constant buffer's values do not fit its destination")
+        dst.copy_(torch.tensor(s["values"], dtype=dst.dtype).reshape(dst.shape))
+
+    def arg(self, a: dict) -> Any:
+        (k, v), = a.items()
+        if k == "t":
+            return self.view(v)
+        if k == "v":
+            return v
+        if k == "seq":
+            return tuple(self.arg(x) for x in v)
+        if k == "torch":
+            return _dtype(v)
+        import triton.language as tl
+
+        try:
+            return tl.dtype(v)
+        except Exception as e:  # noqa: BLE001 - an unknown name from an untrusted recording
+            raise ProgramError(f"unknown Triton dtype {v!r}") from e
+
+
+def _kernel(kernels: Any, name: str) -> Any:
+    from triton.runtime.jit import JITFunction
+
+    kinds: tuple = (JITFunction,)
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        kinds += (InterpretedFunction,)
+    except ImportError:  # pragma: no cover
+        pass
+    fn = vars(kernels).get(name)
+    if not isinstance(fn, kinds):
+        raise ReplayUnsupported(f"the program launches {name!r}, which is not a module-level "
+                                "@triton.jit function of the candidate's source")
+    return fn
+
+
+def run(prog: Program, inputs: list[Any], kernels: Any, device: str) -> list[Any]:
+    """Execute `prog` with `inputs` (the fresh input tensors, in `trees.tensors` order); the
+    outputs it names, as fresh tensors."""
+    m = Machine(prog, inputs, device)
+    for s in prog.steps:
+        op = s["op"]
+        if op == "launch":
+            fn = _kernel(kernels, s["kernel"])
+            args = [m.arg(a) for a in s["args"]]
+            kwargs = {k: m.arg(a) for k, a in s["kwargs"].items()}
+            fn.run(*args, grid=tuple(s["grid"]), warmup=False, **kwargs)
+        else:
+            getattr(m, op)(s)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return [m.view(r).clone() for r in prog.outputs]
