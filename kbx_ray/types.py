@@ -110,6 +110,7 @@ class CaseResult:
     gbps: float | None = None       # achieved bandwidth of the candidate
     tflops: float | None = None     # achieved compute rate of the candidate
     sol_fraction: float | None = None  # max(bw / peak_bw, flops / peak_flops)
+    replay_ms: float | None = None  # its recorded kernel program's median (a CUDA graph on a GPU)
 
 
 @dataclass

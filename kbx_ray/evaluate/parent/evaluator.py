@@ -40,9 +40,7 @@ log = logging.getLogger(__name__)
 
 
 class Evaluator:
-    """Holds one warm sandbox and a cache of eager reference timings. `memory`: the GPU memory
-    ledger to admit evaluations through (admission.py); by default the device's own on a GPU
-    and none on the CPU (tests hand one in)."""
+    """A warm sandbox, its replay process and the reference cache; `memory`: the GPU ledger."""
 
     def __init__(self, cfg: EvalConfig | None = None, memory: MemoryLedger | None = None) -> None:
         self.cfg = cfg or EvalConfig()
@@ -397,3 +395,5 @@ class Evaluator:
                                           f"result?): {v.message}")
         judge_timing(self.cfg, self.device, case, cr, res, t, parent_wall_ms, ref_t, timed[0],
                      ref_mod, self.refs.dtype(task, case))
+        self.replay.timing(task, case, cr, t["median_ms"], asdict(self.cfg.timing),
+                           lambda: self.deadline - time.perf_counter())

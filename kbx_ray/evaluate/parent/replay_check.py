@@ -24,6 +24,9 @@ from kbx_ray.evaluate.worker.inputs import replay_inputs
 from kbx_ray.types import Task
 
 PAYLOAD_SHARE = 4  # a program with no fresh input carries under 1/4 of its outputs' values
+# a live timed call this much faster than its own recorded program did not run it (noise: the
+# program's graph has no host overhead on a GPU; on the CPU both run the interpreter)
+FASTER = {"cuda": 0.7, "cpu": 0.5}
 
 
 class Replay:
@@ -35,10 +38,11 @@ class Replay:
         self.sandbox = Sandbox(cfg.sandbox)
         self.kernels = ""
         self.module = ""
-        self.seconds = 0.0
+        self.programs: dict[str, tuple[program.Program, int]] = {}  # case -> its last program
 
     def begin(self, code: str, module: str) -> None:
         """A new candidate: its kernel module, written for the replay process to build."""
+        self.programs = {}
         if self.on:
             self.module = module
             self.kernels = self.sandbox.write_code(f"kbx_kern_{module}", kernel_source(code))
@@ -67,6 +71,7 @@ class Replay:
             return Verdict(False, "disqualified", f"its recorded kernel program is outside the "
                            f"replay's instruction set: {e}")
         fresh = self._fresh(seed)
+        self.programs[case["name"]] = (prog, seed)
         why = self._payload(prog, refs, ref_mod, task, case, seed, fresh)
         if why:
             return Verdict(False, "disqualified", why)
@@ -97,11 +102,40 @@ class Replay:
                     f"{numel} output values: an answer computed on the host")
         return ""
 
+    def timing(self, task: Task, case: dict, cr: Any, live_ms: float, timing: dict,
+               left: Callable[[], float]) -> None:
+        """The case's recorded program timed alone (`replay_time`); a live timed median faster
+        than it beyond noise did not run it (a faster path taken only in unwatched calls):
+        `timing_invalid`. Both figures are recorded."""
+        if not self.on or case["name"] not in self.programs:
+            return
+        prog, seed = self.programs[case["name"]]
+        got = self._request("replay_time", prog, task, case, seed, self._fresh(seed), left,
+                            {"timing": timing})
+        if isinstance(got, Verdict):
+            raise case_checks.Fail("timing", got.kind, f"case {case['name']}, timing its kernel "
+                                   f"program: {got.message}")
+        cr.replay_ms = float(got[0]["timing"]["median_ms"])
+        if live_ms < FASTER.get(self.device, 0.7) * cr.replay_ms:
+            raise case_checks.Fail("timing", "timing_invalid", f"case {case['name']}: its timed "
+                                   f"calls ({live_ms:.4g} ms) ran faster than its own recorded "
+                                   f"kernel program ({cr.replay_ms:.4g} ms): the timed calls did "
+                                   "not run the program that was judged")
+
     def _run(self, prog: program.Program, task: Task, case: dict, seed: int, fresh: int,
              left: Callable[[], float]) -> list | Verdict:
-        header = {"op": "replay", "task_path": task.path, "module": self.module,
+        got = self._request("replay", prog, task, case, seed, fresh, left, {})
+        if isinstance(got, Verdict):
+            return got
+        reply, blobs = got
+        return [tensor_from_wire(m, b).to(self.device) for m, b in zip(reply["outputs"], blobs)]
+
+    def _request(self, op: str, prog: program.Program, task: Task, case: dict, seed: int,
+                 fresh: int, left: Callable[[], float], extra: dict) -> tuple | Verdict:
+        header = {"op": op, "task_path": task.path, "module": self.module,
                   "task_key": task.task_hash, "entry": task.name, "case": case, "seed": seed,
-                  "fresh_seed": fresh, "kernels_path": self.kernels, "program": prog.to_wire()}
+                  "fresh_seed": fresh, "kernels_path": self.kernels, "program": prog.to_wire(),
+                  **extra}
         budget = min(self.cfg.case_timeout_s, left())
         if budget <= 0:
             return Verdict(False, "timeout", "the evaluation ran past its budget before its replay")
@@ -117,4 +151,4 @@ class Replay:
                 self.sandbox.kill()
                 kind = "infra_error"
             return Verdict(False, kind, str(reply.get("error_msg", ""))[:4000])
-        return [tensor_from_wire(m, b).to(self.device) for m, b in zip(reply["outputs"], blobs)]
+        return reply, blobs

@@ -1,15 +1,19 @@
 """A candidate's source -> its kernel module: the `@triton.jit` functions and what they may name.
 
 The replay (`worker/replayer.py`) builds only this: the module-level imports, the assignments of
-constant expressions (literals, `tl.constexpr(...)`, attribute chains such as `tl.float32`,
-arithmetic and tuples of those) and the jit functions, each with `@triton.jit` as its only
-decorator (autotune and heuristics were resolved when the program was recorded). The entry
-function, classes, helpers and every other statement are dropped, so none of the candidate's host
-code runs in the replay. Runs in the parent on source the static checks already passed.
+constant expressions (literals, `tl.constexpr(...)`, `math` functions and numeric builtins of
+constants, attribute chains such as `tl.float32`, arithmetic and tuples of those) and the jit
+functions, each with `@triton.jit` as its only decorator (autotune and heuristics were resolved
+when the program was recorded). The entry function, classes, helpers and every other statement are
+dropped, so none of the candidate's host code runs in the replay. Runs in the parent on source the
+static checks already passed.
 """
 from __future__ import annotations
 
 import ast
+
+
+_PURE = frozenset({"int", "float", "abs", "min", "max", "round"})  # builtins on constants
 
 
 def _is_jit(dec: ast.expr) -> bool:
@@ -34,9 +38,13 @@ def _constant(node: ast.AST, bound: set[str]) -> bool:
         return _constant(node.left, bound) and _constant(node.right, bound)
     if isinstance(node, ast.Call):
         f = node.func
-        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
-        return name == "constexpr" and not node.keywords and \
-            _constant(f, bound) and all(_constant(a, bound) for a in node.args)
+        root = f
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        pure = (isinstance(f, ast.Attribute) and f.attr == "constexpr" and _constant(f, bound)) \
+            or (isinstance(root, ast.Name) and root.id == "math" and "math" in bound) \
+            or (isinstance(f, ast.Name) and f.id in _PURE)
+        return pure and not node.keywords and all(_constant(a, bound) for a in node.args)
     return False
 
 

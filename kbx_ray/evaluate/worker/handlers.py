@@ -143,9 +143,9 @@ class Worker:
         self.entry = entry
         return {}, []
 
-    def replay(self, req: dict) -> tuple[dict, list[Any]]:
-        """The replay process: the recorded program on fresh inputs (`replayer.py`). This process
-        never loads a candidate's module; only its kernel module (`static/kernels.py`)."""
+    def _replay_setup(self, req: dict) -> tuple[Any, list[Any], Any]:
+        """The replay process's (program, fresh input tensors, kernel module) for `req`. This
+        process never loads a candidate's module; only its kernel module (`static/kernels.py`)."""
         if self.entry is not None:
             raise RuntimeError("a worker that loaded a candidate never replays")
         self._load_task(req)
@@ -163,19 +163,44 @@ class Worker:
         args, kwargs, _ = replay_inputs(self.inputs, self.task, self.task_key, req["case"],
                                         int(req["seed"]), int(req["fresh_seed"]), DEVICE,
                                         req["entry"])
+        return prog, _tensors((args, kwargs)), self.replays[path]
+
+    @contextlib.contextmanager
+    def _replay_errors(self) -> Any:
         try:
-            outs = replayer.run(prog, _tensors((args, kwargs)), self.replays[path], DEVICE)
+            yield
         except program.ProgramError as e:
             raise CandidateError("disqualified", f"the recorded program is outside the replay's "
                                  f"instruction set: {e}") from None
         except replayer.ReplayUnsupported as e:
             raise CandidateError("replay_unsupported", str(e)) from None
+        except CandidateError:
+            raise
         except Exception as e:  # noqa: BLE001 - its kernels failed on fresh inputs
+            if "is not defined" in str(e):  # a kernel names host code the replay does not build
+                raise CandidateError("replay_unsupported", "a kernel uses a name the kernel "
+                                     f"module lacks: {candidate_tb(e, 'kbx_kern_')}") from None
             raise CandidateError(error_kind(e, DEVICE), "the replay of its kernel program on "
                                  f"fresh inputs raised: {candidate_tb(e, 'kbx_kern_')}",
                                  cuda_suspect=cuda_suspect(e)) from None
+
+    def replay(self, req: dict) -> tuple[dict, list[Any]]:
+        """The recorded program on fresh inputs (`replayer.py`): the outputs that are judged."""
+        with self._replay_errors():
+            prog, inputs, kernels = self._replay_setup(req)
+            outs = replayer.run(prog, inputs, kernels, DEVICE, ledger.movement_task(self.task))
         blobs: list[Any] = []
         return {"outputs": encode(outs, blobs)}, blobs
+
+    def replay_time(self, req: dict) -> tuple[dict, list[Any]]:
+        """The recorded program timed as the candidate's calls are (a CUDA graph on a GPU):
+        a live timed call faster than this did not run it (parent/replay_check.py)."""
+        with self._replay_errors():
+            prog, inputs, kernels = self._replay_setup(req)
+            call = replayer.timed_call(prog, inputs, kernels, DEVICE,
+                                       ledger.movement_task(self.task))
+            t = timing.bench(call, timing.TimingConfig(**req["timing"]), DEVICE)
+        return {"timing": t.to_dict()}, []
 
     def probe(self, req: dict) -> tuple[dict, list[Any]]:
         """A tiny op and a synchronize, after a CUDA-looking failure: the parent files

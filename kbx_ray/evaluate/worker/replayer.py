@@ -44,8 +44,8 @@ def _castable(src: Any, dst: Any) -> bool:
 class Machine:
     """The buffers of one replay and the steps that act on them."""
 
-    def __init__(self, prog: Program, inputs: list[Any], device: str) -> None:
-        self.device = device
+    def __init__(self, prog: Program, inputs: list[Any], device: str, movement: bool) -> None:
+        self.device, self.inputs, self.movement = device, inputs, movement
         self.base: list[Any] = []
         for b in prog.buffers:
             if b["kind"] == "input":
@@ -82,9 +82,15 @@ class Machine:
         if not _castable(src.dtype, dst.dtype):
             raise ProgramError(f"a copy from {src.dtype} to {dst.dtype} computes (it truncates or "
                                "wraps values)")
+        if self.movement and not (dst.is_contiguous() and dst.shape == src.shape and dst.dtype
+                                  == src.dtype and any(_same(src, x) for x in self.inputs)):
+            raise ProgramError("a torch copy other than a whole input into a plain contiguous "
+                               "buffer on a data-movement task: the copy is the answer")
         dst.copy_(src)
 
     def pad(self, s: dict) -> None:
+        if self.movement:
+            raise ProgramError("a torch pad on a data-movement task: the pad is the answer")
         dst, src = self.view(s["dst"]), self.view(s["src"])
         out = torch.nn.functional.pad(src, s["pad"], value=s["value"])
         if out.shape != dst.shape or out.dtype != dst.dtype:
@@ -115,6 +121,13 @@ class Machine:
             raise ProgramError(f"unknown Triton dtype {v!r}") from e
 
 
+def _same(a: Any, b: Any) -> bool:
+    """`a` is `b` as the call received it: the same memory, layout and dtype."""
+    return (a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() and a.dtype == b.dtype
+            and a.storage_offset() == b.storage_offset() and a.shape == b.shape
+            and a.stride() == b.stride())
+
+
 def _kernel(kernels: Any, name: str) -> Any:
     from triton.runtime.jit import JITFunction
 
@@ -132,10 +145,8 @@ def _kernel(kernels: Any, name: str) -> Any:
     return fn
 
 
-def run(prog: Program, inputs: list[Any], kernels: Any, device: str) -> list[Any]:
-    """Execute `prog` with `inputs` (the fresh input tensors, in `trees.tensors` order); the
-    outputs it names, as fresh tensors."""
-    m = Machine(prog, inputs, device)
+def execute(m: Machine, prog: Program, kernels: Any) -> None:
+    """Every step of `prog`, in order, on `m`'s buffers."""
     for s in prog.steps:
         op = s["op"]
         if op == "launch":
@@ -145,6 +156,30 @@ def run(prog: Program, inputs: list[Any], kernels: Any, device: str) -> list[Any
             fn.run(*args, grid=tuple(s["grid"]), warmup=False, **kwargs)
         else:
             getattr(m, op)(s)
+
+
+def run(prog: Program, inputs: list[Any], kernels: Any, device: str,
+        movement: bool = False) -> list[Any]:
+    """Execute `prog` with `inputs` (the fresh input tensors, in `trees.tensors` order); the
+    outputs it names, as fresh tensors. `movement`: the task only moves data (ledger)."""
+    m = Machine(prog, inputs, device, movement)
+    execute(m, prog, kernels)
     if device == "cuda":
         torch.cuda.synchronize()
     return [m.view(r).clone() for r in prog.outputs]
+
+
+def timed_call(prog: Program, inputs: list[Any], kernels: Any, device: str,
+               movement: bool = False) -> Any:
+    """A callable that runs the program's steps once on buffers made once (run first here, so
+    compiles are done): on a GPU the steps captured in one CUDA graph, so what is timed is the
+    candidate's kernels and the replay's own fills and copies, with no host code at all."""
+    m = Machine(prog, inputs, device, movement)
+    execute(m, prog, kernels)
+    if device != "cuda":
+        return lambda: execute(m, prog, kernels)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        execute(m, prog, kernels)
+    return graph.replay

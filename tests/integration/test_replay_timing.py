@@ -1,0 +1,42 @@
+"""Timed calls run the verified program (INTEGRITY.md, "The replay"): the recorded kernel program
+is timed on its own in the replay process, and a live timed median faster than it beyond noise is
+`timing_invalid`. On the CPU this is the timing protocol on the interpreter (`cpu_timing`): its
+figures say nothing about a GPU, but the comparison is the same."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
+from kbx_ray.suite import get_task
+from tests.conftest import FIXTURES, make_candidate
+
+TASK = "activation/leaky_relu"
+
+
+@pytest.fixture(scope="module")
+def timed():
+    ev = Evaluator(EvalConfig(device="cpu", cpu_timing=True, unseen_cases=0, case_timeout_s=180,
+                              load_timeout_s=120))
+    yield ev
+    ev.close()
+
+
+def _judge(ev: Evaluator, code: str):
+    task = get_task(TASK)
+    return ev.evaluate(task, make_candidate(TASK, task.name, code))
+
+
+def test_torch_only_in_unwatched_timed_calls_is_timing_invalid(timed):
+    code = (FIXTURES / "exploits" / "e2_float_type_probe_leaky_relu.py").read_text()
+    res = _judge(timed, code)
+    assert not res.exec_ok and res.error_kind == "timing_invalid", res.error_msg
+    assert "recorded kernel program" in res.error_msg and res.stage == "timing"
+
+
+def test_an_honest_kernel_is_not_faster_than_its_program(timed):
+    res = _judge(timed, Path(get_task(TASK).solution_path).read_text())
+    assert res.exec_ok, res.error_msg
+    timed_cases = [c for c in res.cases if c.cand_ms]
+    assert timed_cases and all(c.replay_ms and c.replay_ms > 0 for c in timed_cases)
