@@ -12,7 +12,7 @@ from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 from kbx_ray.suite import get_task
 from tests.conftest import FIXTURES, make_candidate
 
-TASK = "activation/leaky_relu"
+TASK = "matrix_multiply/addmm"
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def _judge(ev: Evaluator, code: str):
 
 
 def test_torch_only_in_unwatched_timed_calls_is_timing_invalid(timed):
-    code = (FIXTURES / "exploits" / "e2_float_type_probe_leaky_relu.py").read_text()
+    code = (FIXTURES / "exploits" / "e2_alpha_type_probe_addmm.py").read_text()
     res = _judge(timed, code)
     assert not res.exec_ok and res.error_kind == "timing_invalid", res.error_msg
     assert "recorded kernel program" in res.error_msg and res.stage == "timing"
