@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from kbx_ray.evaluate.worker import grid_capture
 from kbx_ray.evaluate.worker.host_values import launch_values
 from kbx_ray.evaluate.worker.ledger import MONITOR
 from kbx_ray.evaluate.worker.recorder import RECORDER
@@ -53,28 +54,33 @@ def install_launch_counter() -> None:
         pass
     on_side_stream = _side_stream_probe()
     for cls in classes:
-        original = cls.run
+        cls.run = _counted(cls.run, on_side_stream)
 
-        def run(self: Any, *args: Any, __orig: Any = original, **kwargs: Any) -> Any:
-            args, kwargs = launch_values(args, kwargs)  # numbers read back: never kernel values
-            refuse_addresses(args, kwargs)  # no data_ptr() handed over as an integer
-            MONITOR.launches += 1
-            if on_side_stream():
-                MONITOR.side_launches += 1
-            step = None if kwargs.get("warmup") else RECORDER.launch(self, args, kwargs)
-            grid, seen = kwargs.get("grid"), []
-            if step is not None and callable(grid):  # the grid Triton resolves is the one recorded
-                kwargs["grid"] = lambda meta, _g=grid: seen.append(_g(meta)) or seen[-1]
-            try:
-                kernel = __orig(self, *args, **kwargs)
-            finally:
-                if MONITOR.watching():
-                    MONITOR.launched(args, kwargs)
-            RECORDER.resolved(step, seen[-1] if callable(grid) and seen else grid)
-            refuse_integer_pointers(kernel)
-            return kernel
 
-        cls.run = run
+def _counted(original: Any, on_side_stream: Callable[[], bool]) -> Callable:
+    """`original` (a launcher's run) counted and recorded. The original is held in this closure,
+    never in a parameter: no keyword a candidate passes (`__orig=`) can stand in for it."""
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        args, kwargs = launch_values(args, kwargs)  # numbers read back: never kernel values
+        refuse_addresses(args, kwargs)  # no data_ptr() handed over as an integer
+        MONITOR.launches += 1
+        if on_side_stream():
+            MONITOR.side_launches += 1
+        step = None if kwargs.get("warmup") else RECORDER.launch(self, args, kwargs)
+        grid, seen = kwargs.get("grid"), []
+        if step is not None and callable(grid):  # the grid Triton resolves is the one recorded
+            kwargs["grid"] = grid_capture.capture(grid, seen)  # not a harness frame
+        try:
+            kernel = original(self, *args, **kwargs)
+        finally:
+            if MONITOR.watching():
+                MONITOR.launched(args, kwargs)
+        RECORDER.resolved(step, seen[-1] if callable(grid) and seen else grid)
+        refuse_integer_pointers(kernel)
+        return kernel
+
+    return run
 
 
 _INT_POINTERS: dict[int, bool] = {}  # id(compiled kernel) -> its IR makes a pointer from an int

@@ -107,14 +107,17 @@ def _converted(self: Any, r: Any) -> Any:
 def _install_mappers() -> None:
     """`apply_/map_/map2_` run a Python callable per element: host compute, told to the ledger."""
     for name in ("apply_", "map_", "map2_"):
-        original = getattr(torch.Tensor, name)
+        setattr(torch.Tensor, name, _mapper(getattr(torch.Tensor, name), name))
 
-        def mapper(self: Any, *a: Any, __orig: Any = original, __name: str = name,
-                   **k: Any) -> Any:
-            MONITOR.host_map(self, a, __name)
-            return __orig(self, *a, **k)
 
-        setattr(torch.Tensor, name, mapper)
+def _mapper(original: Any, name: str) -> Any:
+    """The original in a closure, not a parameter: no keyword the candidate passes replaces it."""
+
+    def mapper(self: Any, *a: Any, **k: Any) -> Any:
+        MONITOR.host_map(self, a, name)
+        return original(self, *a, **k)
+
+    return mapper
 
 
 def _install_constructor() -> None:
