@@ -66,7 +66,8 @@ class Corpus:
                 f"{rec['repeat']} repeats of an earlier record, {rec['skipped']} skipped); "
                 f"{len(self.kernels)} kernels (task x round): {ker['judged']} to judge, "
                 f"{ker['skipped']} skipped"
-                + (f" ({', '.join(f'{n} {w}' for w, n in why.most_common())})" if why else ""))
+                + (f" ({', '.join(f'{n} {w}' for w, n in sorted(why.items(), key=lambda x: (-x[1], x[0])))})"
+                   if why else ""))
 
 
 def is_corpus(rows: list[dict]) -> bool:
