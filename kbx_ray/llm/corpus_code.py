@@ -41,7 +41,8 @@ def parses(code: str) -> bool:
     return True
 
 
-def diff_lines(diff: str, n_before: int) -> tuple[dict[int, str], dict[int, str], list[tuple[int, int]]]:
+def diff_lines(diff: str, n_before: int,
+               ) -> tuple[dict[int, str], dict[int, str], list[tuple[int, int]]]:
     """(before's lines the diff shows, after's lines it shows, (before, after) line pairs that it
     says are equal: context lines and every line outside its hunks)."""
     before: dict[int, str] = {}
@@ -143,8 +144,8 @@ def _fill_top_level(lines: list[str | None], published: str) -> list[str | None]
         nxt = next((x for x in out[j:] if x and x.strip()), "")
         head = _norm("".join(x or "" for x in out[:i]))
         tail = _norm("".join(x or "" for x in out[j:]))
-        top = (not prev or (prev == prev.lstrip() and not prev.rstrip().endswith((":", ",", "(", "[", "{", "\\")))) \
-            and nxt == nxt.lstrip()
+        opens = prev.rstrip().endswith((":", ",", "(", "[", "{", "\\"))
+        top = (not prev or (prev == prev.lstrip() and not opens)) and nxt == nxt.lstrip()
         gap = _gap_text(published, flat, head, tail, j - i)
         if top and gap is not None and all(g == g.lstrip() for g in gap):
             out[i:j] = gap
@@ -192,7 +193,8 @@ def recover(key: str, published: str, book: LineBook) -> tuple[str | None, str]:
         return None, ("newlines collapsed as published, and the lines rebuilt from the diffs "
                       "differ from the published text")
     if not parses(code):
-        return None, "newlines collapsed as published, and the lines rebuilt from the diffs do not parse"
+        return None, ("newlines collapsed as published, and the lines rebuilt from the diffs do "
+                      "not parse")
     return code, ""
 
 

@@ -55,19 +55,21 @@ class Kernel:
 @dataclass
 class Corpus:
     path: Path
-    records: list[dict] = field(default_factory=list)   # source, task_id, transition, status, reason
+    records: list[dict] = field(default_factory=list)  # source, task_id, transition, status,
+    #                                                    reason
     kernels: dict[tuple[str, int], Kernel] = field(default_factory=dict)
 
     def summary(self) -> str:
         rec = Counter(r["status"] for r in self.records)
         ker = Counter(k.status for k in self.kernels.values())
-        why = Counter(_reason_kind(k.reason) for k in self.kernels.values() if k.status == "skipped")
+        why = Counter(_reason_kind(k.reason) for k in self.kernels.values()
+                      if k.status == "skipped")
+        whys = ", ".join(f"{n} {w}" for w, n in sorted(why.items(), key=lambda x: (-x[1], x[0])))
         return (f"corpus {self.path}: {len(self.records)} records read ({rec['used']} used, "
                 f"{rec['repeat']} repeats of an earlier record, {rec['skipped']} skipped); "
                 f"{len(self.kernels)} kernels (task x round): {ker['judged']} to judge, "
                 f"{ker['skipped']} skipped"
-                + (f" ({', '.join(f'{n} {w}' for w, n in sorted(why.items(), key=lambda x: (-x[1], x[0])))})"
-                   if why else ""))
+                + (f" ({whys})" if whys else ""))
 
 
 def is_corpus(rows: list[dict]) -> bool:
@@ -75,7 +77,7 @@ def is_corpus(rows: list[dict]) -> bool:
 
 
 def corpus_files(p: Path) -> list[Path]:
-    """The corpus's JSONL files under a folder (all_records.jsonl first), if they are corpus records."""
+    """The corpus's JSONL files in a folder (all_records.jsonl first), if they hold its records."""
     files = sorted(p.glob("*.jsonl"), key=lambda f: (f.name != "all_records.jsonl", f.name))
     for f in files[:1]:
         first = next((ln for ln in f.read_text(encoding="utf-8").splitlines() if ln.strip()), "")
@@ -88,8 +90,8 @@ def corpus_files(p: Path) -> list[Path]:
 
 
 def read_corpus(path: Path, known_tasks: set[str] | None = None) -> Corpus:
-    """Every record of the corpus at `path` (a folder of .jsonl files, or one file); kernels of tasks
-    not in `known_tasks` (default: the KernelBench-X tree beside the corpus) are skipped."""
+    """Every record of the corpus at `path` (a folder of .jsonl files, or one file); kernels of
+    tasks not in `known_tasks` (default: the KernelBench-X tree beside the corpus) are skipped."""
     path = Path(path)
     files = corpus_files(path) if path.is_dir() else [path]
     corpus = Corpus(path)
@@ -104,7 +106,8 @@ def read_corpus(path: Path, known_tasks: set[str] | None = None) -> Corpus:
                 rec = json.loads(line)
             except json.JSONDecodeError as e:
                 raise CorpusError(f"corpus file {f}: line {i}: not JSON ({e.msg})") from None
-            if not is_corpus([rec]) or _round(rec["from_round"]) is None or _round(rec["to_round"]) is None:
+            if not is_corpus([rec]) or None in (_round(rec["from_round"]),
+                                                _round(rec["to_round"])):
                 raise CorpusError(f"corpus file {f}: line {i} is not a transition record: it needs "
                                   f"{', '.join(KEYS)}, with rounds named round_<n>")
             text = json.dumps(rec, sort_keys=True)
@@ -115,14 +118,21 @@ def read_corpus(path: Path, known_tasks: set[str] | None = None) -> Corpus:
             raw.append((where, rec))
     _kernels(corpus, raw, known_tasks if known_tasks is not None else tree_tasks(path))
     for where, rec in raw:
-        ks = [corpus.kernels[(_task(rec), _round(rec[r]))] for r in ("from_round", "to_round")]
-        skipped = [k for k in ks if k.status == "skipped"]
-        status = "skipped" if len(skipped) == len(ks) else "used"
-        reason = "; ".join(dict.fromkeys(f"round {k.round}: {k.reason}" for k in skipped))
-        corpus.records.append(_entry(where, rec, status, reason))
+        why = [_unused(corpus.kernels[(_task(rec), _round(rec[f"{s}_round"]))],
+                       rec[f"{side}_code"] or "")
+               for s, side in (("from", "before"), ("to", "after"))]
+        reason = "; ".join(dict.fromkeys(filter(None, why)))
+        corpus.records.append(_entry(where, rec, "skipped" if all(why) else "used", reason))
     corpus.records.sort(key=lambda r: (files.index(path / r["source"].split(":")[0])
                                        if path.is_dir() else 0, int(r["source"].split(":")[1])))
     return corpus
+
+
+def _unused(k: Kernel, text: str) -> str:
+    """Why a record's kernel text is not judged ("" when it is)."""
+    if text != k.published:
+        return f"round {k.round}: another text of this kernel came first ({k.source})"
+    return f"round {k.round}: {k.reason}" if k.status == "skipped" else ""
 
 
 def _kernels(corpus: Corpus, raw: list[tuple[str, dict]], known: set[str]) -> None:
@@ -135,7 +145,8 @@ def _kernels(corpus: Corpus, raw: list[tuple[str, dict]], known: set[str]) -> No
                         (rec["before_code"] or "", rec["after_code"] or ""))
     for where, rec in raw:
         t = _task(rec)
-        for side, rnd in (("before", _round(rec["from_round"])), ("after", _round(rec["to_round"]))):
+        for side, key in (("before", "from_round"), ("after", "to_round")):
+            rnd = _round(rec[key])
             code, verdict = rec[f"{side}_code"] or "", rec[side] or {}
             old = corpus.kernels.get((t, rnd))
             if old is not None:

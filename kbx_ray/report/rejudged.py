@@ -111,7 +111,7 @@ def curve(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def skipped(df: pd.DataFrame, sources: list[SweepSource]) -> tuple[pd.DataFrame, str]:
-    """(every corpus kernel not judged here, one row per task and reason; the corpus's accounting)."""
+    """(each corpus kernel not judged here, a row per task and reason; the corpus's accounting)."""
     rows = df[df["peer_skip"].notna()]
     out = [(r["task_id"], int(r["peer_round"]), r["peer_source"], r["peer_skip"])
            for r in rows.to_dict("records")]

@@ -52,7 +52,7 @@ ROUND1 = ROUND0.replace("BLOCK=1024)", "BLOCK=2048, num_warps=8)").replace("1024
 
 
 def collapse(code: str) -> str:
-    """Newlines and indentation collapsed into spaces below the imports, as some records have them."""
+    """Newlines and indentation collapsed into spaces below the imports, as in some records."""
     head, _, body = code.partition("import triton.language as tl")
     return head + "import triton.language as tl" + re.sub(r"\s*\n\s*", " ", body)
 
@@ -112,8 +112,8 @@ def test_every_record_and_kernel_is_accounted_for(tmp_path):
     rows = {(r["task_id"], r["round"]): r for r in replay_rows(corpus)}
     # every round up to the corpus's last, for the tasks in the tree only
     assert set(rows) == {(t, r) for t in ("Activation/relu", "Math/abs") for r in (0, 1, 2)}
-    assert rows[("Activation/relu", 2)]["completion"] == ("(kbx replay: no kernel: the corpus holds "
-                                                          "no round-2 kernel of Activation/relu)")
+    assert rows[("Activation/relu", 2)]["completion"] == (
+        "(kbx replay: no kernel: the corpus holds no round-2 kernel of Activation/relu)")
     assert "data_utils" not in rows[("Activation/relu", 0)]["completion"]
     assert rows[("Activation/relu", 0)]["peer"] == {
         "round": 0, "call_ok": False, "exec_ok": False, "perf_ok": False, "speedup": None,
