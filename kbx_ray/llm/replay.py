@@ -78,7 +78,9 @@ def read_source(path: str | Path, columns: tuple[str, ...] = REQUIRED + OPTIONAL
     p = Path(path).expanduser()
     if not p.exists():
         raise ReplayError(f"replay source {p} does not exist: set model.options.path to a sweep "
-                          "folder, its generations/ folder, a .parquet file or a .jsonl file")
+                          "folder, its generations/ folder, a .parquet file, a .jsonl file or "
+                          "KernelBench-X's kbx_corpus folder (model=kbx_corpus looks for it "
+                          "under $KBX_EXTERNAL/KernelBenchX/data: set KBX_EXTERNAL)")
     if p.is_dir() and (p / "generations").is_dir():
         p = p / "generations"
     if p.is_dir() and replay_corpus.corpus_files(p):
