@@ -27,6 +27,7 @@ from kbx_ray.metrics import geomean
 from kbx_ray.report.load import SweepSource
 
 VERDICTS = ("fails to run", "runs, wrong", "correct")
+DISQUALIFIED = "disqualified"  # ours only: failed by a policy of ours (it agrees with a failure)
 ROUND_COLUMNS = ("sweep_id", "round", "kernels", "call_ours", "call_theirs", "exec_ours",
                  "exec_theirs", "speedup_ours", "speedup_theirs", "agree")
 CURVE_COLUMNS = ("sweep_id", "k", "cells", "call_ours", "call_theirs", "exec_ours", "exec_theirs",
@@ -46,8 +47,10 @@ def has_corpus(df: pd.DataFrame) -> bool:
 def judged(df: pd.DataFrame) -> pd.DataFrame:
     """Kernels judged on both sides, each with `ours` and `theirs` verdict classes."""
     rows = df[df["peer_round"].notna() & df["peer_skip"].isna()].copy()
-    rows["ours"] = [_verdict(c, e) for c, e in zip(rows["call_ok"], rows["exec_ok"])]
+    rows["ours"] = [DISQUALIFIED if k == DISQUALIFIED else _verdict(c, e)
+                    for c, e, k in zip(rows["call_ok"], rows["exec_ok"], rows["error_kind"])]
     rows["theirs"] = [_verdict(c, e) for c, e in zip(rows["peer_call_ok"], rows["peer_exec_ok"])]
+    rows["agree"] = rows["ours"].replace(DISQUALIFIED, VERDICTS[0]) == rows["theirs"]
     return rows
 
 
@@ -59,7 +62,7 @@ def per_round(df: pd.DataFrame) -> pd.DataFrame:
                     "exec_ours": _rate(g["exec_ok"]), "exec_theirs": _rate(g["peer_exec_ok"]),
                     "speedup_ours": _geomean(g, "exec_ok", "speedup"),
                     "speedup_theirs": _geomean(g, "peer_exec_ok", "peer_speedup"),
-                    "agree": float((g["ours"] == g["theirs"]).mean())})
+                    "agree": float(g["agree"].mean())})
     return pd.DataFrame(out, columns=list(ROUND_COLUMNS))
 
 
@@ -68,7 +71,7 @@ def agreement(df: pd.DataFrame) -> pd.DataFrame:
     rows = judged(df)
     out = []
     for sweep, g in rows.groupby("sweep_id", sort=True):
-        for ours in VERDICTS:
+        for ours in (DISQUALIFIED, *VERDICTS):
             mine = g[g["ours"] == ours]
             out.append({"sweep_id": sweep, "ours \\ theirs": ours,
                         **{t: int((mine["theirs"] == t).sum()) for t in VERDICTS},
@@ -78,7 +81,7 @@ def agreement(df: pd.DataFrame) -> pd.DataFrame:
 
 def disagreements(df: pd.DataFrame) -> pd.DataFrame:
     rows = judged(df)
-    rows = rows[rows["ours"] != rows["theirs"]].sort_values(["task_id", "round"])
+    rows = rows[~rows["agree"]].sort_values(["task_id", "round"])
     out = [{"task_id": r["task_id"], "round": int(r["round"]), "ours": r["ours"],
             "theirs": r["theirs"], "our_reason": _our_reason(r), "their_verdict": _theirs(r),
             "their_error": _text(r.get("peer_error"))} for r in rows.to_dict("records")]

@@ -143,10 +143,16 @@ def rejudged_sections(df: pd.DataFrame, sources: list[SweepSource], fig_dir: Pat
                 "round the study made it, beside the study's own verdicts of the same kernel, over "
                 f"the kernels judged on both sides. {accounting}", rounds),
         Section("Agreement with the study", "Kernels by our verdict (rows) and the study's "
-                "(columns).", rejudged.agreement(df)),
+                "(columns); `disqualified` is a failure by a policy of ours (torch compute on the "
+                "tested path, the static checks), which agrees with a failure of theirs.",
+                rejudged.agreement(df)),
         Section("Disagreements with the study", "Every kernel the two verdicts class "
                 "differently, with our reason (error kind and message) and theirs (their verdict "
-                "fields and the last line of their error).", rejudged.disagreements(df)),
+                "fields and the last line of their error)." + (
+                    " This run was on the CPU: a kernel that demands a CUDA device fails here "
+                    "(its reason says so), and a GPU run decides it."
+                    if set(df["hardware"]) == {"cpu"} else ""),
+                rejudged.disagreements(df)),
         Section("Corpus kernels not judged", "Each with its reason.", missing),
         Section("The repair-round curve, rebuilt from the study's kernels", "The state after k "
                 "rounds by the ablation's rule (best so far: correct, then faster, then callable), "

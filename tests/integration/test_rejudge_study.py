@@ -96,7 +96,7 @@ def test_the_report_sets_our_verdicts_beside_the_study_per_round(sweep, tmp_path
         assert f"| {rnd} | {rounds.loc[rnd, 'kernels']} | {rounds.loc[rnd, 'call_ours']:.1%} | " \
                f"{rounds.loc[rnd, 'call_theirs']:.1%} |" in section
     # every disagreement is listed, with both reasons
-    differ = both[both["ours"] != both["theirs"]]
+    differ = both[~both["agree"]]
     table = rejudged.disagreements(df)
     assert len(table) == len(differ) >= 1  # kl_div round 2 at least: torch computes its sum
     for row in table.to_dict("records"):

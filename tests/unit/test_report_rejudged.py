@@ -16,7 +16,7 @@ from kbx_ray.sinks import ParquetSink
 
 def row(task: str, rnd: int, ours: tuple[bool, bool, float | None],
         theirs: tuple[bool, bool, float | None] | None, skip: str | None = None,
-        msg: str = "") -> dict:
+        msg: str = "", kind: str | None = None) -> dict:
     call, ok, speedup = ours
     peer = dict(peer_round=rnd, peer_call_ok=theirs[0], peer_exec_ok=theirs[1],
                 peer_speedup=theirs[2], peer_perf_ok=theirs[1], peer_skip=skip,
@@ -27,7 +27,7 @@ def row(task: str, rnd: int, ours: tuple[bool, bool, float | None],
                 candidate_id=f"{task}|{rnd}", task_hash="h", category=task.split("/")[0], level=1,
                 method="geak_rounds", model="kbx-corpus", sample=0, round=rnd, hardware="h100",
                 stage="done" if ok else "call", call_ok=call, exec_ok=ok, speedup=speedup,
-                error_kind="" if ok else ("mismatch" if call else "runtime_error"),
+                error_kind=kind or ("" if ok else ("mismatch" if call else "runtime_error")),
                 error_msg=msg, final=rnd == 2, stop_reason="max_rounds" if rnd == 2 else None,
                 finished_at=100.0 + rnd, **peer)
 
@@ -43,6 +43,9 @@ ROWS = [
     row("Math/b", 0, (False, False, None), None),
     row("Math/b", 1, (False, False, None), (True, True, 3.0), skip="newlines collapsed as published"),
     row("Math/b", 2, (True, True, 2.25), (True, True, 1.0)),
+    # Math/c: torch computes its answer: disqualified by us every round; the study fails round 0
+    *[row("Math/c", r, (False, False, None), (r > 0, r > 0, 1.5 if r else None),
+          kind="disqualified", msg="computes with torch ops ['sum.default']") for r in (0, 1, 2)],
 ]
 
 
@@ -56,34 +59,38 @@ def df() -> pd.DataFrame:
 
 def test_per_round_rates_and_speedups_over_kernels_judged_on_both_sides(df):
     t = rejudged.per_round(df).set_index("round")
-    assert t["kernels"].tolist() == [1, 1, 2]  # b's round 0 is not the study's; b's round 1 skipped
+    assert t["kernels"].tolist() == [2, 2, 3]  # b's round 0 is not the study's; b's round 1 skipped
     assert t.loc[1, ["call_ours", "call_theirs", "exec_ours", "exec_theirs"]].tolist() == \
-        [1.0, 1.0, 0.0, 1.0]
+        [0.5, 1.0, 0.0, 1.0]
     assert t.loc[2, "speedup_ours"] == pytest.approx(math.sqrt(1.0 * 2.25))
-    assert t.loc[2, "speedup_theirs"] == pytest.approx(2.0)  # sqrt(4 * 1)
+    assert t.loc[2, "speedup_theirs"] == pytest.approx((4.0 * 1.0 * 1.5) ** (1 / 3))
     assert math.isnan(t.loc[1, "speedup_ours"]) and t.loc[1, "agree"] == 0.0
+    assert t.loc[0, "agree"] == 1.0  # c's disqualification agrees with the study's failure
 
 
 def test_agreement_and_every_disagreement_with_both_reasons(df):
     m = rejudged.agreement(df).set_index("ours \\ theirs")
+    assert m.loc["disqualified", ["fails to run", "runs, wrong", "correct"]].tolist() == [1, 0, 2]
     assert m.loc["fails to run", ["fails to run", "runs, wrong", "correct"]].tolist() == [1, 0, 0]
     assert m.loc["runs, wrong", "correct"] == 1 and m.loc["correct", "correct"] == 2
-    (d,) = rejudged.disagreements(df).to_dict("records")
-    assert (d["task_id"], d["round"], d["ours"], d["theirs"]) == ("Math/a", 1, "runs, wrong",
-                                                                  "correct")
-    assert d["our_reason"] == "mismatch: case big: output 0: 3 of 64 elements differ"
-    assert d["their_verdict"] == "call_ok=True, exe_ok=True, perf_ok=True, speedup=2.00"
+    d = rejudged.disagreements(df).to_dict("records")
+    assert [(x["task_id"], x["round"], x["ours"], x["theirs"]) for x in d] == [
+        ("Math/a", 1, "runs, wrong", "correct"), ("Math/c", 1, "disqualified", "correct"),
+        ("Math/c", 2, "disqualified", "correct")]
+    assert d[0]["our_reason"] == "mismatch: case big: output 0: 3 of 64 elements differ"
+    assert d[0]["their_verdict"] == "call_ok=True, exe_ok=True, perf_ok=True, speedup=2.00"
+    assert d[1]["our_reason"] == "disqualified: computes with torch ops ['sum.default']"
 
 
 def test_curve_by_the_ablation_rule_on_both_sides(df):
     c = rejudged.curve(df).set_index("k")
-    assert c["cells"].tolist() == [2, 2, 2]
-    # ours: a 0/0/1 exec, b (round 0 absent, round 1 skipped) 0/0/1
-    assert c["exec_ours"].tolist() == [0.0, 0.0, 1.0]
-    # theirs: a correct from round 1 (2.0x, then the faster 4.0x); b's skipped kernel counts not
-    assert c["exec_theirs"].tolist() == [0.0, 0.5, 1.0]
-    assert c.loc[1, "speedup_theirs"] == pytest.approx(2.0)
-    assert c.loc[2, "speedup_theirs"] == pytest.approx(2.0)  # sqrt(4.0 * 1.0)
+    assert c["cells"].tolist() == [3, 3, 3]
+    # ours: only a and b become correct, at round 2
+    assert c["exec_ours"].tolist() == pytest.approx([0.0, 0.0, 2 / 3])
+    # theirs: a and c correct from round 1; b's round 1 was skipped and counts on neither side
+    assert c["exec_theirs"].tolist() == pytest.approx([0.0, 2 / 3, 1.0])
+    assert c.loc[1, "speedup_theirs"] == pytest.approx(math.sqrt(2.0 * 1.5))
+    assert c.loc[2, "speedup_theirs"] == pytest.approx((4.0 * 1.0 * 1.5) ** (1 / 3))
 
 
 def test_a_timed_sweep_draws_the_speedup_figure(df, tmp_path: Path):
@@ -94,5 +101,6 @@ def test_a_timed_sweep_draws_the_speedup_figure(df, tmp_path: Path):
     md = paths.markdown.read_text()
     assert "![Speedup per round, ours beside the study's](figures/study_speedup.png)" in md
     assert "Left out" not in md.split("## Speedup per round")[1]
+    assert "This run was on the CPU" not in md  # an h100 run
     assert "| Math/b | 1 | all_records.jsonl:2 after_code | newlines collapsed as published |" in md
     assert "no readable config.yaml" in md  # a folder without its config says why nothing more
