@@ -10,6 +10,15 @@ from kbx_ray.suites import peer
 from kbx_ray.types import SCHEMA_VERSION, Task
 
 
+# a study's verdicts of a replayed corpus kernel (llm/replay_corpus.py): `peer_<field>` columns
+PEER_FIELDS = ("round", "call_ok", "exec_ok", "perf_ok", "speedup", "error", "source", "skip")
+
+
+def peer_columns(g: Any) -> dict:
+    peer = getattr(g, "peer", None) or {}
+    return {f"peer_{k}": peer.get(k) if peer.get(k) != "" else None for k in PEER_FIELDS}
+
+
 def generation_row(sweep_id: str, cell: Any, a: Any) -> dict:
     g = a.generation
     return {
@@ -60,4 +69,5 @@ def evaluation_row(sweep_id: str, cell: Any, task: Task, a: Any, started: float,
         "stricter_reason": peer.of_result(r) or None,
         "seeds": [int(s) for s in getattr(r, "seeds", ())],
         "unseen_cases": list(getattr(r, "unseen_cases", ())),
+        **peer_columns(a.generation),
     }

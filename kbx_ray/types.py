@@ -79,6 +79,8 @@ class Generation:
     finish_reason: str = "stop"  # "stop" or "length" (truncated)
     model: str = ""          # the backend's model name
     peer_verdict: str = ""   # replayed from another harness: its verdict (pass | fail, "" unknown)
+    peer: dict = field(default_factory=dict)  # replayed from a study's corpus: its verdicts of
+    #                                           the kernel (records.PEER_FIELDS)
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,10 @@ Input (`model.options.path`): a sweep folder, its `generations/` folder or one `
 schema of kbx_ray/sinks/parquet.py), or a `.jsonl` file of objects with at least `task_id`,
 `sample`, `round` and `completion` (optional: `branch`, `method`, `model`, `finish_reason`, token
 counts); or another harness's kernels: KernelBench-X's `{"predict", "file"}` JSONL or a folder of
-`.py` files (replay_files.py). Such a source also names the grid: a sweep of it covers the tasks
-and samples it holds (`held_tasks`, grid.narrow_to_sources), not the whole suite.
+`.py` files (replay_files.py), or its published GEAK corpus, a folder or file of transition records
+whose kernels answer their task's rounds (replay_corpus.py). Such a source also names the grid: a
+sweep of it covers the tasks and samples it holds (`held_tasks`, grid.narrow_to_sources), not the
+whole suite.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from typing import Any, Iterable
 
 from kbx_ray.config import ModelConfig
 from kbx_ray.errors import ConfigError, unknown_keys
-from kbx_ray.llm import replay_files
+from kbx_ray.llm import replay_corpus, replay_files
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.registry import register
 from kbx_ray.schema import Choice
@@ -76,9 +78,13 @@ def read_source(path: str | Path, columns: tuple[str, ...] = REQUIRED + OPTIONAL
     p = Path(path).expanduser()
     if not p.exists():
         raise ReplayError(f"replay source {p} does not exist: set model.options.path to a sweep "
-                          "folder, its generations/ folder, a .parquet file or a .jsonl file")
+                          "folder, its generations/ folder, a .parquet file, a .jsonl file or "
+                          "KernelBench-X's kbx_corpus folder (model=kbx_corpus looks for it "
+                          "under $KBX_EXTERNAL/KernelBenchX/data: set KBX_EXTERNAL)")
     if p.is_dir() and (p / "generations").is_dir():
         p = p / "generations"
+    if p.is_dir() and replay_corpus.corpus_files(p):
+        return _corpus_rows(p), True
     if p.suffix in (".jsonl", ".ndjson", ".json"):
         rows = []
         for i, line in enumerate(p.read_bytes().splitlines(), 1):
@@ -92,6 +98,8 @@ def read_source(path: str | Path, columns: tuple[str, ...] = REQUIRED + OPTIONAL
                                   "are UTF-8") from None
         if replay_files.is_predictions(rows):
             return replay_files.prediction_rows(rows, p), True
+        if replay_corpus.is_corpus(rows):
+            return _corpus_rows(p), True
         return rows, False
     if p.is_dir() and not any(p.rglob("*.parquet")):  # another harness's kernels, one per file
         return replay_files.folder_rows(p), True
@@ -99,6 +107,19 @@ def read_source(path: str | Path, columns: tuple[str, ...] = REQUIRED + OPTIONAL
 
     data = ds.dataset(p, format="parquet")
     return data.to_table(columns=[c for c in columns if c in data.schema.names]).to_pylist(), False
+
+
+_SAID: set[str] = set()
+
+
+def _corpus_rows(p: Path) -> list[dict]:
+    """The corpus's replay rows; its accounting is said once per process (the source is read at
+    planning and again when the sweep starts)."""
+    corpus = replay_corpus.read_corpus(p)
+    if str(p) not in _SAID:
+        _SAID.add(str(p))
+        log.info("replay: %s", corpus.summary())
+    return replay_corpus.replay_rows(corpus)
 
 
 def index_rows(rows: list[dict], opts: ReplayOptions, where: str) -> dict[Key, dict]:
@@ -189,16 +210,19 @@ class ReplayBackend:
                           latency_s=time.perf_counter() - t0,
                           finish_reason=row.get("finish_reason") or "stop",
                           model=row.get("model") or self.label,
-                          peer_verdict=row.get("peer_verdict") or "")
+                          peer_verdict=row.get("peer_verdict") or "",
+                          peer=dict(row.get("peer") or {}))
 
 
 def held_tasks(backend: ReplayBackend) -> dict[str, int] | None:
-    """Task id -> kernels held, in input order, when the source is another harness's kernels
-    (every one a round-0 sample): the tasks and samples a sweep of them covers. None for a sweep's
-    generations, which answer whatever grid of rounds and methods is asked of them."""
+    """Task id -> samples held, in input order, when the source is another harness's kernels
+    (each a sample; a corpus's kernels are rounds of one): the tasks and samples a sweep of them
+    covers. None for a sweep's generations, which answer whatever grid of rounds and methods is
+    asked of them."""
     if not backend.from_files:
         return None
-    return dict(Counter(k[0] for k in backend.table if k[2] == 0 and k[3] == 0))
+    return dict(Counter(k[0] for k in dict.fromkeys((k[0], k[1]) for k in backend.table
+                                                    if k[3] == 0)))
 
 
 def unanswered(backend: ReplayBackend, cells: Iterable[Any]) -> tuple[int, int, str]:

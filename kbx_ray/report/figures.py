@@ -180,5 +180,30 @@ def sol_fraction(df: pd.DataFrame, path: Path, colors: dict[str, str]) -> Path:
     return _save(fig, path)
 
 
+def study_rounds(curve: pd.DataFrame, path: Path, columns: tuple[str, ...] = (
+        "call", "exec"), title: str = "The study re-judged: after k rounds") -> Path:
+    """Per k, `<column>_ours` (solid) beside `<column>_theirs` (dashed), one panel per column."""
+    fig = _figure(4.5 * len(columns), 4.0)
+    axes = fig.subplots(1, len(columns), squeeze=False)[0]
+    names = {"call": "call rate", "exec": "exec rate", "speedup": "geomean speedup (correct)"}
+    for ax, col in zip(axes, columns):
+        ax.set_title(names.get(col, col))
+        for i, (sweep, g) in enumerate(curve.groupby("sweep_id", sort=True)):
+            x = g["k"] if "k" in g else g["round"]
+            label = "" if curve["sweep_id"].nunique() == 1 else f"{sweep}: "
+            ax.plot(x, g[f"{col}_ours"], marker="o", color=f"C{i}", label=f"{label}ours")
+            ax.plot(x, g[f"{col}_theirs"], marker="s", ls="--", color=f"C{i}",
+                    label=f"{label}the study's")
+            ax.set_xticks(sorted(x.unique()))
+        ax.set_xlabel("k" if "k" in curve else "round")
+        if col == "speedup":
+            ax.axhline(1.0, color="0.5", lw=0.8, ls=":")
+        else:
+            ax.set_ylim(0, 1.05)
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    return _save(fig, path)
+
+
 __all__ = ["FIGURES", "NO_TIMING", "gpu_spread", "palette", "pass_heatmap", "repair_rounds",
-           "sol_fraction", "speedup_cdf"]
+           "sol_fraction", "speedup_cdf", "study_rounds"]

@@ -16,16 +16,16 @@ from typing import Iterable
 
 import pandas as pd
 
-from kbx_ray.report import figures, provenance
+from kbx_ray.report import figures, provenance, rejudged
 from kbx_ray.report.load import SweepSource, load_evaluations
 from kbx_ray.report.tables import Tables, compute_tables, timed_correct
 
 logger = logging.getLogger(__name__)
 
 PERCENT = frozenset({"call_rate", "exec_rate", "fast_1", "fast_1p5", "fast_2",
-                     "slower_than_eager", "mean_sol_fraction"})
+                     "slower_than_eager", "mean_sol_fraction"}) | rejudged.PERCENT
 TIMES = frozenset({"sum_ratio", "mean_task_ratio", "geomean_speedup", "min_speedup",
-                   "max_speedup", "spread"})
+                   "max_speedup", "spread"}) | rejudged.TIMES
 HEADERS = {"call_rate": "call rate", "exec_rate": "exec rate", "fast_1p5": "fast_1.5", "sum_ratio": "Σref/Σgen", "mean_task_ratio": "mean task ratio",
            "geomean_speedup": "geomean speedup", "slower_than_eager": "slower than eager",
            "mean_sol_fraction": "mean SOL", "sweep_id": "sweep"}
@@ -64,6 +64,7 @@ def build_report(result_dirs: list[Path], out_dir: Path) -> ReportPaths:
     tables = compute_tables(df)
     figs = make_figures(df, tables, out_dir / "figures")
     sections = build_sections(df, tables, figs)
+    sections += rejudged_sections(df, sources, out_dir / "figures")
     sections.append(Section("What ran", provenance.NOTE, provenance.provenance_table(sources)))
     out_dir.mkdir(parents=True, exist_ok=True)
     md, page = out_dir / "report.md", out_dir / "report.html"
@@ -123,6 +124,41 @@ def _peer_sections(df: pd.DataFrame) -> list[Section]:
                     "(stricter_reason) or for a cause not explained so.", peers.peer_table(df)),
             Section("Disagreements with the peer", "Each one with the cause its record carries.",
                     peers.disagreements(df).head(50))]
+
+
+def rejudged_sections(df: pd.DataFrame, sources: list[SweepSource], fig_dir: Path) -> list[Section]:
+    """A study's corpus re-judged (report/rejudged.py): ours beside theirs, per round."""
+    if not rejudged.has_corpus(df):
+        return []
+    rounds, curve = rejudged.per_round(df), rejudged.curve(df)
+    missing, accounting = rejudged.skipped(df, sources)
+    timed = bool(rounds["speedup_ours"].notna().any())
+    speed = (Section("Speedup per round, ours beside the study's", figure=figures.study_rounds(
+        rounds, fig_dir / "study_speedup.png", ("speedup",), "Geomean speedup of correct kernels"))
+        if timed else Section("Speedup per round, ours beside the study's", "Left out: this run "
+                              "timed no kernel (a CPU run checks correctness only; timing needs a "
+                              "GPU), so there is no speedup of ours to set beside the study's."))
+    return [
+        Section("The study re-judged", "The study's published kernels, each judged by us at the "
+                "round the study made it, beside the study's own verdicts of the same kernel, over "
+                f"the kernels judged on both sides. {accounting}", rounds),
+        Section("Agreement with the study", "Kernels by our verdict (rows) and the study's "
+                "(columns); `disqualified` is a failure by a policy of ours (torch compute on the "
+                "tested path, the static checks), which agrees with a failure of theirs.",
+                rejudged.agreement(df)),
+        Section("Disagreements with the study", "Every kernel the two verdicts class "
+                "differently, with our reason (error kind and message) and theirs (their verdict "
+                "fields and the last line of their error)." + (
+                    " This run was on the CPU: a kernel that demands a CUDA device fails here "
+                    "(its reason says so), and a GPU run decides it."
+                    if set(df["hardware"]) == {"cpu"} else ""),
+                rejudged.disagreements(df)),
+        Section("Corpus kernels not judged", "Each with its reason.", missing),
+        Section("The repair-round curve, rebuilt from the study's kernels", "The state after k "
+                "rounds by the ablation's rule (best so far: correct, then faster, then callable), "
+                "with our verdicts and with the study's; a kernel judged on one side only counts "
+                "on neither.", curve, figures.study_rounds(curve, fig_dir / "study_rounds.png")),
+        speed]
 
 
 def fmt(column: str, value: object) -> str:

@@ -71,6 +71,12 @@ EVALUATION_SCHEMA = pa.schema([
     ("stricter_reason", pa.string()),     # why we fail what the peer's check would not (suites/peer)
     ("seeds", pa.list_(pa.int64())),      # every input seed the evaluation drew (secret, per run)
     ("unseen_cases", pa.string()),        # JSON: the cases drawn from the task's shape family
+    # a study's corpus kernel (llm/replay_corpus.py): the study's round and verdicts of it
+    ("peer_round", pa.int32()), ("peer_call_ok", pa.bool_()), ("peer_exec_ok", pa.bool_()),
+    ("peer_perf_ok", pa.bool_()), ("peer_speedup", pa.float64()),
+    ("peer_error", pa.string()),          # the last line of the study's error
+    ("peer_source", pa.string()),         # the record it came from: "<file>:<line> <field>"
+    ("peer_skip", pa.string()),           # why the published text was not judged
 ])
 
 SCHEMAS: dict[str, pa.Schema] = {"generations": GENERATION_SCHEMA, "evaluations": EVALUATION_SCHEMA}
