@@ -4,8 +4,10 @@ whose route is host-side compute, a torch op, a hook or trampoline, or a deferre
 fixture names the kind it must end with in a `replay:` line of its docstring.
 
 The monitor off means: no aten op refused, no host value marked, no launch counted against the
-candidate and no torch op judged; the live outputs are still compared first, so these fixtures,
-whose live outputs are right, can only be caught by the replay (the verdict must name it).
+candidate and no torch op judged; the static checks are switched off too, so nothing but the replay
+stands between the candidate and a pass. The live outputs are still compared first: a fixture whose
+live outputs are wrong is caught there, and a `mismatch` that the live outputs did not show must
+name the replay.
 """
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from kbx_ray.evaluate.parent import evaluator as evaluator_mod
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
+from kbx_ray.evaluate.static import checks
 from kbx_ray.suite import get_task
 from tests.conftest import FIXTURES, make_candidate
 
@@ -52,7 +56,13 @@ def test_the_design_set_is_broad():
 
 @pytest.mark.parametrize("name, code, task_id, kind", FIXTURES_OFF,
                          ids=[f[0] for f in FIXTURES_OFF])
-def test_the_replay_alone_catches_it(name, code, task_id, kind, unmonitored):
+def test_the_replay_alone_catches_it(name, code, task_id, kind, unmonitored, monkeypatch):
+    def permissive(tree, entry):  # the static layer off: the replay alone
+        rep = checks.static_check(tree, entry)
+        rep.violations = []
+        return rep
+
+    monkeypatch.setattr(evaluator_mod, "static_check", permissive)
     task = get_task(task_id)
     res = unmonitored.evaluate(task, make_candidate(task_id, task.name, code))
     assert not res.exec_ok, f"{name} passed with the monitor off"
