@@ -76,3 +76,28 @@ def test_timing_parses_without_its_per_call_times():
                event_sum_ms=7.0, feed="queued", times_ms=[1.0] * 7)
     back = timing_record(json.loads(json.dumps(t.to_dict())))
     assert back == Timing(**{**t.to_dict(), "times_ms": []})
+
+
+@pytest.mark.parametrize("dtype,words", [(torch.bits16, "cannot compare"),
+                                         (torch.float8_e4m3fn, "cannot compare"),
+                                         (torch.int16, "integer")])
+def test_an_output_outside_the_reference_dtype_family_is_a_dtype_mismatch(dtype, words):
+    """Judged in the parent before any comparison, whatever the worker sent: a forged or odd
+    output dtype never reaches `torch.equal`/`allclose` (which raise on bits16) nor an
+    infra_error."""
+    from kbx_ray.types import EvalResult
+
+    ref = [torch.randn(4, 8, dtype=torch.float16)]
+    out = torch.zeros(4, 8, dtype=torch.float16).view(dtype)
+    blobs: list = []
+    first, second = encode([out], blobs), encode([out.clone()], blobs)
+    rep = _on_the_wire(_report(outputs=first, outputs2=second))
+    info = parse(CallReport, rep)
+    blobs = [bytearray(b) for b in blobs]
+    outs = case_checks.decode(info.outputs, blobs, "cpu")
+    assert outs[0].dtype == dtype
+    task = type("T", (), {})()
+    assert case_checks.repeat_problem(info, outs, blobs, task, {"name": "c"}, "cpu") is None
+    res = EvalResult(task_id="t/x", candidate_id="c")
+    v = case_checks.verdict((ref, "tensor", [True]), outs, info, task, {"name": "c"}, res)
+    assert (v.ok, v.kind) == (False, "dtype_mismatch") and words in v.message, v.message
