@@ -215,7 +215,7 @@ def outside_host_api(chain: tuple[str, ...]) -> str | None:
     return None
 
 
-# Value attributes (issue: file writers refused as a class). An attribute read on a runtime value
+# Value attributes: file writers are refused as a class. An attribute read on a runtime value
 # (no module chain names it) must be one that some type a candidate legitimately holds has: a
 # tensor, a number, a string, a container, a torch or Triton object, or a class of its own (the
 # caller adds the candidate's own names). Every method outside those types is refused, whatever
