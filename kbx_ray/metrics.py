@@ -22,6 +22,20 @@ def is_final(row: dict) -> bool:
     return row.get("final") is not False
 
 
+def awaits_gpu(row: dict) -> bool:
+    """A CPU record whose verdict waits for a GPU: the Triton interpreter lacks a construct the
+    kernel uses (`unsupported_interpreter`, flag `awaits_gpu`). It is no pass, whatever else the
+    row says: a wrong kernel hides behind such a construct as well as a right one."""
+    flags = row.get("flags")
+    return row.get("error_kind") == "unsupported_interpreter" or (
+        isinstance(flags, (list, tuple)) and "awaits_gpu" in flags)
+
+
+def passed(row: dict) -> bool:
+    """The row is a correct kernel: `exec_ok`, and not a verdict that still awaits a GPU."""
+    return bool(row.get("exec_ok")) and not awaits_gpu(row)
+
+
 def fast_key(p: float) -> str:
     """fast_1, fast_1p5, fast_2: W&B reads '.' in a key as nesting, so it is spelled 'p'."""
     return "fast_" + f"{p:g}".replace(".", "p")
@@ -72,6 +86,7 @@ class Tally:
     cells: int = 0
     call_ok: int = 0
     exec_ok: int = 0
+    awaits_gpu: int = 0  # CPU rows with no verdict yet (counted as failures in every rate)
     fast: dict[float, int] = field(default_factory=lambda: {p: 0 for p in FAST_P})
     speedup: GeoMean = field(default_factory=GeoMean)
     sol_sum: float = 0.0
@@ -80,8 +95,9 @@ class Tally:
     def add(self, row: dict) -> None:
         self.cells += 1
         self.call_ok += bool(row.get("call_ok"))
-        ok = bool(row.get("exec_ok"))
+        ok = passed(row)
         self.exec_ok += ok
+        self.awaits_gpu += awaits_gpu(row)
         speedup, sol = row.get("speedup"), row.get("sol_fraction")
         if ok and self.speedup.add(speedup):
             for p in FAST_P:
@@ -93,7 +109,7 @@ class Tally:
     def metrics(self) -> dict[str, float]:
         n = max(self.cells, 1)
         out = {"cells": float(self.cells), "call_rate": self.call_ok / n,
-               "exec_rate": self.exec_ok / n}
+               "exec_rate": self.exec_ok / n, "awaits_gpu_rate": self.awaits_gpu / n}
         out.update({fast_key(p): self.fast[p] / n for p in FAST_P})
         if self.speedup.n:
             out["geomean_speedup"] = self.speedup.value

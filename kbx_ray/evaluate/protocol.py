@@ -85,14 +85,17 @@ def tensor_to_wire(t: Any) -> tuple[dict[str, Any], Any]:
             "stride": list(t.stride()), "offset": int(t.storage_offset())}, raw
 
 
-def tensor_from_wire(meta: dict[str, Any], raw: bytes | bytearray) -> Any:
-    """The tensor over `raw`'s memory (a bytearray from `recv` is used in place, not copied)."""
+def tensor_from_wire(meta: Any, raw: bytes | bytearray) -> Any:
+    """The tensor over `raw`'s memory (a bytearray from `recv` is used in place, not copied);
+    `meta` is `tensor_to_wire`'s dict or the parsed record of it (`reply.OutputMeta`)."""
     import torch
 
-    dtype = getattr(torch, str(meta["dtype"]), None)
+    name, dims = (meta["dtype"], meta["shape"]) if isinstance(meta, dict) else (meta.dtype,
+                                                                              meta.shape)
+    dtype = getattr(torch, str(name), None)
     if not isinstance(dtype, torch.dtype):
-        raise ProtocolError(f"unknown dtype {meta['dtype']!r}")
-    shape = [int(s) for s in meta["shape"]]
+        raise ProtocolError(f"unknown dtype {name!r}")
+    shape = [int(s) for s in dims]
     numel = 1
     for s in shape:
         numel *= s

@@ -24,7 +24,6 @@ import json
 import os
 import platform
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -90,7 +89,7 @@ def gpu_summary(rows: dict, arch: int, gpu_name: str) -> dict:
 def gpu(args: argparse.Namespace, save: Any = None) -> dict:
     import torch
 
-    from kbx_ray.evaluate.parent.aot import compile_candidate, seed_cache
+    from kbx_ray.evaluate.parent.aot import compile_candidate
     from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
     from kbx_ray.evaluate.parent.sandbox import SandboxConfig
 
@@ -101,14 +100,13 @@ def gpu(args: argparse.Namespace, save: Any = None) -> dict:
         aot = compile_candidate(task, cand, arch)
         row: dict = {"kernels_ahead": aot.kernels, "aot_cpu_s": round(aot.wall_s, 2)}
         for mode in ("cold", "seeded"):
-            cache = Path(tempfile.mkdtemp(prefix=f"kbx_bench_aot_{mode}_"))
-            if mode == "seeded":
-                seed_cache(aot.files, cache)
-            before = _kernels(cache)
-            ev = Evaluator(EvalConfig(device="cuda", sandbox=SandboxConfig(
-                device="cuda", extra_env={"TRITON_CACHE_DIR": str(cache)})))
+            ev = Evaluator(EvalConfig(device="cuda", sandbox=SandboxConfig(device="cuda")))
             try:
                 ev.sandbox.request({"op": "hello"}, 300)  # warm, as an evaluator actor is
+                if mode == "seeded":  # into the worker's own cache, as the evaluator actor does
+                    ev.sandbox.seed_triton(aot.files)
+                cache = Path(ev.sandbox.home) / "triton_cache"
+                before = _kernels(cache)
                 t0 = time.perf_counter()
                 res = ev.evaluate(task, cand)
                 row[mode] = {"wall_s": round(time.perf_counter() - t0, 3), "exec_ok": res.exec_ok,

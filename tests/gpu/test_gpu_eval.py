@@ -216,17 +216,18 @@ def test_aot_seeded_cache_is_all_hits(task_id, tmp_path):
     major, minor = torch.cuda.get_device_capability()
     res = aot.compile_candidate(task, cand, major * 10 + minor)
     assert res.error == "" and res.kernels >= 1, res.summary()
-    cache = tmp_path / "triton_cache"
-    aot.seed_cache(res.files, cache)
-    def kernels() -> set[str]:  # keys holding a compiled kernel (Triton also caches its launchers)
-        return {p.parent.name for p in cache.glob("*/*.cubin")}
+    ev = Evaluator(EvalConfig(device="cuda", sandbox=SandboxConfig(device="cuda")))
 
-    before = kernels()
-    ev = Evaluator(EvalConfig(device="cuda", sandbox=SandboxConfig(
-        device="cuda", extra_env={"TRITON_CACHE_DIR": str(cache)})))
+    def kernels() -> set[str]:  # keys holding a compiled kernel (Triton also caches its launchers)
+        return {p.parent.name for p in (Path(ev.sandbox.home) / "triton_cache").glob("*/*.cubin")}
+
     try:
+        ev.sandbox.start()
+        ev.sandbox.seed_triton(res.files)  # the worker's own cache, as the evaluator actor does
+        before = kernels()
         r = ev.evaluate(task, cand)
+        after = kernels()
     finally:
         ev.close()
     assert r.exec_ok, r.error_msg
-    assert kernels() - before == set(), "the GPU worker compiled a kernel anew"
+    assert before and after - before == set(), "the GPU worker compiled a kernel anew"

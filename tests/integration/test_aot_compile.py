@@ -140,14 +140,21 @@ def test_seeding_writes_nothing_through_a_planted_link(tmp_path):
 
 
 def test_a_seeding_failure_leaves_the_evaluation_alone(tmp_path):
+    """The worker's own Triton cache cannot take the files (here a file stands where the
+    directory was): the ahead-of-time kernels are dropped and the evaluation goes on."""
+    import shutil
     from types import SimpleNamespace
 
     from kbx_ray.evaluate.parent.actor import _seed
-    from kbx_ray.evaluate.parent.sandbox import SandboxConfig
+    from kbx_ray.evaluate.parent.sandbox import Sandbox, SandboxConfig
 
-    blocked = tmp_path / "file_not_dir"
-    blocked.write_text("x")
-    ev = SimpleNamespace(sandbox=SimpleNamespace(info={}, cfg=SandboxConfig(
-        extra_env={"TRITON_CACHE_DIR": str(blocked)})))
-    res = aot.AotResult(arch=90, files={"F" * 20 + "/k.cubin": b"x"})
-    assert _seed(ev, res) == {"aot_compile": 0.0, "aot_kernels": 0.0}
+    box = Sandbox(SandboxConfig(device="cpu"))
+    try:
+        box.start()
+        cache = Path(box.home) / "triton_cache"
+        shutil.rmtree(cache)
+        cache.write_text("x")
+        res = aot.AotResult(arch=90, files={"F" * 20 + "/k.cubin": b"x"})
+        assert _seed(SimpleNamespace(sandbox=box), res) == {"aot_compile": 0.0, "aot_kernels": 0.0}
+    finally:
+        box.kill()

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from kbx_ray.evaluate.parent import case_checks
+from kbx_ray.evaluate.reply import CallReport
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 from kbx_ray.evaluate.worker.outputs import encode
 from kbx_ray.suite import get_task, load_module
@@ -85,8 +86,9 @@ def test_larger_difference_is_nondeterministic(ev):
 
 def _repeat(first, second, task=None):
     blobs: list = []
-    info = {"outputs": encode(first, blobs)}
-    info["outputs2"] = encode(second, blobs)
+    info = CallReport(launches=1, launch_free=False, torch_ops=(), aliased=False, mutated=(),
+                      structure="tensor", side_stream_launches=0, stream_changed=False,
+                      tampered=(), outputs=encode(first, blobs), outputs2=encode(second, blobs))
     blobs = [bytearray(b) if not isinstance(b, (bytes, bytearray)) else b for b in blobs]
     return case_checks.repeat_problem(info, first, blobs, task or load_module(_task().path), {},
                                       "cpu")

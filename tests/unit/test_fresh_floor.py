@@ -3,6 +3,8 @@ median + fresh_floor_us), in microsecond figures of the H200 (issue 27 item 4)."
 import pytest
 
 from kbx_ray.evaluate.parent.case_checks import Fail
+from kbx_ray.evaluate.reply import TimedCheck
+from kbx_ray.evaluate.worker.timing import Timing
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.evaluate.parent.timing_judgement import check_fresh_calls
 
@@ -10,8 +12,11 @@ CASE = {"name": "c"}
 
 
 def _check(median_us, fresh_us, floor_us=EvalConfig().fresh_floor_us):
-    check_fresh_calls(CASE, {"median_ms": median_us / 1e3}, {"fresh_ms": [x / 1e3 for x in fresh_us]},
-                      EvalConfig().fresh_ratio, "cuda", floor_us)
+    t = Timing(median_ms=median_us / 1e3, p20_ms=0.0, p80_ms=0.0, reps=10, rel_ci=0.0, wall_s=1.0,
+               event_sum_ms=1.0)
+    checked = TimedCheck(calls=10, launchless=0, repeated=0, error="", samples=(),
+                         fresh_ms=tuple(x / 1e3 for x in fresh_us))
+    check_fresh_calls(CASE, t, checked, EvalConfig().fresh_ratio, "cuda", floor_us)
 
 
 def test_logspace_first_fresh_call_passes():

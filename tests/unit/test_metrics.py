@@ -29,3 +29,20 @@ def test_tally_geomean_is_over_correct_rows_only():
     m = t.metrics()
     assert m["geomean_speedup"] == pytest.approx(4.0) and m["fast_1p5"] == pytest.approx(2 / 4)
     assert "geomean_speedup" not in Tally().metrics()
+
+
+def test_a_verdict_that_awaits_a_gpu_never_raises_a_pass_rate():
+    """A CPU record filed `unsupported_interpreter` (flag `awaits_gpu`) has no verdict: a wrong
+    kernel can hide behind the construct the interpreter lacks. It counts in the denominator, as
+    awaiting a GPU, and never as a pass, even if a row said exec_ok."""
+    t = Tally()
+    for row in ({"exec_ok": True, "call_ok": True, "speedup": 2.0},
+                {"exec_ok": False, "call_ok": True, "error_kind": "unsupported_interpreter",
+                 "flags": ["awaits_gpu"]},
+                {"exec_ok": True, "call_ok": True, "error_kind": "unsupported_interpreter",
+                 "speedup": 3.0},
+                {"exec_ok": True, "call_ok": True, "flags": ["awaits_gpu"], "speedup": 3.0}):
+        t.add(row)
+    m = t.metrics()
+    assert m["exec_rate"] == pytest.approx(1 / 4) and m["awaits_gpu_rate"] == pytest.approx(3 / 4)
+    assert m["fast_1"] == pytest.approx(1 / 4) and m["geomean_speedup"] == pytest.approx(2.0)

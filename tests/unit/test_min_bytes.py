@@ -8,6 +8,7 @@ import pytest
 from kbx_ray.evaluate.parent.case_checks import Fail
 from kbx_ray.evaluate.parent.roofline import floor_fraction, roofline
 from kbx_ray.evaluate.parent.timing_judgement import judge_timing
+from kbx_ray.evaluate.reply import TimedCheck
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.evaluate.worker.timing import Timing
 from kbx_ray.types import CaseResult, EvalResult
@@ -19,13 +20,14 @@ MS = 1.0
 def _judge(cost: dict) -> CaseResult:
     cfg = EvalConfig()
     cfg.peak_gbps, cfg.peak_tflops = PEAK_GBPS, {"float32": 1000.0}
-    t = {"median_ms": MS, "p20_ms": MS, "p80_ms": MS, "reps": 100, "rel_ci": 0.0, "wall_s": 1.0,
-         "event_sum_ms": 100.0, "sync_tail_ms": 0.0, "feed": "queued"}
+    t = Timing(median_ms=MS, p20_ms=MS, p80_ms=MS, reps=100, rel_ci=0.0, wall_s=1.0,
+               event_sum_ms=100.0, sync_tail_ms=0.0, feed="queued")
+    checked = TimedCheck(calls=1, launchless=0, repeated=0, error="", samples=(), fresh_ms=())
     ref_t = Timing(median_ms=2.0, p20_ms=2.0, p80_ms=2.0, reps=10, rel_ci=0.0, wall_s=1.0,
                    event_sum_ms=20.0)
     cr = CaseResult(case="big")
     res = EvalResult(task_id="t/x", candidate_id="c")
-    judge_timing(cfg, "cuda", {"name": "big"}, cr, res, t, 1000.0, ref_t, {},
+    judge_timing(cfg, "cuda", {"name": "big"}, cr, res, t, 1000.0, ref_t, checked,
                  SimpleNamespace(cost=lambda case: cost), "float32")
     return cr
 

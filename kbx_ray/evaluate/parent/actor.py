@@ -84,6 +84,7 @@ def _seed(evaluator: Any, aot: Any) -> dict[str, float]:
     """Write the ahead-of-time kernels into the worker's Triton cache; what it did, for stage_s
     (`aot_compile`: seconds on the CPU node; `aot_kernels`: a count; `aot_seed`: seconds here)."""
     if aot is None or not aot.files:
+        evaluator.sandbox.seed_triton({})  # nothing of an earlier candidate's is seeded again
         return {}
     import time
 
@@ -92,14 +93,12 @@ def _seed(evaluator: Any, aot: Any) -> dict[str, float]:
         _warn_once(f"ahead-of-time kernels come from Triton {aot.triton} but this evaluator's "
                    f"worker runs {mine}: none would be a cache hit, so none are used; install the "
                    "same triton on the compile nodes")
+        evaluator.sandbox.seed_triton({})
         return {"aot_compile": aot.wall_s, "aot_kernels": 0.0}
 
-    from kbx_ray.evaluate.parent.aot import seed_cache
-    from kbx_ray.evaluate.parent.sandbox import triton_cache_dir
-
     t0 = time.perf_counter()
-    try:
-        seed_cache(aot.files, triton_cache_dir(evaluator.sandbox.cfg))
+    try:  # into the worker's own cache, and any worker started for this candidate
+        evaluator.sandbox.seed_triton(aot.files)
     except (OSError, ValueError) as e:  # a full disk, a foreign cache dir: the GPU compiles
         _warn_once(f"ahead-of-time kernels not seeded ({type(e).__name__}: {e}); the worker "
                    "compiles as usual")

@@ -5,8 +5,9 @@ session, resource limits, a scrubbed environment, a temp dir as HOME and cwd, no
 with a fresh `TRITON_CACHE_DIR`, and returns the files Triton wrote there: the kernels compiled for the
 target architecture (sm_XX) under the keys a GPU worker with the same Triton looks up. The engine's
 compile workers (`kbx_ray/compile_workers.py`) call it on `compile`-resource nodes while the GPUs
-are busy with other candidates; the evaluator writes the files into its worker's cache (`seed_cache`) before
-the candidate arrives. A cache entry is only ever a hit for the exact key Triton computes on the GPU,
+are busy with other candidates; the evaluator's sandbox copies the files into its worker's own Triton
+cache (`Sandbox.seed_triton`, `triton_cache.seed_cache`) before the candidate arrives, and into any
+worker it starts for that candidate later. A cache entry is only ever a hit for the exact key Triton computes on the GPU,
 so a wrong guess costs nothing but the compile the GPU would have done anyway.
 """
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import re
 import stat
 import subprocess
 import sys
@@ -27,10 +27,11 @@ from typing import Any
 from kbx_ray.evaluate.static.checks import static_check
 from kbx_ray.evaluate.parent.sandbox import (SandboxConfig, confine_spec, kill_group, redact,
                                       scrubbed_env, spawn)
+from kbx_ray.evaluate.parent.triton_cache import ENTRY as _ENTRY
+from kbx_ray.evaluate.parent.triton_cache import seed_cache  # noqa: F401 - the seeding's home
 from kbx_ray.types import Candidate, Task
 
 MAX_FILES_MB = 64  # what one candidate's compiles may bring back
-_ENTRY = re.compile(r"^[A-Za-z0-9_\-]{8,128}/[A-Za-z0-9_.\-]{1,200}$")  # <key>/<file>, nothing else
 
 
 @dataclass
@@ -166,48 +167,3 @@ def _relative_group(data: bytes, key: str) -> bytes | None:
     if not all(_ENTRY.match(r) and Path(str(children[n])).parent.name == key for n, r in rel.items()):
         return None
     return json.dumps({"child_paths": rel}).encode()
-
-
-def _checked(rel: str) -> str:
-    if not _ENTRY.match(rel):
-        raise ValueError(f"not a Triton cache entry name: {rel!r}")
-    return rel
-
-
-def seed_cache(files: dict[str, bytes], cache_dir: str | Path) -> int:
-    """Write the entries into a Triton cache directory (each file atomically; existing names, links
-    included, left alone); returns how many were written. Names that are not `<key>/<file>` are
-    refused; a key directory that is a link (a GPU candidate can write this cache) is skipped, as is
-    a group file naming anything outside its key; group members are pointed at this directory."""
-    cache_dir = Path(cache_dir).resolve()
-    written = 0
-    for rel, data in files.items():
-        dest = cache_dir / _checked(rel)
-        key_dir = dest.parent
-        if key_dir.is_symlink() or os.path.lexists(dest):
-            continue
-        if dest.name.startswith("__grp__"):
-            data = _absolute_group(data, cache_dir, key_dir.name)
-            if data is None:
-                continue
-        key_dir.mkdir(parents=True, exist_ok=True)
-        if key_dir.is_symlink() or not key_dir.resolve().parent == cache_dir:
-            continue
-        tmp = key_dir / f".{dest.name}.{os.getpid()}.{time.monotonic_ns()}.seed"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "wb") as fp:
-            fp.write(data)
-        os.replace(tmp, dest)
-        written += 1
-    return written
-
-
-def _absolute_group(data: bytes, cache_dir: Path, key: str) -> bytes | None:
-    try:
-        rel = json.loads(data)["child_paths"]
-        paths = {name: str(cache_dir / _checked(str(r))) for name, r in rel.items()}
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
-    if not all(str(r).split("/", 1)[0] == key for r in rel.values()):
-        return None
-    return json.dumps({"child_paths": paths}).encode()

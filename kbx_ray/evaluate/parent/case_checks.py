@@ -2,18 +2,24 @@
 
 The worker only reports (launches, torch ops, aliasing, mutation, determinism, the outputs' bytes);
 these checks judge them, and compare the outputs with the reference the parent computed itself
-(`reference_cache.py`). A failed stage is a `Fail`, which the evaluator records on the result.
+(`reference_cache.py`). The reply is a typed record parsed strictly (`reply.py`, `read`): a field
+missing, unknown or mistyped is a verdict that cannot be given, never an observation that passes.
+A failed stage is a `Fail`, which the evaluator records on the result.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
-from kbx_ray.evaluate.parent.correctness import (Verdict, compare, layout_problem, recurring_strays,
-                                                  seed_dependence)
+from kbx_ray.evaluate.parent.correctness import (Verdict, compare, dtype_problem, layout_problem,
+                                                  numeric, recurring_strays, seed_dependence)
 from kbx_ray.evaluate.parent.precise import admitted
 from kbx_ray.evaluate.protocol import tensor_from_wire
+from kbx_ray.evaluate.reply import CallReport, OutputMeta, ReplyError, TimedCheck, parse_reply
+from kbx_ray.evaluate.parent.sandbox import scrub_paths
 from kbx_ray.evaluate.parent.reference_cache import RefOutputs
-from kbx_ray.types import EvalResult
+from kbx_ray.types import EvalResult, ErrorKind, trim
+
+AWAITS_GPU = "awaits_gpu"  # the flag of a CPU record whose verdict waits for a GPU
 
 
 class Fail(Exception):
@@ -22,52 +28,89 @@ class Fail(Exception):
         self.stage, self.kind, self.msg = stage, kind, msg
 
 
-def integrity(info: dict, torch_compute: str, res: EvalResult,
+def file_failure(res: EvalResult, f: Fail) -> None:
+    """`f` onto `res`. A construct the Triton interpreter lacks (`unsupported_interpreter`, filed
+    by the worker only for a NotImplementedError raised in the interpreter's own frames) leaves
+    the CPU without a verdict: the record says it awaits a GPU (flag `awaits_gpu`) and is never a
+    pass (`exec_ok` stays False, and `metrics.Tally` counts it apart), since a wrong kernel can
+    hide behind such a construct (a bfloat16 atomic) as well as a right one."""
+    res.stage, res.error_kind, res.error_msg = f.stage, f.kind, trim(scrub_paths(f.msg))
+    if f.kind == ErrorKind.UNSUPPORTED_INTERPRETER:
+        res.exec_ok = False
+        if AWAITS_GPU not in res.flags:
+            res.flags.append(AWAITS_GPU)
+        res.error_msg = trim("awaits a GPU verdict: the Triton interpreter cannot run a construct "
+                             "this kernel uses, so the CPU gives no verdict (judge it on a GPU): "
+                             + scrub_paths(f.msg))
+
+
+R = TypeVar("R")
+
+
+def read(cls: type[R], reply: dict, op: str, stage: str) -> R:
+    """The worker's `op` reply as its record (`reply.parse_reply`); one that is not that record
+    fails the stage as `infra_error` (no verdict can be given; the evaluator retries once on a
+    fresh worker), naming the field."""
+    try:
+        return parse_reply(cls, reply, op)
+    except ReplyError as e:
+        raise Fail(stage, "infra_error", f"no verdict can be given: the worker's {op} reply is "
+                   f"malformed ({e})") from None
+
+
+def decode(metas: tuple[OutputMeta, ...], blobs: list, device: str) -> list:
+    """The outputs `metas` describe, rebuilt from their blobs on `device`."""
+    return [tensor_from_wire(m, b).to(device) for m, b in zip(metas, blobs)]
+
+
+def integrity(info: CallReport, torch_compute: str, res: EvalResult,
               monitor: bool = True) -> Verdict | None:
     """Worker observations that fail a candidate whatever its values (with `monitor` off, a
     test-only setting, the launch count and torch ops decide nothing: the replay judges)."""
-    if info.get("tampered"):
+    if info.tampered:
         res.flags.append("tampered_runtime")
         return Verdict(False, "disqualified", "the candidate patched the harness runtime")
-    if info.get("side_stream_launches"):
+    if info.side_stream_launches:
         return Verdict(False, "disqualified", "a Triton kernel was launched on a non-default "
                        "CUDA stream (its time escapes the timing events)")
-    if info.get("stream_changed"):
+    if info.stream_changed:
         return Verdict(False, "disqualified", "the candidate left a non-default stream current")
-    if monitor and info.get("launches", 0) == 0 and not info.get("launch_free"):
+    if monitor and info.launches == 0 and not info.launch_free:
         # a call whose every output is empty (an early return, a zero grid Triton skips) or an
         # exact copy of an input (floor of integers) owes no launch
         return Verdict(False, "disqualified", "no Triton kernel was launched")
-    if info.get("torch_ops") and monitor:
-        flag = "torch_compute:" + ",".join(info["torch_ops"][:5])
+    if info.torch_ops and monitor:
+        ops = list(info.torch_ops[:5])
+        flag = "torch_compute:" + ",".join(ops)
         if flag not in res.flags:
             res.flags.append(flag)
         if torch_compute == "fail":
-            return Verdict(False, "disqualified", f"computes with torch ops {info['torch_ops'][:5]}")
-    if info.get("aliased"):
+            return Verdict(False, "disqualified", f"computes with torch ops {ops}")
+    if info.aliased:
         return Verdict(False, "output_aliases_input", "an output shares memory with an input")
-    if info.get("mutated"):
-        return Verdict(False, "input_mutated", f"inputs {info['mutated']} changed but the task "
-                                               "does not declare them mutated")
-    if info.get("nondeterministic"):
+    if info.mutated:
+        return Verdict(False, "input_mutated", f"inputs {list(info.mutated)} changed but the "
+                                               "task does not declare them mutated")
+    if info.nondeterministic:
         return Verdict(False, "nondeterministic", "two runs on the same inputs disagree")
     return None
 
 
-def repeat_problem(info: dict, outs: list, blobs: list, ref_mod: Any, case: dict,
+def repeat_problem(info: CallReport, outs: list, blobs: list, ref_mod: Any, case: dict,
                    device: str) -> Verdict | None:
     """The first seed's second run, sent only when it differs bitwise from the first (handlers
     `run`), against the first at the task's policy (`compare`: its tolerance, bitwise for integer
     outputs, its own `check` where it has one). A float sum reordered by atomics differs in the
-    last bits and passes; a difference the tolerance rejects is `nondeterministic`."""
-    metas = info.get("outputs2")
-    if not metas:
+    last bits and passes; a difference the tolerance rejects is `nondeterministic`. Outputs of
+    a dtype without numeric values are left to `verdict` (`dtype_mismatch`)."""
+    metas = info.outputs2
+    if not metas or not all(numeric(o.dtype) for o in outs):
         return None
-    k = len(info.get("outputs") or [])
+    k = len(info.outputs)
     if len(metas) != len(outs) or len(blobs) < k + len(metas):
         return Verdict(False, "nondeterministic", "two runs on the same inputs disagree "
                        "(different outputs)")
-    outs2 = [tensor_from_wire(m, b).to(device) for m, b in zip(metas, blobs[k:])]
+    outs2 = decode(metas, blobs[k:], device)
     v = compare(outs2, outs, ref_mod, case)
     if not v.ok:
         return Verdict(False, "nondeterministic", "two runs on the same inputs disagree beyond "
@@ -96,15 +139,19 @@ def values(outs: list, ref: list, ref_mod: Any, case: dict, exact: Exact | None)
     return second
 
 
-def verdict(reference: RefOutputs, outs: list, info: dict, ref_mod: Any, case: dict,
+def verdict(reference: RefOutputs, outs: list, info: CallReport, ref_mod: Any, case: dict,
             res: EvalResult, exact: Exact | None = None) -> Verdict:
-    """The outputs against the reference's: structure, layout, then values (`values`); a pass
+    """The outputs against the reference's: structure, dtypes (plain tensors of the reference's
+    dtype family, before any comparison touches them), layout, then values (`values`); a pass
     the float64 answer gave flags `reference_imprecise:<case>` on `res`."""
     ref, shape, contiguous = reference
-    if info.get("structure") != shape:
-        return Verdict(False, "shape_mismatch", f"returned {info.get('structure')}, expected {shape}")
-    for i, (meta, c) in enumerate(zip(info.get("outputs", []), contiguous)):
-        why = layout_problem(meta.get("shape", []), meta.get("stride", []), c)
+    if info.structure != shape:
+        return Verdict(False, "shape_mismatch", f"returned {info.structure}, expected {shape}")
+    why = dtype_problem(outs, ref)
+    if why:
+        return Verdict(False, "dtype_mismatch", why)
+    for i, (meta, c) in enumerate(zip(info.outputs, contiguous)):
+        why = layout_problem(list(meta.shape), list(meta.stride), c)
         if why:
             return Verdict(False, "shape_mismatch", f"output {i}: {why}")
     v = values(outs, ref, ref_mod, case, exact)
@@ -131,31 +178,34 @@ def seed_problem(outs_by_seed: list[list]) -> str:
         (w for w in (seed_dependence(a, b) for a, b in pairs) if w), ""))
 
 
-def check_timed_calls(case: dict, checked: dict, blobs: list, device: str, ref_mod: Any,
+def check_timed_calls(case: dict, checked: TimedCheck, blobs: list, device: str, ref_mod: Any,
                       reference: Callable[[int], RefOutputs],
                       exact: Callable[[int], Exact] | None = None) -> None:
     """Every timed call launched a kernel and returned a new object, and the last output on
     each input set is right for that set's values (`reference(seed)`)."""
     where = f"case {case['name']}, its timed calls checked after timing"
-    if checked.get("error"):
-        raise Fail("timing", "runtime_error", f"{where}: {checked['error']}")
-    if checked.get("launchless"):
-        raise Fail("timing", "disqualified", f"{where}: {checked['launchless']} of "
-                   f"{checked.get('calls')} timed calls launched no Triton kernel")
-    if checked.get("repeated"):
-        raise Fail("timing", "disqualified", f"{where}: {checked['repeated']} timed calls "
+    if checked.error:
+        raise Fail("timing", "runtime_error", f"{where}: {checked.error}")
+    if checked.launchless:
+        raise Fail("timing", "disqualified", f"{where}: {checked.launchless} of "
+                   f"{checked.calls} timed calls launched no Triton kernel")
+    if checked.repeated:
+        raise Fail("timing", "disqualified", f"{where}: {checked.repeated} timed calls "
                    "returned an output object returned before (a cached result)")
-    if not checked.get("samples"):
+    if not checked.samples:
         raise Fail("timing", "infra_error", f"{where}: the worker sent no timed outputs")
     k = 0
-    for sample in checked["samples"]:
-        metas = sample["outputs"]
-        outs = [tensor_from_wire(m, b).to(device) for m, b in zip(metas, blobs[k:])]
+    for sample in checked.samples:
+        metas = sample.outputs
+        outs = decode(metas, blobs[k:], device)
         k += len(metas)
-        ref, _, contiguous = reference(int(sample["seed"]))
-        v = values(outs, ref, ref_mod, case, exact(int(sample["seed"])) if exact else None)
+        ref, _, contiguous = reference(sample.seed)
+        why = dtype_problem(outs, ref)
+        if why:
+            raise Fail("timing", "dtype_mismatch", f"{where}: {why}")
+        v = values(outs, ref, ref_mod, case, exact(sample.seed) if exact else None)
         for i, (meta, c) in enumerate(zip(metas, contiguous)):
-            why = layout_problem(meta.get("shape", []), meta.get("stride", []), c)
+            why = layout_problem(list(meta.shape), list(meta.stride), c)
             v = Verdict(False, "shape_mismatch", f"output {i}: {why}") if why and v.ok else v
         if not v.ok:
             raise Fail("timing", v.kind, f"{where} (a cached or stale result?): {v.message}")

@@ -28,6 +28,39 @@ class Verdict:
     strays: dict[tuple[int, int], tuple[float, ...]] = field(default_factory=dict)
 
 
+# The dtypes whose values the checker compares, by family. Anything else an output may carry
+# (torch.bits16, float8, quantized or sub-byte types) has no values `compare` can read: such an
+# output is the candidate's `dtype_mismatch`, found before any comparison touches it.
+_FAMILIES = {
+    torch.float16: "floating point", torch.bfloat16: "floating point",
+    torch.float32: "floating point", torch.float64: "floating point",
+    torch.complex64: "complex", torch.complex128: "complex", torch.bool: "boolean",
+    torch.uint8: "integer", torch.int8: "integer", torch.int16: "integer", torch.int32: "integer",
+    torch.int64: "integer",
+}
+
+
+def numeric(dtype: torch.dtype) -> bool:
+    """Whether the checker can compare values of `dtype`."""
+    return dtype in _FAMILIES
+
+
+def dtype_problem(out: list[torch.Tensor], ref: list[torch.Tensor]) -> str:
+    """Why an output is not a plain tensor of its reference's dtype family ("" when each is);
+    a dtype in the family but not the reference's is left to `compare`'s exact check."""
+    for i, (o, r) in enumerate(zip(out, ref)):
+        if not isinstance(o, torch.Tensor) or type(o) is not torch.Tensor:  # noqa: E721
+            return f"output {i} is a {type(o).__name__}, not a plain tensor"
+        if o.dtype != r.dtype and not numeric(o.dtype):
+            return (f"output {i} is a {o.dtype} tensor, whose values the checker cannot compare "
+                    f"(no numeric dtype); the reference returns {r.dtype}: return that dtype")
+        family, want = _FAMILIES.get(o.dtype), _FAMILIES.get(r.dtype, str(r.dtype))
+        if family != want:
+            return (f"output {i} is {o.dtype} ({family or 'no numeric'} values), the reference's "
+                    f"{r.dtype} ({want}): return a {r.dtype} tensor")
+    return ""
+
+
 def reference_outputs(fn: Any, args: tuple, kwargs: dict,
                       mutates: tuple) -> tuple[Any, list[torch.Tensor]]:
     """The reference `fn` called: what it returned, and the tensors judged (its outputs, then its

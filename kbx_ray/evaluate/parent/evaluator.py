@@ -26,12 +26,12 @@ from kbx_ray.evaluate.parent.correctness import Verdict
 from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger
 from kbx_ray.evaluate.parent.gpulock import GpuLock, NoLock
 from kbx_ray.evaluate.worker.inputs import InputCache
-from kbx_ray.evaluate.protocol import tensor_from_wire
+from kbx_ray.evaluate.reply import RecheckReply, RunReply, TimeReply
 from kbx_ray.evaluate.parent.reference_cache import References
 from kbx_ray.evaluate.parent.replay_check import Replay
 from kbx_ray.evaluate.parent.sandbox import Sandbox, WorkerDied, scrub_paths
 from kbx_ray.evaluate.settings import EvalConfig, resolve_device
-from kbx_ray.evaluate.parent.timing_judgement import judge_timing, timing_groups
+from kbx_ray.evaluate.parent.timing_judgement import judge_timing, timing_groups, timing_record
 from kbx_ray.metrics import geomean
 from kbx_ray.suite import load_module
 from kbx_ray.types import Candidate, CaseResult, EvalResult, Task, trim
@@ -174,7 +174,7 @@ class Evaluator:
             self._run(task, cand, res)
             res.stage, res.exec_ok = "done", True
         except _Fail as f:
-            res.stage, res.error_kind, res.error_msg = f.stage, f.kind, trim(scrub_paths(f.msg))
+            case_checks.file_failure(res, f)  # an interpreter gap: awaits a GPU, never a pass
             if f.kind == "infra_error":  # the worker's harness failed: one more try, on a fresh
                 return bool(self._recover())  # worker (an H100 OOM drawing timing input sets)
         except WorkerDied as d:
@@ -321,10 +321,9 @@ class Evaluator:
                                           "repeat": i == 0}, self.cfg.case_timeout_s,
                                          "compile" if first and i == 0 else "correctness", res)
                 res.stage, res.call_ok = "correctness", True
-                info = reply["results"][0]
+                info = case_checks.read(RunReply, reply, "run", res.stage).results[0]
                 t1 = time.perf_counter()
-                outs = [tensor_from_wire(m, b).to(self.device)
-                        for m, b in zip(info["outputs"], blobs)]
+                outs = case_checks.decode(info.outputs, blobs, self.device)
                 outs_by_seed.append(outs)
                 t2 = time.perf_counter()
                 v = (case_checks.integrity(info, self.cfg.torch_compute, res, self.monitor)
@@ -363,7 +362,7 @@ class Evaluator:
         return v
 
     def _time_case(self, ref_mod: Any, task: Task,
-                   case: dict) -> tuple[dict, float, Any, tuple[dict, list]]:
+                   case: dict) -> tuple[Any, float, Any, tuple[Any, list]]:
         """The candidate's and the reference's timing loops (the caller holds the GPU alone)."""
         fresh = max(0, self.cfg.fresh_sets)
         seeds = [self._seed(i) for i in range(max(1, self.cfg.timing_sets) + fresh)]
@@ -373,7 +372,8 @@ class Evaluator:
                                  self.cfg.case_timeout_s + 4 * self.cfg.timing.budget_s, "timing")
         parent_wall_ms = (time.perf_counter() - asked) * 1e3  # our clock, not the worker's word
         ref_t = self.refs.timing(ref_mod, task, case, self.sandbox.info.get("gpu_name"))
-        return reply["timing"], parent_wall_ms, ref_t, (reply.get("timed_check") or {}, blobs)
+        timed = case_checks.read(TimeReply, reply, "time", "timing")
+        return (timing_record(timed.timing), parent_wall_ms, ref_t, (timed.timed_check, blobs))
 
     def _check_timed_case(self, ref_mod: Any, task: Task, case: dict, cr: CaseResult,
                           res: EvalResult, t: dict, parent_wall_ms: float, ref_t: Any,
@@ -386,8 +386,8 @@ class Evaluator:
                                           self.refs.exact_for(ref_mod, task, case))
             reply, blobs = self._ask({"op": "recheck", "case": case, "fresh_seed": fresh},
                                      self.cfg.case_timeout_s, "timing", res)
-            check = reply["check"]
-            outs = [tensor_from_wire(m, b).to(self.device) for m, b in zip(check["outputs"], blobs)]
+            check = case_checks.read(RecheckReply, reply, "recheck", "timing").check
+            outs = case_checks.decode(check.outputs, blobs, self.device)
             v = (case_checks.integrity(check, self.cfg.torch_compute, res, self.monitor)
                  or self._verdict(ref_mod, task, case, fresh, outs, check, res))
         if not v.ok:

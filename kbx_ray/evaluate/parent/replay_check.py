@@ -18,6 +18,7 @@ from kbx_ray.evaluate.parent.correctness import Verdict
 from kbx_ray.evaluate.parent.reference_cache import References
 from kbx_ray.evaluate.parent.sandbox import Sandbox, WorkerDied
 from kbx_ray.evaluate.protocol import tensor_from_wire
+from kbx_ray.evaluate.reply import CallReport
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.evaluate.static.kernels import kernel_source
 from kbx_ray.evaluate.worker.inputs import replay_inputs
@@ -54,14 +55,15 @@ class Replay:
         return secrets.randbelow(2**31 - 1) + 1 if self.cfg.secret_seeds else seed + 1_000_003
 
     def verdict(self, refs: References, ref_mod: Any, task: Task, case: dict, seed: int,
-                info: dict, left: Callable[[], float]) -> Verdict | None:
+                info: CallReport, left: Callable[[], float]) -> Verdict | None:
         """None when the replay agrees with the reference (or is off); else the failing verdict.
         `left`: seconds of the evaluation's budget left."""
         if not self.on:
             return None
-        raw = info.get("program")
-        if not isinstance(raw, dict):
-            return Verdict(False, "infra_error", "the worker sent no kernel program")
+        raw = info.program
+        if not raw:
+            return Verdict(False, "infra_error", "no verdict can be given: the worker sent no "
+                           "kernel program")
         if "unsupported" in raw:
             return Verdict(False, "replay_unsupported", "its kernel program could not be recorded "
                            f"({raw['unsupported']}), so no verdict can be given")
@@ -128,7 +130,11 @@ class Replay:
         if isinstance(got, Verdict):
             return got
         reply, blobs = got
-        return [tensor_from_wire(m, b).to(self.device) for m, b in zip(reply["outputs"], blobs)]
+        metas = reply.get("outputs")
+        if not isinstance(metas, list) or len(metas) != len(prog.outputs):
+            return Verdict(False, "infra_error", "no verdict can be given: the replay sent "
+                           f"{metas!r:.80} for {len(prog.outputs)} outputs")
+        return [tensor_from_wire(m, b).to(self.device) for m, b in zip(metas, blobs)]
 
     def _request(self, op: str, prog: program.Program, task: Task, case: dict, seed: int,
                  fresh: int, left: Callable[[], float], extra: dict) -> tuple | Verdict:

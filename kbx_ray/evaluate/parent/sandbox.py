@@ -1,8 +1,8 @@
 """The parent side of the sandbox: a warm worker subprocess, its limits, timeouts and respawns.
 
 The worker gets its own session (so the whole process group can be killed), a scrubbed environment
-built from an allowlist, a private temp directory as cwd and HOME, and its output redirected to a
-capped log file: Popen's own options, never `preexec_fn` (unsafe in a threaded Ray actor). First
+built from an allowlist, a private temp directory as cwd and HOME (its Triton cache inside it:
+nothing it writes outlives it), and its output redirected to a capped log file: Popen's own options, never `preexec_fn` (unsafe in a threaded Ray actor). First
 thing after exec it sets its resource limits, moves into a network namespace of its own where the
 kernel allows one, and (CPU workers) confines itself with Landlock (confine.py, landlock.py); its hello
 says what took, and a worker without what the config demands is refused. The task file is copied
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kbx_ray.evaluate import protocol
+from kbx_ray.evaluate.parent.triton_cache import checked_name, seed_cache, worker_cache
 from kbx_ray.evaluate.worker import confine
 from kbx_ray.identity import LIMIT, exempt, verdict
 from kbx_ray.schema import Choice
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 _PKG_ROOT = str(Path(__file__).resolve().parents[3])  # the repository: kbx_ray/evaluate/parent/..
 _ENV_ALLOW = re.compile(r"^(PATH|LANG|LC_ALL|LC_CTYPE|LD_LIBRARY_PATH|CUDA_VISIBLE_DEVICES|CUDA_HOME|"
                         r"CUDA_PATH|NVIDIA_[A-Z_]+|TRITON_[A-Z_]+|OMP_NUM_THREADS|VIRTUAL_ENV)$")
+_WARNED: set[str] = set()
 _SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL|^AWS_|^WANDB_|^HF_", re.I)
 
 
@@ -123,12 +125,6 @@ class ConfinementError(RuntimeError):
     """The worker lacks a confinement its config demands: one line naming the setting."""
 
 
-def triton_cache_dir(cfg: SandboxConfig) -> str:
-    """The Triton cache the workers of this node share (seeded by ahead-of-time compiles)."""
-    return (cfg.extra_env.get("TRITON_CACHE_DIR") or os.environ.get("TRITON_CACHE_DIR")
-            or str(Path(tempfile.gettempdir()) / "kbx_triton_cache"))
-
-
 def scrubbed_env(cfg: SandboxConfig, home: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if _ENV_ALLOW.match(k) and not _SECRET.search(k)}
     env.update(cfg.extra_env)
@@ -138,8 +134,13 @@ def scrubbed_env(cfg: SandboxConfig, home: str) -> dict[str, str]:
                # `torch.empty` on the CPU reads as garbage, never as a stale correct answer
                MALLOC_PERTURB_="128",
                KBX_LANDLOCK="1" if _landlock_on(cfg) else "0")
-    env["TRITON_CACHE_DIR"] = triton_cache_dir(cfg)
-    os.makedirs(env["TRITON_CACHE_DIR"], exist_ok=True)
+    # the worker's own Triton cache, removed with its temp dir: nothing a candidate writes there
+    # outlives the worker or reaches another one (a TRITON_CACHE_DIR set anywhere is not used)
+    if "TRITON_CACHE_DIR" in cfg.extra_env and "cache" not in _WARNED:
+        _WARNED.add("cache")
+        log.warning("evaluation.sandbox.extra_env.TRITON_CACHE_DIR is not used: each worker has "
+                    "its own Triton cache, removed with it (ahead-of-time kernels are copied in)")
+    env["TRITON_CACHE_DIR"] = worker_cache(home)
     return {k: v for k, v in env.items() if not _SECRET.search(k) or k == "TRITON_CACHE_DIR"}
 
 
@@ -189,6 +190,14 @@ class Sandbox:
         self.confinement: dict[str, Any] = {}  # what the worker got (confine.apply's report)
         self._logged: dict[str, Any] | None = None
         self.spawns = 0
+        self.triton_files: dict[str, bytes] = {}  # the candidate's ahead-of-time kernels
+
+    def seed_triton(self, files: dict[str, bytes]) -> int:
+        """The next candidate's ahead-of-time kernels (aot.py): copied into the running worker's
+        own Triton cache now, and into any worker started for it later (a respawn); how many
+        files were written now."""
+        self.triton_files = {checked_name(rel): data for rel, data in files.items()}
+        return seed_cache(files, worker_cache(self.home)) if self.alive and self.home else 0
 
     def _spawn(self) -> None:
         # read once per worker, not per request: /proc/meminfo on every round trip is a hot path
@@ -197,6 +206,10 @@ class Sandbox:
         r_fd, w_fd = os.pipe()
         protocol.widen_pipe(r_fd)  # replies carry outputs of up to GBs
         logf = open(os.path.join(self.home, "worker.log"), "wb")
+        try:
+            seed_cache(self.triton_files, worker_cache(self.home))
+        except (OSError, ValueError) as e:  # a full disk: the worker compiles as usual
+            log.warning("ahead-of-time kernels not seeded (%s: %s)", type(e).__name__, e)
         spec = confine_spec(self.cfg)
         self.proc = spawn([sys.executable, "-m", "kbx_ray.evaluate.worker.main", str(w_fd)], spec,
                           self.home, scrubbed_env(self.cfg, self.home), stdin=subprocess.PIPE,

@@ -48,6 +48,7 @@ class ReachChecks(AliasScope):
         why = P.banned_attr_name(attr)
         if why and not (attr == "data_ptr" and self._same_address_test(node)):
             self.bad(why)
+        self._value_attribute(node)
         parent = self.parent.get(id(node))
         if isinstance(parent, ast.Attribute) and parent.value is node:
             return  # only whole chains are resolved (each prefix is judged on the way)
@@ -83,6 +84,35 @@ class ReachChecks(AliasScope):
             what = ".".join(self._expand(t.value))
             self.bad(f"monkeypatches {what} (assigns into library state)")
 
+
+    def _value_attribute(self, node: ast.Attribute) -> None:
+        """An attribute read on a runtime value (no module chain, not `self.x`/`cls.x`) must be
+        one a value type the candidate may hold has, or one it defines itself
+        (`policy.value_attr_refused`): file writers of other types are refused as a class."""
+        if not isinstance(node.ctx, ast.Load) or self._expand(node) or P.banned_attr_name(node.attr):
+            return  # a module chain is resolved; a banned name is refused already
+        if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            return
+        why = P.value_attr_refused(node.attr, self._own_attrs())
+        if why:
+            self.bad(why)
+
+    def _own_attrs(self) -> frozenset[str]:
+        """Attribute names the candidate defines: its classes' members, the attributes it
+        stores (`self.x = ...`, `ctx.x = ...`) and its namedtuples' fields."""
+        own = getattr(self, "_own", None)
+        if own is None:
+            names: set[str] = set()
+            for n in ast.walk(self.tree):
+                if isinstance(n, ast.ClassDef):
+                    for stmt in n.body:
+                        names |= bindings_of(stmt)
+                elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store):
+                    names.add(n.attr)
+                elif isinstance(n, ast.Call) and parts(n.func)[-1:] == ["namedtuple"]:
+                    names |= _field_names(n)
+            own = self._own = frozenset(names)
+        return own
 
     def _same_address_test(self, node: ast.Attribute) -> bool:
         """`a.data_ptr() == b.data_ptr()` (or `!=`): do two tensors start at the same byte, the
@@ -148,6 +178,28 @@ class ReachChecks(AliasScope):
             if node.id in bindings(scope):
                 return True
         return False
+
+
+def bindings_of(stmt: ast.stmt) -> set[str]:
+    """Names a class-body statement binds (a def, a class, an assignment's plain names)."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {stmt.name}
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        tgts = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        return {n.id for t in tgts for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return set()
+
+
+def _field_names(call: ast.Call) -> set[str]:
+    """A namedtuple's field names written as literals ("a b" or ["a", "b"])."""
+    if len(call.args) < 2:
+        return set()
+    spec = call.args[1]
+    if isinstance(spec, ast.Constant) and isinstance(spec.value, str):
+        return set(spec.value.replace(",", " ").split())
+    if isinstance(spec, (ast.List, ast.Tuple)):
+        return {e.value for e in spec.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return set()
 
 
 def _address_of(node: ast.AST) -> bool:

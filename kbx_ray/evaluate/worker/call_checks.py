@@ -13,14 +13,28 @@ from typing import Any
 
 import torch
 
-from kbx_ray.evaluate.worker import ledger, rotation
+from kbx_ray.evaluate.reply import CallReport
+from kbx_ray.evaluate.worker import ledger, recorder, rotation
 from kbx_ray.evaluate.worker.outputs import flatten_output, structure
 from kbx_ray.evaluate.worker.trees import tensors
+
+
+# dtypes whose values torch compares on every device; any other (bits16, float8, uint32, ...) is
+# compared byte for byte, so an output of such a dtype never makes the worker raise
+_COMPARABLE = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64,
+                         torch.complex64, torch.complex128, torch.bool, torch.uint8, torch.int8,
+                         torch.int16, torch.int32, torch.int64})
 
 
 def same(a: Any, b: Any) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
+    if a.dtype not in _COMPARABLE:
+        try:
+            return bool(torch.equal(a.contiguous().view(torch.uint8),
+                                    b.contiguous().view(torch.uint8)))
+        except (RuntimeError, TypeError):  # no byte view (sub-byte dtypes): not shown equal
+            return False
     if a.is_floating_point() or a.is_complex():
         return bool(((a == b) | (a.isnan() & b.isnan())).all())
     return bool(torch.equal(a, b))
@@ -56,28 +70,30 @@ def scalars(obj: Any) -> list[Any]:
 
 def observe(out: Any, args: tuple, kwargs: dict, pristine: list[Any], sig: inspect.Signature | None,
             mutates: tuple[str, ...], device: str,
-            side0: int) -> tuple[dict, list[Any], list[Any]]:
+            side0: int) -> tuple[CallReport, list[Any], list[Any]]:
     """(observations, returned tensors, declared-mutated arguments) of the call that returned
-    `out` on `args`/`kwargs`, whose input tensors held `pristine` before it."""
+    `out` on `args`/`kwargs`, whose input tensors held `pristine` before it. The report's
+    outputs are filled in by the caller once encoded (`handlers.Worker.run`)."""
     returned = flatten_output(out, device)
     bound = sig.bind(*args, **kwargs).arguments if sig else {}
     mutated_args = [bound[m] for m in mutates if m in bound]
     inputs = tensors((args, kwargs))
     ledger.MONITOR.finish(returned, mutated_args, inputs)  # only kernels write results
-    info = {
-        "launches": ledger.MONITOR.launches,
+    info = CallReport(
+        launches=int(ledger.MONITOR.launches),
         # every output empty or an exact copy of an input: a call that owes no launch
-        "launch_free": ledger.MONITOR.launch_free,
-        "torch_ops": sorted(ledger.MONITOR.torch_ops),
+        launch_free=bool(ledger.MONITOR.launch_free),
+        torch_ops=tuple(sorted(ledger.MONITOR.torch_ops)),
         # an output that IS a declared-mutated argument (in-place and `out=` contracts)
-        "aliased": any(rotation.overlaps(o, t) for o in returned
-                       if not is_one_of(o, mutated_args) for t in inputs),
-        "mutated": [i for i, (t, p) in enumerate(zip(inputs, pristine))
-                    if not any(t is m for m in mutated_args) and not same(t, p)],
-        "structure": structure(out),
-        "side_stream_launches": ledger.MONITOR.side_launches - side0,
-        "stream_changed": device == "cuda"
+        aliased=any(rotation.overlaps(o, t) for o in returned
+                    if not is_one_of(o, mutated_args) for t in inputs),
+        mutated=tuple(i for i, (t, p) in enumerate(zip(inputs, pristine))
+                      if not any(t is m for m in mutated_args) and not same(t, p)),
+        structure=structure(out),
+        side_stream_launches=int(ledger.MONITOR.side_launches - side0),
+        stream_changed=device == "cuda"
         and torch.cuda.current_stream() != torch.cuda.default_stream(),
-        "tampered": [],
-    }
+        tampered=(),
+        program=recorder.RECORDER.finish(returned + mutated_args),  # what the replay judges
+    )
     return info, returned, mutated_args

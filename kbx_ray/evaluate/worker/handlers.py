@@ -9,6 +9,7 @@ the sentinels with the rest of the harness. Imported by `main.py` after it set u
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import os
 import sys
@@ -17,6 +18,8 @@ from typing import Any
 
 import torch
 
+from kbx_ray.evaluate.reply import (CallReport, RecheckReply, RunReply, TimedCheck, TimedSample,
+                                    TimeReply, wire)
 from kbx_ray.evaluate.worker import (dispatch_monitor, host_values, ledger, poison, recorder,
                                      rotation, sentinels, timing, triton_hooks, value_readers)
 from kbx_ray.evaluate.worker.call_checks import observe, refill, same, scalars
@@ -190,7 +193,7 @@ class Worker:
             prog, inputs, kernels = self._replay_setup(req)
             outs = replayer.run(prog, inputs, kernels, DEVICE, ledger.movement_task(self.task))
         blobs: list[Any] = []
-        return {"outputs": encode(outs, blobs)}, blobs
+        return {"outputs": [wire(m) for m in encode(outs, blobs)]}, blobs
 
     def replay_time(self, req: dict) -> tuple[dict, list[Any]]:
         """The recorded program timed as the candidate's calls are (a CUDA graph on a GPU):
@@ -217,7 +220,7 @@ class Worker:
         cached by pointer, tensor identity or shape comes back stale; the first seed runs twice,
         to check determinism and that the second call did not hand back the first call's output
         buffer."""
-        results: list[dict] = []
+        results: list[CallReport] = []
         blobs: list[Any] = []
         for i, seed in enumerate(req["seeds"]):
             args, kwargs = self._inputs(req["case"], seed)
@@ -229,7 +232,7 @@ class Worker:
             info, returned, mutated = self._call_checked(args, kwargs)
             outs = returned + mutated
             with self._step("encode"):
-                info["outputs"] = encode(outs, blobs)
+                info = dataclasses.replace(info, outputs=encode(outs, blobs))
             if i == 0 and req.get("repeat", True):
                 args2, kwargs2 = self._inputs(req["case"], seed)
                 _, returned2, mutated2 = self._call_checked(args2, kwargs2)
@@ -243,12 +246,13 @@ class Worker:
                 # difference is decided here
                 differ = len(outs) != len(outs2) or not all(
                     same(a, b) for a, b in zip(outs, outs2))
-                info["nondeterministic"] = differ and not _comparable(outs, outs2)
-                if differ and not info["nondeterministic"]:
+                info = dataclasses.replace(info, nondeterministic=differ
+                                           and not _comparable(outs, outs2))
+                if differ and not info.nondeterministic:
                     with self._step("encode"):
-                        info["outputs2"] = encode(outs2, blobs)
+                        info = dataclasses.replace(info, outputs2=encode(outs2, blobs))
             results.append(info)
-        return {"results": results, "prof": self._take_prof()}, blobs
+        return wire(RunReply(results=tuple(results), prof=self._take_prof())), blobs
 
     def time(self, req: dict) -> tuple[dict, list[Any]]:
         """Time the candidate on one case; its buffers are kept for `recheck`, which the parent asks
@@ -285,10 +289,11 @@ class Worker:
                                  "the timing events")
         self.timed[req["case"]["name"]] = (args, kwargs)
         blobs: list[Any] = []
-        samples = [{"seed": seed, "outputs": encode(outs, blobs)} for seed, outs in rot.samples()]
-        checked = {"calls": rot.calls, "launchless": rot.launchless, "repeated": rot.repeated,
-                   "error": rot.error, "samples": samples, "fresh_ms": rot.fresh_ms}
-        return {"timing": t.to_dict(), "timed_check": checked}, blobs
+        samples = tuple(TimedSample(seed=int(seed), outputs=encode(outs, blobs))
+                        for seed, outs in rot.samples())
+        checked = TimedCheck(calls=rot.calls, launchless=rot.launchless, repeated=rot.repeated,
+                             error=rot.error, samples=samples, fresh_ms=tuple(rot.fresh_ms))
+        return wire(TimeReply(timing=t.to_dict(), timed_check=checked)), blobs
 
     def _watched(self, entry: Any, args: tuple, kwargs: dict) -> Any:
         """One timed call under the monitor, as a checked call runs (`Rotation.call` picks a
@@ -328,11 +333,11 @@ class Worker:
         info, returned, mutated = self._call_checked(args, kwargs)
         blobs: list[Any] = []
         with self._step("encode"):
-            info["outputs"] = encode(returned + mutated, blobs)
-        return {"check": info, "prof": self._take_prof()}, blobs
+            info = dataclasses.replace(info, outputs=encode(returned + mutated, blobs))
+        return wire(RecheckReply(check=info, prof=self._take_prof())), blobs
 
     # ---- one checked call ------------------------------------------------------------------
-    def _call_checked(self, args: tuple, kwargs: dict) -> tuple[dict, list[Any], list[Any]]:
+    def _call_checked(self, args: tuple, kwargs: dict) -> tuple[CallReport, list[Any], list[Any]]:
         with self._step("poison"):
             pristine = [t.clone() for t in _tensors((args, kwargs))]
             poison.poison(DEVICE, sum(t.numel() * t.element_size() for t in pristine))
@@ -362,10 +367,7 @@ class Worker:
         finally:
             ledger.MONITOR.active = False
         self._check_tampering()
-        info, returned, mutated = observe(out, args, kwargs, pristine, self.sig, self.mutates,
-                                          DEVICE, side0)
-        info["program"] = recorder.RECORDER.finish(returned + mutated)  # what the replay judges
-        return info, returned, mutated
+        return observe(out, args, kwargs, pristine, self.sig, self.mutates, DEVICE, side0)
 
     def _check_tampering(self) -> None:
         changed = self._tampered()

@@ -3,7 +3,7 @@
 Landlock (Linux >= 5.13) lets an unprivileged process drop rights for itself and its children, for
 good. The worker calls it first thing after exec (confine.py): from then on it can read only what running
 torch and triton needs (the interpreter, site-packages, system libraries, its own /proc entry),
-write only its temp dir and the Triton cache, open no TCP connection (ABI >= 4) and signal no
+write only its temp dir (its Triton cache lies inside it), open no TCP connection (ABI >= 4) and signal no
 process outside itself (ABI >= 6). A candidate that slipped past the static checks still cannot read
 the repository's solutions, other processes' environments (/proc/<pid>/environ) or the user's home,
 nor write outside its temp dir. Where the kernel lacks Landlock, `restrict` returns False and the
@@ -89,7 +89,9 @@ def _allow(libc: ctypes.CDLL, ruleset: int, path: str, rights: int) -> None:
 def worker_paths(pkg_dir: str, home: str, cache: str,
                  device: str = "cpu") -> tuple[list[str], list[str]]:
     """What a worker reads and writes: the interpreter, site-packages and this package, shared
-    libraries, its own /proc entry and a few system files; its home and the Triton cache. A GPU
+    libraries, its own /proc entry and a few system files; its home, where its Triton cache
+    lies. A `cache` outside the home is not writable: it would outlive the worker, and the next
+    worker would read what a candidate planted there (the parent removes the home). A GPU
     worker also reads /sys and the driver's /proc files and opens the NVIDIA device nodes (its
     compiler runs ptxas and cc from site-packages and /usr, which reading covers: execute is
     granted with read)."""
@@ -101,7 +103,7 @@ def worker_paths(pkg_dir: str, home: str, cache: str,
             "/etc/ld.so.cache", "/dev/urandom", "/dev/zero", "/sys/devices/system/cpu",
             "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", os.path.realpath("/proc/self")]
     read += [p for p in sys.path if os.path.isdir(p) and not _under(p, repo) and p != "/"]
-    write = [home, cache, "/dev/null"]
+    write = [home, "/dev/null"] + ([cache] if cache and _under(cache, home) else [])
     if device == "cuda":
         read += ["/sys", "/proc/driver", "/opt", "/etc/alternatives"]
         write += glob.glob("/dev/nvidia*")

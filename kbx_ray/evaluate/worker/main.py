@@ -25,7 +25,7 @@ if DEVICE == "cpu":
 import torch  # noqa: E402
 
 from kbx_ray import taskkit  # noqa: E402  (task files draw through it; watched)
-from kbx_ray.evaluate import protocol  # noqa: E402
+from kbx_ray.evaluate import protocol, reply  # noqa: E402
 from kbx_ray.evaluate.worker import (call_checks, candidate_errors, outputs,  # noqa: E402
                                      poison, rotation, timing)
 from kbx_ray.evaluate.worker.candidate_errors import CandidateError  # noqa: E402
@@ -39,7 +39,7 @@ from kbx_ray.evaluate.worker.inputs import InputCache  # noqa: E402
 # modules are added by `sentinels._guard_namespaces`.
 _HARNESS = (globals(), vars(protocol), vars(timing), vars(sys.modules[InputCache.__module__]),
             vars(InputCache), vars(rotation), vars(rotation.Rotation), vars(taskkit),
-            vars(candidate_errors), vars(outputs), vars(call_checks), vars(poison))
+            vars(candidate_errors), vars(outputs), vars(call_checks), vars(poison), vars(reply))
 
 
 def release(worker: Worker) -> tuple[dict, list]:

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from kbx_ray.evaluate import protocol
+from kbx_ray.evaluate.reply import OutputMeta
 from kbx_ray.evaluate.worker.candidate_errors import CandidateError
 
 
@@ -40,7 +41,7 @@ def structure(out: Any) -> str:
     return "tensor" if isinstance(out, torch.Tensor) else f"tuple{len(out)}"
 
 
-def encode(outs: list[Any], blobs: list[Any]) -> list[dict]:
+def encode(outs: list[Any], blobs: list[Any]) -> tuple[OutputMeta, ...]:
     """Outputs to the wire; one that cannot be read as plain bytes (a conjugate or negative view,
     a storage the candidate freed) is the candidate's error, not the harness's."""
     metas = []
@@ -51,6 +52,7 @@ def encode(outs: list[Any], blobs: list[Any]) -> list[dict]:
             raise CandidateError("runtime_error", f"output {i} cannot be read back as plain "
                                  f"{t.dtype} values ({type(e).__name__}: {e}); return a "
                                  "materialised tensor (e.g. .resolve_conj())") from None
-        metas.append(meta)
+        metas.append(OutputMeta(dtype=meta["dtype"], shape=tuple(meta["shape"]),
+                                stride=tuple(meta["stride"]), offset=meta["offset"]))
         blobs.append(raw)
-    return metas
+    return tuple(metas)

@@ -1,0 +1,75 @@
+"""Ahead-of-time kernels -> a sandbox worker's own Triton cache, written by the parent.
+
+Every worker has a Triton cache of its own inside its temp dir (`sandbox.scrubbed_env`), removed
+with it when the worker ends: no file a candidate writes there (or anywhere it may write) outlives
+its worker, and no later worker reads it. Files compiled ahead of time (`aot.py`) are copied in by
+the parent, never read from a directory a candidate could have written: each entry is a
+`<key>/<file>` name (no path out of the cache), never overwrites one, and a directory the worker
+turned into a link is skipped.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+ENTRY = re.compile(r"^[A-Za-z0-9_\-]{8,128}/[A-Za-z0-9_.\-]{1,200}$")  # <key>/<file>, nothing else
+CACHE_NAME = "triton_cache"  # the worker's cache, inside its temp dir
+
+
+def worker_cache(home: str) -> str:
+    """The Triton cache of the worker whose temp dir is `home` (made if missing)."""
+    path = os.path.join(home, CACHE_NAME)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def checked_name(rel: str) -> str:
+    """`rel` if it names a cache entry (`<key>/<file>`), else ValueError."""
+    if not ENTRY.match(rel):
+        raise ValueError(f"not a Triton cache entry name: {rel!r}")
+    return rel
+
+
+def seed_cache(files: dict[str, bytes], cache_dir: str | Path) -> int:
+    """Write the entries into a Triton cache directory (each file atomically; existing names, links
+    included, left alone); returns how many were written. Names that are not `<key>/<file>` are
+    refused; a key directory that is a link (a GPU candidate can write this cache) is skipped, as is
+    a group file naming anything outside its key; group members are pointed at this directory."""
+    if os.path.islink(cache_dir):
+        return 0  # the worker replaced its cache by a link: nothing goes there
+    os.makedirs(cache_dir, exist_ok=True)
+    cache_dir = Path(cache_dir).resolve()
+    written = 0
+    for rel, data in files.items():
+        dest = cache_dir / checked_name(rel)
+        key_dir = dest.parent
+        if key_dir.is_symlink() or os.path.lexists(dest):
+            continue
+        if dest.name.startswith("__grp__"):
+            data = _absolute_group(data, cache_dir, key_dir.name)
+            if data is None:
+                continue
+        key_dir.mkdir(parents=True, exist_ok=True)
+        if key_dir.is_symlink() or not key_dir.resolve().parent == cache_dir:
+            continue
+        tmp = key_dir / f".{dest.name}.{os.getpid()}.{time.monotonic_ns()}.seed"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as fp:
+            fp.write(data)
+        os.replace(tmp, dest)
+        written += 1
+    return written
+
+
+def _absolute_group(data: bytes, cache_dir: Path, key: str) -> bytes | None:
+    try:
+        rel = json.loads(data)["child_paths"]
+        paths = {name: str(cache_dir / checked_name(str(r))) for name, r in rel.items()}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if not all(str(r).split("/", 1)[0] == key for r in rel.values()):
+        return None
+    return json.dumps({"child_paths": paths}).encode()
