@@ -59,15 +59,53 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     try:
         engine.run_sweep(cfg, p)
     except KeyboardInterrupt:
-        n = _recorded_cells(p)
-        print(f"kbx: interrupted: {n} of {p.n_cells} cells recorded in {p.sweep_dir} "
-              f"({max(0, n - before)} by this run); re-run the same command to resume",
-              file=sys.stderr)
+        print(f"kbx: interrupted: {_where(p, before)}", file=sys.stderr)
         return 130
+    except _cluster_errors() as e:  # Ray's, not the user's nor ours: one line, the rest in ray.log
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        print(f"kbx: error: the sweep stopped, the Ray cluster failed ({type(e).__name__}: {why});"
+              f" Ray's output is in {p.sweep_dir / 'ray.log'}: {_where(p, before)}",
+              file=sys.stderr)
+        args.exit_now = True
+        return 1
     n = _recorded_cells(p)
     print(f"sweep {p.sweep_id}: {n} of {p.n_cells} cells recorded ({max(0, n - before)} by this "
           f"run)\nresults: {p.sweep_dir}")
+    report = p.sweep_dir / "report" / "report.html"
+    if report.is_file():
+        print(f"report: {report}")
+    else:
+        log.info("report: python scripts/report.py %s (W&B artifacts were off, so none was built)",
+                 p.sweep_dir)
     return 0
+
+
+def _where(p: Any, before: int) -> str:
+    """What a stopped sweep kept and how to go on, alike for Ctrl-C and a failure."""
+    if not p.sweep_dir.exists():  # nothing was recorded, and the folder was removed again
+        return "no cell was recorded, nothing kept; re-run the same command to start again"
+    n = _recorded_cells(p)
+    return (f"{n} of {p.n_cells} cells recorded in {p.sweep_dir} ({max(0, n - before)} by this "
+            "run); re-run the same command to resume")
+
+
+def _cluster_errors() -> tuple[type[BaseException], ...]:
+    import ray.exceptions
+
+    from kbx_ray.ray_session import ClusterLost
+
+    return ClusterLost, ray.exceptions.RaySystemError, ray.exceptions.RpcError
+
+
+def _exit_now(code: int) -> None:
+    """Exit without Ray's exit handlers: with its cluster gone they wait on it (up to a minute)
+    and then print their own dump."""
+    import os
+
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _recorded_cells(p: Any) -> int:
@@ -197,8 +235,17 @@ def interruptible() -> Iterator[None]:
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, command_line: bool | None = None) -> int:
+    """`kbx ARGS`; `command_line` (default: when argv is None, as the `kbx` entry point calls it)
+    lets a sweep whose Ray cluster is gone exit at once (`_exit_now`) instead of returning."""
     args = build_parser().parse_args(argv)
+    code = _main(args)
+    if getattr(args, "exit_now", False) and (argv is None if command_line is None else command_line):
+        _exit_now(code)
+    return code
+
+
+def _main(args: argparse.Namespace) -> int:
     _setup_logging(getattr(args, "verbose", False), getattr(args, "quiet", False))
     user_errors = _user_errors()
     try:
