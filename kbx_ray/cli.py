@@ -45,6 +45,9 @@ def _setup_logging(verbose: bool = False, quiet: bool = False) -> None:
     logging.basicConfig(level=level, handlers=[handler], force=True)
     for noisy in ("ray", "wandb", "urllib3", "filelock", "vllm"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+    # the console sink's progress and summary follow -q (sinks/console.py `_quiet`)
+    logging.getLogger("kbx_ray.sinks.console").setLevel(logging.WARNING if quiet else
+                                                        logging.NOTSET)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

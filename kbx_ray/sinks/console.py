@@ -24,6 +24,12 @@ from kbx_ray.sinks.base import Sink, SinkContext
 
 logger = logging.getLogger(__name__)
 
+def _quiet() -> bool:
+    """`kbx -q`: it sets this module's logger to WARNING, and the sink then shows no progress and
+    no summary (its level is its own, not inherited: unset, the sink shows them)."""
+    return logger.level > logging.INFO
+
+
 SUMMARY_COLUMNS = ["cells", "call_rate", "exec_rate", "geomean_speedup"]
 
 
@@ -83,7 +89,7 @@ class _Tally:
 def summary_table(summary: pd.DataFrame, this_run: dict[str, int] | None = None) -> Table:
     """The summary as a table; with `this_run` (category -> cells this run recorded, "total"
     included) the summary is the whole sweep's and each count says this run's part in brackets."""
-    title = "Summary by category" + (" (the whole sweep; this run's cells in brackets)"
+    title = "Summary by category" + (" of the whole sweep (this run in brackets)"
                                      if this_run is not None else "")
     table = Table(title=title)
     for name, justify in [("category", "left"), ("cells", "right"), ("call rate", "right"),
@@ -119,7 +125,7 @@ class ConsoleSink(Sink):
     def start(self, total_cells: int, resolved_config: dict) -> None:
         self.total = total_cells
         self._t0 = self._last_log = time.monotonic()
-        if not logger.isEnabledFor(logging.INFO):  # -q: warnings and errors only
+        if _quiet():  # -q: warnings and errors only
             return
         if self.console.is_terminal:
             self._progress = Progress(
@@ -146,7 +152,7 @@ class ConsoleSink(Sink):
         if self._progress is not None and self._task is not None:
             self._progress.update(self._task, completed=self.done, failed=self.failed,
                                   rate=f"{rate:.2f} cells/s")
-        elif not logger.isEnabledFor(logging.INFO):
+        elif _quiet():
             return
         elif time.monotonic() - self._last_log >= self.log_every_s or self.done >= self.total:
             self._last_log = time.monotonic()
@@ -159,7 +165,7 @@ class ConsoleSink(Sink):
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
-        if self._tallies and logger.isEnabledFor(logging.INFO):
+        if self._tallies and not _quiet():
             self.console.print(self._final_table())
 
     def _final_table(self) -> Table:

@@ -121,8 +121,9 @@ def test_an_undecodable_replayed_kernel_is_a_record_not_a_traceback(local_ray, t
 
 
 def test_dry_run_with_no_pool_named_estimates_every_pool_of_cluster_yaml(tmp_path):
-    """On a CPU box the local pool costs 0 GPU-hours; a user planning a cluster run gets each
-    cluster.yaml GPU pool's estimate, alone and all together."""
+    """On a CPU box the local pool costs CPU-hours, not GPU-hours, and the pools of cluster.yaml,
+    which do not exist here, get one line saying how to ask for them; a user planning a run on the
+    cluster (engine.ray_address) gets each of its GPU pools' estimate, alone and all together."""
     import yaml
 
     from kbx_ray.dry_run import CLUSTER_YAML
@@ -132,7 +133,12 @@ def test_dry_run_with_no_pool_named_estimates_every_pool_of_cluster_yaml(tmp_pat
              if nt.get("labels", {}).get("kbx-role") == "evaluation"]
     assert len(pools) >= 4
     base = [f"output_dir={tmp_path}", INCLUDE, "method=repair", "method.rounds=2"]
-    text = engine.describe(engine.plan(load_config(base)))
+    here = engine.describe(engine.plan(load_config(base))).splitlines()
+    assert "GPU-hours" not in here[0] and " CPU-hours on the CPU pool (2.00 s an evaluation" in here[0]
+    assert not any(" alone (" in ln for ln in here) and len(here) == 4, here
+    assert here[-1].strip().startswith(f"(GPU-hours on a cluster: name its pools, e.g. hardware=["
+                                       f"{','.join(pools)}]")
+    text = engine.describe(engine.plan(load_config([*base, "engine.ray_address=auto"])))
     lines = text.splitlines()
     for pool in pools:
         (line,) = [ln for ln in lines if ln.strip().startswith(f"pool {pool} alone (")]
