@@ -105,6 +105,14 @@ def _exit_now(code: int) -> None:
     and then print their own dump."""
     import os
 
+    try:  # the local Ray processes this driver started (a head node of its own), ended first
+        from ray._private import worker as ray_worker
+
+        node = ray_worker._global_node
+        if node is not None and node.head:
+            node.kill_all_processes(check_alive=False, allow_graceful=False)
+    except Exception:  # noqa: BLE001 - exiting anyway
+        pass
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
