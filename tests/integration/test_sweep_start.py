@@ -200,6 +200,11 @@ def test_the_results_folder_and_sweep_id_end_a_sweep_on_stdout(tmp_path: Path):
     (folder,) = out.iterdir()
     assert r.stdout.splitlines() == [f"sweep {folder.name}: 1 of 1 cells recorded (1 by this run)",
                                      f"results: {folder}"]
+    assert f"report: python scripts/report.py {folder}" in r.stderr  # W&B off: how to build it
+    r = subprocess.run([sys.executable, str(ROOT / "scripts/report.py"), str(folder)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout == f"report: {folder / 'report' / 'report.html'}\n", r
+    assert (folder / "report" / "report.html").is_file()
 
 
 def test_closing_a_vllm_backend_whose_replica_is_pending_takes_seconds(local_ray):
