@@ -38,10 +38,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
                           "`kbx eval --help`")
     from kbx_ray.suite import get_task
 
-    task, path = get_task(plain[0], cfg.suite.path, cfg.suite.name), Path(plain[1])
-    if not path.exists() and not path.is_symlink():
-        raise ConfigError(f"candidate file {path} does not exist")
-    with _Judge(cfg) as judge:
+    with _Judge(cfg) as judge:  # its worker starts now, while the task loads
+        task, path = get_task(plain[0], cfg.suite.path, cfg.suite.name), Path(plain[1])
+        if not path.exists() and not path.is_symlink():
+            raise ConfigError(f"candidate file {path} does not exist")
         res = judge.file(task, path)
     return _answer(args, res)
 
@@ -54,34 +54,45 @@ class _Judge:
     """One Evaluator for every candidate of the command, started so that a cold start is short:
     a cold `kbx eval` is mostly two processes importing torch (and Triton), this one and the
     sandbox worker, and the first sizing of a case under fake tensors (footprint.py). So the
-    worker is spawned before this process imports torch, and this process loads torch, the
-    evaluator and the fake-tensor machinery while the worker starts."""
+    worker is spawned first, before this process imports torch (loading a task does), and this
+    process loads the task, the evaluator and the fake-tensor machinery while the worker starts."""
 
     def __init__(self, cfg: Config) -> None:
-        early = _early_sandbox(cfg)
-        from kbx_ray.engine import resolve_pools
-        from kbx_ray.evaluate.parent.evaluator import Evaluator
-        from kbx_ray.hardware import peak_table
+        self.cfg = cfg
+        self._device, self._sandbox, self._warm = _early_sandbox(cfg)
+        self._ev: Any = None
 
-        pool = next(iter(resolve_pools(cfg.hardware).values()))
-        cfg.evaluation.peak_gbps = pool.peak_gbps
-        cfg.evaluation.peak_tflops = peak_table(pool)
-        self.ev = Evaluator(cfg.evaluation)
-        if early is not None and early[0] == self.ev.device:  # the worker it would have started
-            early[1].cfg = self.ev.cfg.sandbox  # the same values; later edits reach it
-            self.ev.sandbox, self._warm = early[1], early[2]
-        else:
-            self._warm = _started(self.ev.sandbox)
-            if early is not None:
-                early[2].join()
-                early[1].kill()
+    @property
+    def ev(self) -> Any:
+        """The Evaluator, built on first use around the worker already starting."""
+        if self._ev is None:
+            from kbx_ray.engine import resolve_pools
+            from kbx_ray.evaluate.parent.evaluator import Evaluator
+            from kbx_ray.hardware import peak_table
+
+            pool = next(iter(resolve_pools(self.cfg.hardware).values()))
+            self.cfg.evaluation.peak_gbps = pool.peak_gbps
+            self.cfg.evaluation.peak_tflops = peak_table(pool)
+            ev = Evaluator(self.cfg.evaluation)
+            if ev.device == self._device:  # the worker it would have started
+                self._sandbox.cfg = ev.cfg.sandbox  # the same values; later edits reach it
+                ev.sandbox = self._sandbox
+            else:  # a wrong guess: its own worker after all
+                self._warm.join()
+                self._sandbox.kill()
+                self._warm = _started(ev.sandbox)
+            self._ev = ev
+        return self._ev
 
     def __enter__(self) -> "_Judge":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self._warm.join()
-        self.ev.close()
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is None:  # else (a typo in the task id, say) the line is not kept waiting
+            self._warm.join()
+        if self._ev is not None:
+            self._ev.close()
+        self._sandbox.kill()
 
     def _ready(self, task: Any) -> None:
         """Size the task's first case under fake tensors (the evaluator does, for its unseen
@@ -89,6 +100,7 @@ class _Judge:
         from kbx_ray import footprint
         from kbx_ray.suite import load_module
 
+        self.ev  # noqa: B018 - built now, beside the worker's start
         if self._warm.is_alive() and task.cases:
             try:
                 footprint.size(load_module(task.path), task.cases[0])
@@ -123,10 +135,9 @@ class _Judge:
         return self.text(task, src.code, as_file=True)
 
 
-def _early_sandbox(cfg: Config) -> tuple[str, Any, threading.Thread] | None:
+def _early_sandbox(cfg: Config) -> tuple[str, Any, threading.Thread]:
     """(device, sandbox, the thread starting its worker) for the device this machine most likely
-    evaluates on, guessed without torch (a wrong guess only costs the worker); None when
-    `evaluation.device` is not `auto` but the guess cannot be checked before torch loads."""
+    evaluates on, guessed without importing torch (a wrong guess only costs the worker)."""
     import dataclasses
     import os
 
@@ -218,11 +229,11 @@ def _batch(args: argparse.Namespace, cfg: Config, source: Path) -> int:
 
     rows = list(_rows(source))
     tasks: dict[str, Any] = {}
-    for r in rows:  # every task id checked before the first evaluation
-        if r["task_id"] not in tasks:
-            tasks[r["task_id"]] = get_task(r["task_id"], cfg.suite.path, cfg.suite.name)
     results = []
     with _Judge(cfg) as judge:
+        for r in rows:  # every task id checked before the first evaluation
+            if r["task_id"] not in tasks:
+                tasks[r["task_id"]] = get_task(r["task_id"], cfg.suite.path, cfg.suite.name)
         for i, r in enumerate(rows, 1):
             res = judge.text(tasks[r["task_id"]], str(r["completion"] or ""), as_file=False)
             log.info("%d/%d %s sample %s: %s", i, len(rows), r["task_id"], r.get("sample", 0),
