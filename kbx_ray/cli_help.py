@@ -109,8 +109,9 @@ def sweep_epilog() -> str:
         lines += textwrap.wrap(names, 98, initial_indent=f"  {group + '=':<10}",
                                subsequent_indent=" " * 12)
     codes = exit_codes(": every cell recorded (or --dry-run printed its estimate)",
-                       "the sweep stopped on an error after it started (one `kbx:` line; what was "
-                       "recorded is kept, run.json says `failed`; re-run to resume)",
+                       "its Ray cluster failed mid-sweep (one `kbx:` line; what was recorded is "
+                       "kept, run.json says `failed`, Ray's output is in ray.log; re-run to "
+                       "resume)",
                        ": whole cells are kept, run.json says `interrupted`; re-run to resume")
     return SWEEP_KEYS + "\n" + "\n".join(lines) + "\n\n" + codes
 
