@@ -227,6 +227,9 @@ def _batch(args: argparse.Namespace, cfg: Config, source: Path) -> int:
     """Every candidate of `source`, judged in this process; a table (or JSON lines) of verdicts."""
     from kbx_ray.suite import get_task
 
+    if not source.exists():
+        raise ConfigError(f"{source} does not exist: kbx eval SOURCE takes a folder of .py files "
+                          "or a .jsonl of completions")
     rows = list(_rows(source))
     tasks: dict[str, Any] = {}
     results = []
