@@ -26,10 +26,11 @@ CLUSTER_YAML = Path(__file__).resolve().parents[1] / "cluster.yaml"
 
 
 # Seconds one evaluation takes on a CPU pool (the Triton interpreter, small cases, no timing),
-# where the sweep folder has no rows of its own yet: the median `eval_wall_s` of the reference
-# solutions of 4 categories (math, activation, reduce, fusion: 112 tasks) on the 2-core AMD EPYC
-# box, one evaluator; see README "Planning". An LLM's wrong kernels stop earlier, so it is an
-# upper estimate for them.
+# where the sweep folder has no rows of its own yet. Measured on the 2-core AMD EPYC box, one
+# evaluator: the default sweep's 176 cells took about 5 min (1.7 s a cell); activation/relu alone
+# 2.0-2.3 s (`eval_wall_s`, quiet box); the median over the first 23 cells of math, activation,
+# reduce and fusion 3.4 s with other jobs loading the box to 5x its cores. An LLM's wrong kernels
+# mostly stop earlier.
 CPU_EVAL_S = 2.0
 
 
