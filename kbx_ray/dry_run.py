@@ -107,7 +107,7 @@ def estimate(p: Any) -> str:
     cpu_total = sum(line.cpu_s for line in by_pool.values())
     if cpu_total:
         per, source = cpu_eval_s(p)
-        head += (f"; about {cpu_total / 3600:.2f} CPU-hours on the CPU pool ({per:.2f} s an "
+        head += (f"; about {_cpu(cpu_total)} on the CPU pool ({per:.2f} s an "
                  f"evaluation, {source}; an evaluator's time: N evaluators divide the wall time)")
     lines = [head]
     for name, line in by_method.items():
@@ -133,8 +133,14 @@ def _hours(line: _Line) -> str:
     gpu = f"{line.gpu_s / 3600:.2f} GPU-hours"
     if not line.cpu_s:
         return gpu
-    cpu = f"{line.cpu_s / 3600:.2f} CPU-hours"
+    cpu = _cpu(line.cpu_s)
     return f"{gpu}, {cpu}" if line.gpu_s else cpu
+
+
+def _cpu(seconds: float) -> str:
+    """CPU time to read: minutes under 6 (0.1 h), where hours would print as 0.00."""
+    return f"{seconds / 3600:.2f} CPU-hours" if seconds >= 360 else \
+        f"{seconds / 60:.1f} CPU-minutes"
 
 
 def cluster_estimate(p: Any, path: Path = CLUSTER_YAML) -> list[str]:
