@@ -4,8 +4,11 @@ Every user-fixable problem (bad key, unknown task, missing pool, missing file) e
 stderr and exit status 2, never as a traceback; a candidate file that cannot be judged (unreadable,
 binary, not UTF-8, empty, huge) is a verdict (exit 1). An internal error shows its traceback and a
 line saying it is a bug (exit 3); Ctrl-C, one line (exit 130), even where kbx inherited SIGINT
-ignored or blocked (see `interruptible`). Logs go to stderr; stdout carries only what a command
-prints as its answer (the dry-run's estimate, `--json`, the task list, a sweep's results folder).
+ignored or blocked (see `interruptible`); a sweep whose Ray cluster is lost, one line (exit 1).
+Logs go to stderr (plain, unwrapped lines outside a terminal; `-q`: warnings and errors only), a
+sweep's Ray output to its folder's ray.log; stdout carries only what a command prints as its answer
+(the dry-run's estimate, `--json`, the task list, a sweep's results folder and report), and a
+reader that leaves early (`| head`) ends it quietly (exit 141). The `--help` pages: cli_help.py.
 """
 from __future__ import annotations
 
@@ -16,24 +19,37 @@ import signal
 import sys
 import threading
 from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterator
 
+from kbx_ray import cli_help
+from kbx_ray.cli_eval import cmd_eval
 from kbx_ray.config import ConfigError, load_config
 
 log = logging.getLogger("kbx")
 
 
-def _setup_logging(verbose: bool = False) -> None:
-    from rich.console import Console
-    from rich.logging import RichHandler
+def _setup_logging(verbose: bool = False, quiet: bool = False) -> None:
+    """Logs on stderr: rich on a terminal; outside one (a pipe, a file, CI) plain lines that are
+    never wrapped, so a path is one grep-able string. `quiet`: warnings and errors only."""
+    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    handler: logging.Handler
+    if sys.stderr.isatty():
+        from rich.console import Console
+        from rich.logging import RichHandler
 
-    handler = RichHandler(console=Console(stderr=True), show_path=False, rich_tracebacks=False)
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s",
-                        handlers=[handler], force=True)
-    for noisy in ("ray", "wandb", "urllib3", "filelock"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+        handler = RichHandler(console=Console(stderr=True), show_path=False, rich_tracebacks=False)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(message)s",
+                                               "%H:%M:%S"))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+    for noisy in ("ray", "wandb", "urllib3", "filelock", "vllm"):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+    # the console sink's progress and summary follow -q (sinks/console.py `_quiet`)
+    logging.getLogger("kbx_ray.sinks.console").setLevel(logging.WARNING if quiet else
+                                                        logging.NOTSET)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -48,15 +64,61 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     try:
         engine.run_sweep(cfg, p)
     except KeyboardInterrupt:
-        n = _recorded_cells(p)
-        print(f"kbx: interrupted: {n} of {p.n_cells} cells recorded in {p.sweep_dir} "
-              f"({max(0, n - before)} by this run); re-run the same command to resume",
-              file=sys.stderr)
+        print(f"kbx: interrupted: {_where(p, before)}", file=sys.stderr)
         return 130
+    except _cluster_errors() as e:  # Ray's, not the user's nor ours: one line, the rest in ray.log
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        print(f"kbx: error: the sweep stopped, the Ray cluster failed ({type(e).__name__}: {why});"
+              f" Ray's output is in {p.sweep_dir / 'ray.log'}: {_where(p, before)}",
+              file=sys.stderr)
+        args.exit_now = True
+        return 1
     n = _recorded_cells(p)
     print(f"sweep {p.sweep_id}: {n} of {p.n_cells} cells recorded ({max(0, n - before)} by this "
           f"run)\nresults: {p.sweep_dir}")
+    report = p.sweep_dir / "report" / "report.html"
+    if report.is_file():
+        print(f"report: {report}")
+    else:
+        log.info("report: python scripts/report.py %s (W&B artifacts were off, so none was built)",
+                 p.sweep_dir)
     return 0
+
+
+def _where(p: Any, before: int) -> str:
+    """What a stopped sweep kept and how to go on, alike for Ctrl-C and a failure."""
+    if not p.sweep_dir.exists():  # nothing was recorded, and the folder was removed again
+        return "no cell was recorded, nothing kept; re-run the same command to start again"
+    n = _recorded_cells(p)
+    return (f"{n} of {p.n_cells} cells recorded in {p.sweep_dir} ({max(0, n - before)} by this "
+            "run); re-run the same command to resume")
+
+
+def _cluster_errors() -> tuple[type[BaseException], ...]:
+    import ray.exceptions
+
+    from kbx_ray.ray_session import ClusterLost
+
+    return ClusterLost, ray.exceptions.RaySystemError, ray.exceptions.RpcError
+
+
+def _exit_now(code: int) -> None:
+    """Exit without Ray's exit handlers: with its cluster gone they wait on it (up to a minute)
+    and then print their own dump."""
+    import os
+
+    try:  # the local Ray processes this driver started (a head node of its own), ended first
+        from ray._private import worker as ray_worker
+
+        node = ray_worker._global_node
+        if node is not None and node.head:
+            node.kill_all_processes(check_alive=False, allow_graceful=False)
+    except Exception:  # noqa: BLE001 - exiting anyway
+        pass
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _recorded_cells(p: Any) -> int:
@@ -65,73 +127,6 @@ def _recorded_cells(p: Any) -> int:
 
     done = done_cells(p.sweep_dir) if p.sweep_dir.exists() else set()
     return sum(1 for c in p.cells() if c.cell_id in done) if done else 0
-
-
-def cmd_eval(args: argparse.Namespace) -> int:
-    from kbx_ray.engine import resolve_pools
-    from kbx_ray.evaluate.parent.evaluator import Evaluator
-    from kbx_ray.extract import candidate_id
-    from kbx_ray.hardware import peak_table
-    from kbx_ray.candidate_file import read_source
-    from kbx_ray.suite import get_task
-    from kbx_ray.types import Candidate, EvalResult, stable_hash
-
-    cfg = load_config(args.overrides)
-    task = get_task(args.task_id, cfg.suite.path, cfg.suite.name)
-    path = Path(args.candidate)
-    if not path.exists() and not path.is_symlink():
-        raise ConfigError(f"candidate file {path} does not exist")
-    src = read_source(path)
-    if not src.ok:  # unreadable, binary, not UTF-8, empty or huge: the candidate's verdict
-        return _answer(args, EvalResult(task.task_id, stable_hash(task.task_id, src.error_kind,
-                                                                  src.error_msg), "extract",
-                                        error_kind=src.error_kind, error_msg=src.error_msg))
-    code = src.code
-    pool = next(iter(resolve_pools(cfg.hardware).values()))
-    cfg.evaluation.peak_gbps = pool.peak_gbps
-    cfg.evaluation.peak_tflops = peak_table(pool)
-    ev = Evaluator(cfg.evaluation)
-    try:
-        res = ev.evaluate(task, Candidate(candidate_id(task.task_id, code), task.task_id, code, task.name))
-    finally:
-        ev.close()
-    return _answer(args, res)
-
-
-def _answer(args: argparse.Namespace, res: Any) -> int:
-    from kbx_ray.suites.peer import of_result
-
-    if args.json:
-        print(json.dumps({**asdict(res), "stricter_reason": of_result(res)}, indent=2))
-    else:
-        _print_result(res)
-        if of_result(res):
-            print(f"stricter than the peer harnesses: {of_result(res)}")
-    return 0 if res.exec_ok else 1
-
-
-def _print_result(res) -> None:  # noqa: ANN001
-    from rich.console import Console
-    from rich.table import Table
-
-    c = Console()
-    status = "[green]PASS[/]" if res.exec_ok else f"[red]FAIL[/] {res.error_kind}"
-    c.print(f"{res.task_id}: {status} (stage {res.stage}, call_ok={res.call_ok}, "
-            f"{res.eval_wall_s:.2f} s on {res.gpu_name or res.device})")
-    if res.error_msg:
-        c.print(res.error_msg, markup=False)
-    if res.flags:
-        c.print(f"flags: {', '.join(res.flags)}")
-    if res.timing_skipped:
-        c.print(f"timing skipped: {res.timing_skipped}")
-    t = Table("case", "ok", "max abs err", "cand ms", "eager ms", "speedup", "SOL")
-    for cr in res.cases:
-        fmt = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
-        t.add_row(cr.case, "yes" if cr.ok else "no", f"{cr.max_abs_err:.2g}", fmt(cr.cand_ms, ".4f"),
-                  fmt(cr.ref_ms, ".4f"), fmt(cr.speedup, ".2f"), fmt(cr.sol_fraction, ".1%"))
-    c.print(t)
-    if res.speedup:
-        c.print(f"geomean speedup {res.speedup:.2f}x")
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
@@ -163,56 +158,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     except ReportError as e:
         raise ConfigError(str(e)) from None
     log.info("report: %s and %s (%d figures)", paths.markdown, paths.html, len(paths.figures))
+    print(f"report: {paths.html}")
     return 0
-
-
-SWEEP_HELP = """\
-Run a sweep (also `python scripts/sweep.py ...`): every task x method x model x sample x pool,
-judged by the sandboxed evaluator, into Parquet under output_dir/<sweep_id>/. The results folder
-and sweep id are printed at the end; re-running the same command resumes (recorded cells are
-skipped); a changed setting that can change a verdict makes a new sweep."""
-
-_KEYS = """\
-overrides (key=value, OmegaConf dotlist, later items win):
-  GROUP=NAME              pick conf/GROUP/NAME.yaml (a preset), then its keys can be overridden
-  hardware=NAME|[A,B]     hardware pools (conf/hardware/); the first is primary; auto: this machine
-  a.b.c=VALUE             any key of kbx_ray/config.py's Config, each shown at its default in
-                          conf/config.yaml; a list is [x,y] (quote it for the shell when it holds
-                          * or spaces)
-
-most used keys:
-  suite.include=[math,activation/relu,"fusion/*"]   tasks: ids, category folders or globs
-  suite.path=DIR                                     another tasks/ tree or an external suite
-  sweep.samples=N  sweep.methods=[a,b]  sweep.models=[a,b]  sweep.rounds=[0,1,3]   grid axes
-  method.rounds=R  method.branches=N  method.exemplars=N
-  model.temperature=T  model.max_tokens=N  model.path=HF_ID|DIR  model.replicas=N
-  model.base_url=http://host:8000/v1 (model=openai)  model.options.path=results/ID (model=replay)
-  evaluation.seeds=N  evaluation.timing.budget_s=S
-  engine.max_concurrency=N  engine.evaluators=N  engine.ray_address=auto
-  output_dir=DIR  wandb.project=NAME
-  sweep_id=NAME (name the folder)  force_resume=true (resume it under other verdict settings)
-
-examples:
-  python scripts/sweep.py --dry-run hardware=[h100,a100]
-  python scripts/sweep.py suite.include=[math] model=qwen2.5-coder-7b method=repair method.rounds=5
-  python scripts/sweep.py sweep=repair_ablation wandb.mode=online
-"""
-
-
-def _sweep_epilog() -> str:
-    from kbx_ray.config import CONF_DIR, choice_keys
-
-    import textwrap
-
-    lines = ["choices (from the schema, kbx_ray/config.py):"]
-    for key, enum, default in choice_keys():
-        lines.append(f"  {key}={'|'.join(enum.__members__)}  (default: {default})")
-    lines += ["", "presets (GROUP=NAME, from conf/GROUP/):"]
-    for group in ("suite", "model", "method", "sweep", "hardware"):
-        names = " ".join(sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml")))
-        lines += textwrap.wrap(names, 98, initial_indent=f"  {group + '=':<10}",
-                               subsequent_indent=" " * 12)
-    return _KEYS + "\n" + "\n".join(lines)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -221,30 +168,42 @@ def build_parser() -> argparse.ArgumentParser:
 
     commit = (git_state().get("commit") or "")[:12]
     ap = argparse.ArgumentParser(prog="kbx", description=__doc__.splitlines()[0])
-    ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
+    ap.add_argument("-q", "--quiet", action="store_true",
+                    help="warnings and errors only on stderr (no progress, no summary)")
     ap.add_argument("--version", action="version",
                     version=f"kbx_ray {__version__}" + (f" (commit {commit})" if commit else ""))
     sub = ap.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("sweep", help="run a sweep (same as python scripts/sweep.py)",
-                       description=SWEEP_HELP, epilog=_sweep_epilog(),
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    pages = cli_help.pages()
+    common = argparse.ArgumentParser(add_help=False)  # -q/-v also after the subcommand
+    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help="debug logs on stderr")
+    common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                        help="warnings and errors only on stderr")
+
+    def page(name: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, **pages[name], parents=[common],
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    s = page("sweep")
     s.add_argument("--dry-run", action="store_true",
-                   help="print the grid and the GPU-hours at most, per method and pool; run "
-                   "nothing")
+                   help="print the grid and the evaluations and GPU- or CPU-hours at most, per "
+                   "method and pool; run nothing")
     s.add_argument("overrides", nargs="*", metavar="key=value",
                    help="config overrides, applied in order (see below)")
     s.set_defaults(fn=cmd_sweep)
-    e = sub.add_parser("eval", help="evaluate one candidate file against one task, locally")
-    e.add_argument("task_id")
-    e.add_argument("candidate")
-    e.add_argument("--json", action="store_true")
-    e.add_argument("overrides", nargs="*")
+    e = page("eval")
+    e.add_argument("items", nargs="+", metavar="ARG",
+                   help="a task id and a candidate file, or a folder or .jsonl of candidates; "
+                   "then config overrides")
+    e.add_argument("--json", action="store_true", help="print the whole result as JSON")
     e.set_defaults(fn=cmd_eval)
-    t = sub.add_parser("tasks", help="list the suite's tasks")
-    t.add_argument("--json", action="store_true")
-    t.add_argument("overrides", nargs="*")
+    t = page("tasks")
+    t.add_argument("--json", action="store_true", help="print the list as JSON")
+    t.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="config overrides (suite=, suite.path=, suite.include=)")
     t.set_defaults(fn=cmd_tasks)
-    r = sub.add_parser("report", help="report.md, report.html and figures from sweep results")
+    r = page("report")
     r.add_argument("dirs", nargs="+", help="results/<sweep_id> dirs, or dirs holding several")
     r.add_argument("--out", help="output dir (default: <first dir>/report)")
     r.set_defaults(fn=cmd_report)
@@ -289,13 +248,26 @@ def interruptible() -> Iterator[None]:
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, command_line: bool | None = None) -> int:
+    """`kbx ARGS`; `command_line` (default: when argv is None, as the `kbx` entry point calls it)
+    lets a sweep whose Ray cluster is gone exit at once (`_exit_now`) instead of returning."""
     args = build_parser().parse_args(argv)
-    _setup_logging(args.verbose)
+    code = _main(args)
+    if getattr(args, "exit_now", False) and (argv is None if command_line is None else command_line):
+        _exit_now(code)
+    return code
+
+
+def _main(args: argparse.Namespace) -> int:
+    _setup_logging(getattr(args, "verbose", False), getattr(args, "quiet", False))
     user_errors = _user_errors()
     try:
         with interruptible():
-            return args.fn(args)
+            code = args.fn(args)
+            sys.stdout.flush()  # a closed pipe shows here, not at exit
+            return code
+    except BrokenPipeError:
+        return _closed_stdout()
     except user_errors as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"kbx: error: {msg}", file=sys.stderr)
@@ -310,6 +282,17 @@ def main(argv: list[str] | None = None) -> int:
         print("kbx: internal error: this is a bug in kbx_ray, not in your input; please report it "
               "with the traceback above", file=sys.stderr)
         return 3
+
+
+def _closed_stdout() -> int:
+    """The reader of stdout left (`kbx tasks --json | head`): stop quietly, as `cat` does (exit
+    141, 128 + SIGPIPE). stdout is pointed at /dev/null so the exit's own flush cannot fail."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """What a sweep will do, before it does it: the dry-run's estimate, and a replay source's coverage
 (every cell's first round, each branch, looked up in the source before Ray starts).
 
-With no pool named (`hardware=[auto]`: on a CPU box, 0 GPU-hours), it also estimates the cells on
-each GPU pool of cluster.yaml, alone and all together. The estimate counts what each cell can cost
+A CPU pool's evaluations are counted in CPU-hours, from a measured cost per evaluation
+(`cpu_eval_s`). With no pool named (`hardware=[auto]`) on a cluster (`engine.ray_address`), it also
+estimates the cells on each GPU pool of cluster.yaml, alone and all together; on one machine it
+only says how to ask for that. The estimate counts what each cell can cost
 at most: a method with R rounds and B branches makes up
 to (R + 1) x B evaluations on the primary pool, and its final candidate one more on each other pool;
 a timed evaluation takes up to both sides' timing budget per case. A rounds axis is already in the
@@ -23,11 +25,39 @@ log = logging.getLogger(__name__)
 CLUSTER_YAML = Path(__file__).resolve().parents[1] / "cluster.yaml"
 
 
+# Seconds one evaluation takes on a CPU pool (the Triton interpreter, small cases, no timing),
+# where the sweep folder has no rows of its own yet. Measured on the 2-core AMD EPYC box, one
+# evaluator: the default sweep's 176 cells took about 5 min (1.7 s a cell); activation/relu alone
+# 2.0-2.3 s (`eval_wall_s`, quiet box); the median over the first 23 cells of math, activation,
+# reduce and fusion 3.4 s with other jobs loading the box to 5x its cores. An LLM's wrong kernels
+# mostly stop earlier.
+CPU_EVAL_S = 2.0
+
+
 @dataclass
 class _Line:
     cells: int = 0
     evaluations: int = 0
     gpu_s: float = 0.0
+    cpu_s: float = 0.0
+
+
+def cpu_eval_s(p: Any) -> tuple[float, str]:
+    """(seconds per evaluation on a CPU pool, where that figure comes from): the median
+    `eval_wall_s` of the sweep's own CPU rows when it is resumed, else CPU_EVAL_S."""
+    import math
+
+    if p.sweep_dir.is_dir() and p.done:
+        try:
+            from kbx_ray.sinks.parquet import read_table
+
+            ev = read_table(p.sweep_dir, "evaluations")
+            walls = ev.loc[ev["device"] == "cpu", "eval_wall_s"].dropna()
+            if len(walls) and not math.isnan(float(walls.median())):
+                return float(walls.median()), f"the median of this sweep's {len(walls)} rows"
+        except Exception as e:  # noqa: BLE001 - only an estimate: fall back to the measured one
+            log.debug("no per-evaluation cost from %s: %s", p.sweep_dir, e)
+    return CPU_EVAL_S, "measured on a 2-core CPU box"
 
 
 def _count(p: Any, pools: dict[str, Any]) -> tuple[dict[str, _Line], dict[str, _Line]]:
@@ -37,6 +67,7 @@ def _count(p: Any, pools: dict[str, Any]) -> tuple[dict[str, _Line], dict[str, _
     variants = {m.name: m for m in methods(cfg)}
     cases = sum(len(t.cases) for t in p.tasks.values()) / max(1, len(p.tasks))
     per_eval_s = cases * (2 * cfg.evaluation.timing.budget_s + 0.2)
+    cpu_s = cpu_eval_s(p)[0]
     todo = Counter(c.method.name for c in p.todo())
     names = list(pools)
     by_method = {name: _Line() for name in variants}
@@ -46,12 +77,12 @@ def _count(p: Any, pools: dict[str, Any]) -> tuple[dict[str, _Line], dict[str, _
         evals = {pool: n * (m.rounds + 1) * m.branches if pool == names[0] else n
                  for pool in names}
         for pool, k in evals.items():
-            gpu_s = k * per_eval_s if pools[pool].is_gpu else 0.0
+            gpu = pools[pool].is_gpu
+            for line in (by_pool[pool], by_method[name]):
+                line.evaluations += k
+                line.gpu_s += k * per_eval_s if gpu else 0.0
+                line.cpu_s += 0.0 if gpu else k * cpu_s
             by_pool[pool].cells += n
-            by_pool[pool].evaluations += k
-            by_pool[pool].gpu_s += gpu_s
-            by_method[name].evaluations += k
-            by_method[name].gpu_s += gpu_s
         by_method[name].cells = n
     return by_method, by_pool
 
@@ -69,23 +100,47 @@ def estimate(p: Any) -> str:
     n_todo = p.n_todo
     head = (f"sweep {p.sweep_id}: {p.n_cells} cells ({len(p.tasks)} tasks x {len(variants)} "
             f"method variant(s) x {n_models} model(s) x {n_samples} sample(s)) x pools {names} "
-            f"(primary {primary}); {p.n_cells - n_todo} already recorded, {n_todo} to run; at "
-            f"most {total_s / 3600:.2f} GPU-hours (timing budget "
-            f"{cfg.evaluation.timing.budget_s:g} s per case and side)")
+            f"(primary {primary}); {p.n_cells - n_todo} already recorded, {n_todo} to run")
+    if any(pool.is_gpu for pool in p.pools.values()):
+        head += (f"; at most {total_s / 3600:.2f} GPU-hours (timing budget "
+                 f"{cfg.evaluation.timing.budget_s:g} s per case and side)")
+    cpu_total = sum(line.cpu_s for line in by_pool.values())
+    if cpu_total:
+        per, source = cpu_eval_s(p)
+        head += (f"; about {_cpu(cpu_total)} on the CPU pool ({per:.2f} s an "
+                 f"evaluation, {source}; an evaluator's time: N evaluators divide the wall time)")
     lines = [head]
     for name, line in by_method.items():
         m = variants[name]
         lines.append(f"  method {name}: {line.cells} cells to run, up to {m.rounds + 1} round(s) "
-                     f"x {m.branches} branch(es): {line.evaluations} evaluations, "
-                     f"{line.gpu_s / 3600:.2f} GPU-hours")
+                     f"x {m.branches} branch(es): {line.evaluations} evaluations, {_hours(line)}")
     for name, line in by_pool.items():
         role = "primary: every round" if name == primary else "final candidates"
         kind = "GPU" if p.pools[name].is_gpu else "CPU, no timing"
         lines.append(f"  pool {name} ({kind}; {role}): {line.evaluations} evaluations, "
-                     f"{line.gpu_s / 3600:.2f} GPU-hours")
-    if list(cfg.hardware) == ["auto"]:
-        lines += cluster_estimate(p)
+                     f"{_hours(line)}")
+    if list(cfg.hardware) == ["auto"] and cfg.engine.ray_address:
+        lines += cluster_estimate(p)  # the cluster it runs on: cluster.yaml's pools exist there
+    elif list(cfg.hardware) == ["auto"] and _eval_node_types(CLUSTER_YAML):
+        lines.append(f"  (GPU-hours on a cluster: name its pools, e.g. hardware=["
+                     f"{','.join(_eval_node_types(CLUSTER_YAML))}], or engine.ray_address=auto "
+                     "for every pool of cluster.yaml)")
     return "\n".join(lines)
+
+
+def _hours(line: _Line) -> str:
+    """GPU-hours, and CPU-hours where CPU pools evaluate too."""
+    gpu = f"{line.gpu_s / 3600:.2f} GPU-hours"
+    if not line.cpu_s:
+        return gpu
+    cpu = _cpu(line.cpu_s)
+    return f"{gpu}, {cpu}" if line.gpu_s else cpu
+
+
+def _cpu(seconds: float) -> str:
+    """CPU time to read: minutes under 6 (0.1 h), where hours would print as 0.00."""
+    return f"{seconds / 3600:.2f} CPU-hours" if seconds >= 360 else \
+        f"{seconds / 60:.1f} CPU-minutes"
 
 
 def cluster_estimate(p: Any, path: Path = CLUSTER_YAML) -> list[str]:
@@ -187,5 +242,6 @@ def check_replay(p: Any) -> None:
                         first)
             continue
         raise ConfigError(f"replay source {where} cannot answer {missing} of the {total} cells to "
-                          f"run (first: {first}): {hint}replay a sweep that ran these tasks and "
-                          "samples, or narrow suite.include")
+                          f"run (first: {first}): {hint}narrow suite.include to the tasks it holds, "
+                          "or add model.options.on_missing=skip to run anyway (the unanswered "
+                          "cells are recorded as no_code_block)")

@@ -18,7 +18,7 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, Iterator
 
-from kbx_ray import evaluator_groups, hardware, provenance, scaling, sweep_folder
+from kbx_ray import evaluator_groups, hardware, provenance, ray_session, scaling, sweep_folder
 from kbx_ray.config import Config
 from kbx_ray.errors import ConfigError
 from kbx_ray.grid import Cell, count_cells, iter_cells
@@ -148,8 +148,20 @@ def _generator(cell: Cell, task: Task, backend: Any, genlog: GenerationLog) -> A
 
 
 async def _drive(p: SweepPlan, sinks: Any) -> None:
+    """The cells, beside a watch on the cluster (ray_session.watch): a lost GCS stops them with
+    `ClusterLost` before Ray ends this process without a word."""
     async with evaluator_groups.started(p) as groups:
-        await _run_cells(p, sinks, groups)
+        run = asyncio.ensure_future(_run_cells(p, sinks, groups))
+        watch = asyncio.ensure_future(ray_session.watch())
+        try:
+            await asyncio.wait({run, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (run, watch):
+                task.cancel()
+            await asyncio.gather(run, watch, return_exceptions=True)
+        if watch.done() and not watch.cancelled() and watch.exception() is not None:
+            raise watch.exception()  # type: ignore[misc]
+        run.result()
 
 
 async def _run_cells(p: SweepPlan, sinks: Any, groups: dict) -> None:
@@ -208,6 +220,23 @@ def _wait_for_pools(p: SweepPlan) -> None:
                 raise ConfigError(hardware.unavailable_message(pool))
             log.info("waiting for the autoscaler to start a node for pool %s", pool.name)
             time.sleep(5)
+    if not roles:
+        _check_replicas(p)
+
+
+def _check_replicas(p: SweepPlan) -> None:
+    """On a cluster without kbx-role labels (one machine; no autoscaler adds generation nodes) a
+    vLLM replica that no node can hold would stay pending forever: stop now, in one line."""
+    from kbx_ray.grid import models
+    from kbx_ray.llm.base import replicas_of
+    from kbx_ray.llm.vllm_spec import VLLMSpec, for_cluster, placement_hint
+
+    for model in models(p.cfg):
+        spec = replicas_of(model)
+        if isinstance(spec, VLLMSpec):
+            why = placement_hint(for_cluster(spec), autoscaled=False)
+            if why:
+                raise ConfigError(why)
 
 
 def run_sweep(cfg: Config, p: SweepPlan | None = None) -> SweepPlan:
@@ -234,7 +263,8 @@ def run_sweep(cfg: Config, p: SweepPlan | None = None) -> SweepPlan:
     sinks = build_sinks(p.sweep_dir, p.sweep_id, cfg, extra=[record])
     sinks.start(n_todo, config)
     try:
-        asyncio.run(_drive(p, sinks))
+        with ray_session.worker_output_to(p.sweep_dir / ray_session.LOG_FILE):
+            asyncio.run(_drive(p, sinks))
         (p.sweep_dir / WAL_FILE).unlink(missing_ok=True)  # every cell it logged is in Parquet now
     except BaseException as e:
         record.error = e

@@ -121,6 +121,9 @@ def read_runs(sweep_dir: Path) -> list[dict[str, Any]]:
         return []
 
 
+SAVE_EVERY_S = 10.0  # run.json's running count of cells written, at most this often
+
+
 class RunRecord(Sink):
     """A sink that keeps run.json: the run's entry at start, the pools' hardware as rows arrive,
     the outcome at close. Not critical: the Parquet rows are the record of what was judged."""
@@ -132,6 +135,7 @@ class RunRecord(Sink):
         self.pools: dict[str, dict[str, set[str]]] = {}
         self.cells: set[str] = set()
         self.error: BaseException | None = None  # set by the engine when the run fails
+        self._saved = time.monotonic()
 
     def start(self, total_cells: int, resolved_config: dict) -> None:
         self.entry = {"state": "running", "started_at": time.time(), "ended_at": None,
@@ -149,20 +153,28 @@ class RunRecord(Sink):
             for key in ("gpu_name", "driver", "device", "torch_version", "triton_version"):
                 if r.get(key):
                     seen.setdefault(key, set()).add(str(r[key]))
+        if self.entry and time.monotonic() - self._saved >= SAVE_EVERY_S:
+            # the count so far, on disk: a driver killed outright (kill -9, a lost head node
+            # ending it) still leaves how many cells it wrote
+            self.entry["cells_written"] = len(self.cells)
+            self._write()
 
     def close(self) -> None:
         if not self.entry:
             return
         failed = self.error
-        self.entry.update(state="failed" if failed else "finished", ended_at=time.time(),
+        state = "interrupted" if isinstance(failed, KeyboardInterrupt) else \
+            "failed" if failed else "finished"
+        self.entry.update(state=state, ended_at=time.time(),
                           cells_written=len(self.cells),
                           pools={p: {k: sorted(v) for k, v in seen.items()}
                                  for p, seen in sorted(self.pools.items())})
-        if failed:
+        if failed and state == "failed":
             self.entry["error"] = f"{type(failed).__name__}: {failed}".splitlines()[0][:300]
         self._write()
 
     def _write(self) -> None:
+        self._saved = time.monotonic()
         path = self.sweep_dir / RUN_FILE
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps({"sweep_id": self.sweep_id, "runs": self.runs}, indent=2,

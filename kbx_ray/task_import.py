@@ -33,6 +33,17 @@ def _load_module(path: str, digest: str, prefix: str) -> ModuleType:
     return module
 
 
+def _did_you_mean(pat: str, ids: list[str]) -> str:
+    """` (did you mean 'activation/relu'?)` for a near miss: a typo, or the name without its
+    category; "" when nothing is close."""
+    import difflib
+
+    near = difflib.get_close_matches(pat.lower(), [i.lower() for i in ids], n=2, cutoff=0.75)
+    by_stem = [i for i in ids if i.rsplit("/", 1)[-1].lower() == pat.lower()]
+    names = [next(i for i in ids if i.lower() == n) for n in near] or by_stem[:2]
+    return f" (did you mean {' or '.join(repr(n) for n in names)}?)" if names else ""
+
+
 def select_ids(ids: list[str], include: list[str] | None) -> list[str]:
     """Keep ids matching any pattern: an exact id, a category folder, or a glob."""
     if not include:
@@ -42,7 +53,7 @@ def select_ids(ids: list[str], include: list[str] | None) -> list[str]:
         pat = str(pat).strip().rstrip("/")
         hits = [i for i in ids if i == pat or i.split("/")[0] == pat or fnmatch.fnmatch(i, pat)]
         if not hits:
-            raise SuiteError(f"unknown task {pat!r}: run `kbx tasks` to list ids "
-                             "(a pattern may be an id, a category folder or a glob)")
+            raise SuiteError(f"unknown task {pat!r}{_did_you_mean(pat, ids)}: run `kbx tasks` to "
+                             "list ids (a pattern may be an id, a category folder or a glob)")
         chosen += [h for h in hits if h not in chosen]
     return [i for i in ids if i in chosen]

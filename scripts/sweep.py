@@ -8,4 +8,4 @@ import sys
 from kbx_ray.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main(["sweep", *sys.argv[1:]]))
+    sys.exit(main(["sweep", *sys.argv[1:]], command_line=True))

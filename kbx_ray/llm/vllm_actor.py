@@ -272,15 +272,19 @@ class VLLMBackend:
                 "under /tmp/ray/session_latest/logs; run the sweep again to resume (logged "
                 "generations are not asked for again)") from None
 
-    def close(self) -> None:
-        """Shut the engines down cleanly, then end the replicas and their placement groups."""
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Shut the engines down, then end the replicas and their placement groups. Never blocks
+        for long: it runs on Ctrl-C and at exit, and a replica still pending (never placed, or
+        loading) holds its shutdown call until it starts, so one not known to be up gets 2 s."""
         import ray
 
         try:
-            ray.get([a.shutdown.remote() for a in self.actors], timeout=120)
-        except Exception as e:  # noqa: BLE001 - a dead or hung replica is killed below anyway
-            log.warning("vllm %s: a replica did not shut down cleanly: %s", self.spec.name,
-                        root_cause(e))
+            ray.get([a.shutdown.remote() for a in self.actors],
+                    timeout=timeout_s if self.info is not None else 2.0)
+        except Exception as e:  # noqa: BLE001 - a dead, hung or pending replica is killed below
+            log.log(logging.WARNING if self.info is not None else logging.DEBUG,
+                    "vllm %s: a replica did not shut down cleanly: %s", self.spec.name,
+                    root_cause(e))
         for a in self.actors:
             try:
                 ray.kill(a)

@@ -121,9 +121,10 @@ def actor_options(spec: VLLMSpec) -> dict[str, Any]:
     return opts
 
 
-def placement_hint(spec: VLLMSpec) -> str | None:
-    """Why no live node could host a replica now, or None. A warning only: an autoscaler may
-    still launch a generation node for the pending actor."""
+def placement_hint(spec: VLLMSpec, autoscaled: bool = True) -> str | None:
+    """Why no live node could host a replica now, or None. On a cluster an autoscaler grows
+    (`autoscaled`) a warning only: it may still launch a generation node for the pending actor;
+    elsewhere the sweep stops on it (engine.py)."""
     import ray
 
     need = {"GPU": float(spec.gpus_per_replica)} if spec.gpus_per_replica else {}
@@ -137,6 +138,10 @@ def placement_hint(spec: VLLMSpec) -> str | None:
             return None
     wants = ", ".join([f"{k}={v:g}" for k, v in need.items()] +
                       [f"label {k}={v}" for k, v in spec.labels.items()]) or "a CPU"
+    if not autoscaled:
+        return (f"no node of this Ray cluster can ever hold a vllm replica of {spec.name} "
+                f"({wants}) and none is labelled for an autoscaler to add: run it where such a GPU "
+                "is, serve the model elsewhere and use model=openai, or change model.placement")
     return (f"no live node can host a vllm replica of {spec.name} ({wants}); it stays pending "
             "until one joins: add a generation node (cluster.yaml gen.*) or change model.placement")
 
@@ -171,6 +176,10 @@ def check(model: ModelConfig, local: bool = True) -> None:
     against vLLM's own, and, where replicas run on this machine, that a local weights folder
     exists."""
     spec_from(model)
+    if local and not importable("vllm"):  # the replicas start on this machine: they would die
+        raise BackendError(f"model {model.name} runs on vLLM, which is not installed here: pip "
+                           "install 'kbx_ray[vllm]' (or serve the model with `vllm serve` and use "
+                           "model=openai)")
     why = version_problem(installed_vllm())
     if why:
         raise BackendError(why)
@@ -189,6 +198,14 @@ def version_problem(version: str | None) -> str:
     return (f"vLLM {version} is installed, but the vllm backend is built on vLLM {PINNED}x's chat "
             f"renderer and request types: pip install vllm=={PINNED}0 (the [vllm] extra), or "
             "serve the model with `vllm serve` and use model=openai")
+
+
+def importable(name: str) -> bool:
+    """Whether `import name` would find the package, without importing it (seconds for vllm)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def installed_vllm() -> str | None:

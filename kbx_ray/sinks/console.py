@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
@@ -21,6 +23,12 @@ from kbx_ray.registry import register
 from kbx_ray.sinks.base import Sink, SinkContext
 
 logger = logging.getLogger(__name__)
+
+def _quiet() -> bool:
+    """`kbx -q`: it sets this module's logger to WARNING, and the sink then shows no progress and
+    no summary (its level is its own, not inherited: unset, the sink shows them)."""
+    return logger.level > logging.INFO
+
 
 SUMMARY_COLUMNS = ["cells", "call_rate", "exec_rate", "geomean_speedup"]
 
@@ -78,14 +86,21 @@ class _Tally:
         return [self.cells, self.call_ok / n, self.exec_ok / n, self.speedup.value]
 
 
-def summary_table(summary: pd.DataFrame) -> Table:
-    table = Table(title="Summary by category")
+def summary_table(summary: pd.DataFrame, this_run: dict[str, int] | None = None) -> Table:
+    """The summary as a table; with `this_run` (category -> cells this run recorded, "total"
+    included) the summary is the whole sweep's and each count says this run's part in brackets."""
+    title = "Summary by category" + (" of the whole sweep (this run in brackets)"
+                                     if this_run is not None else "")
+    table = Table(title=title)
     for name, justify in [("category", "left"), ("cells", "right"), ("call rate", "right"),
                           ("exec rate", "right"), ("geomean speedup", "right")]:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for i, (category, row) in enumerate(summary.iterrows()):
         speedup = "-" if math.isnan(row.geomean_speedup) else f"{row.geomean_speedup:.2f}x"
-        table.add_row(str(category), str(int(row.cells)), f"{row.call_rate:.1%}",
+        cells = str(int(row.cells))
+        if this_run is not None:
+            cells += f" ({this_run.get(str(category), 0)})"
+        table.add_row(str(category), cells, f"{row.call_rate:.1%}",
                       f"{row.exec_rate:.1%}", speedup, end_section=i == len(summary) - 2)
     return table
 
@@ -93,8 +108,11 @@ def summary_table(summary: pd.DataFrame) -> Table:
 class ConsoleSink(Sink):
     """Progress while the sweep runs; the summary table at close. Never critical."""
 
-    def __init__(self, console: Console | None = None, log_every_s: float = 30.0) -> None:
-        self.console = console or Console(stderr=True)
+    def __init__(self, console: Console | None = None, log_every_s: float = 30.0,
+                 sweep_dir: Path | None = None) -> None:
+        # outside a terminal (a log file, CI) lines are never wrapped at 80 columns
+        self.console = console or Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+        self.sweep_dir = sweep_dir  # where a resumed sweep's earlier rows are read at the end
         self.log_every_s = log_every_s
         self.total = 0
         self.done = 0
@@ -107,6 +125,8 @@ class ConsoleSink(Sink):
     def start(self, total_cells: int, resolved_config: dict) -> None:
         self.total = total_cells
         self._t0 = self._last_log = time.monotonic()
+        if _quiet():  # -q: warnings and errors only
+            return
         if self.console.is_terminal:
             self._progress = Progress(
                 TextColumn("[bold]cells"), BarColumn(), MofNCompleteColumn(),
@@ -132,6 +152,8 @@ class ConsoleSink(Sink):
         if self._progress is not None and self._task is not None:
             self._progress.update(self._task, completed=self.done, failed=self.failed,
                                   rate=f"{rate:.2f} cells/s")
+        elif _quiet():
+            return
         elif time.monotonic() - self._last_log >= self.log_every_s or self.done >= self.total:
             self._last_log = time.monotonic()
             left = max(self.total - self.done, 0)
@@ -143,8 +165,25 @@ class ConsoleSink(Sink):
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
-        if self._tallies:
-            self.console.print(summary_table(self.summary()))
+        if self._tallies and not _quiet():
+            self.console.print(self._final_table())
+
+    def _final_table(self) -> Table:
+        """This run's summary; after a resume, the whole sweep's (read back from its Parquet,
+        which closes first), with this run's cells in brackets."""
+        mine = self.summary()
+        if self.sweep_dir is None:
+            return summary_table(mine)
+        from kbx_ray.sinks.parquet import read_table
+
+        try:
+            whole = summarize(read_table(self.sweep_dir, "evaluations"))
+        except Exception as e:  # noqa: BLE001 - never critical: this run's summary then
+            logger.debug("summary of the whole sweep not read: %s", e)
+            return summary_table(mine)
+        if whole.loc["total", "cells"] <= mine.loc["total", "cells"]:
+            return summary_table(mine)  # a first run: no brackets
+        return summary_table(whole, {str(k): int(v) for k, v in mine["cells"].items()})
 
     def summary(self) -> pd.DataFrame:
         """`summarize` of every final row seen, from the running tallies."""
@@ -161,4 +200,4 @@ class ConsoleSink(Sink):
 
 @register("sink", "console")
 def build(ctx: SinkContext) -> ConsoleSink:
-    return ConsoleSink()
+    return ConsoleSink(sweep_dir=ctx.sweep_dir)

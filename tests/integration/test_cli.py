@@ -112,3 +112,83 @@ def test_sweep_help_shows_overrides_presets_and_the_most_used_keys():
         presets.setdefault(key, []).extend(names.split())
     assert {"one_shot", "repair"} <= set(presets["method"]) and "tiny" in presets["model"]
     assert "repair_ablation" in presets["sweep"] and "h100" in presets["hardware"]
+
+
+def test_every_subcommand_has_a_full_help_page():
+    """What it does, its exit codes and examples, for each subcommand; overrides are optional."""
+    for cmd in ("sweep", "eval", "tasks", "report"):
+        r = kbx(cmd, "--help", timeout=60)
+        assert r.returncode == 0, r.stderr
+        description = r.stdout.split("\n\n")[1]
+        assert len(description.split()) >= 12, (cmd, description)
+        for needle in ("exit codes:", "\n  0    ", "\n  2    ", "\n  130  ", "\n  141  ",
+                       "examples:", f"{cmd} "):
+            assert needle in r.stdout, (cmd, needle)
+    r = kbx("eval", "activation/relu", timeout=60)  # one argument that is no folder or JSONL
+    assert r.returncode == 2 and "required" not in r.stderr and "kbx eval --help" in r.stderr
+
+
+def test_eval_extracts_a_raw_llm_answer_and_names_near_task_ids(tmp_path):
+    """A pasted answer (prose, a sketch block, then the kernel) is judged as a sweep judges the
+    completion; a typo in the task id gets a did-you-mean; -q leaves stderr to warnings and
+    errors; outside a terminal no log line is wrapped."""
+    from kbx_ray.suite import get_task
+
+    code = open(get_task("activation/relu").solution_path).read()
+    answer = tmp_path / "answer.md"
+    answer.write_text("Sure! First the idea:\n\n```python\nout = x.clamp(min=0)\n```\n\nAnd the "
+                      f"Triton version:\n\n```python\n{code}```\n\nThis launches one program per "
+                      "block of 1024 elements.\n")
+    r = kbx("-q", "eval", "activation/relu", str(answer))
+    assert r.returncode == 0 and "activation/relu: PASS" in r.stdout, r.stdout + r.stderr
+    assert r.stderr == ""
+    r = kbx("eval", "activation/relu", str(answer), "--json")  # logs on: one line each
+    assert r.returncode == 0 and json.loads(r.stdout)["exec_ok"] is True
+    (line,) = [ln for ln in r.stderr.splitlines() if "sandbox worker confinement" in ln]
+    assert "no_new_privs" in line, r.stderr
+    prose = tmp_path / "prose.md"
+    prose.write_text("I could not write this kernel, sorry.\n```\n$ nvidia-smi\n```\n")
+    r = kbx("eval", "activation/relu", str(prose))
+    assert r.returncode == 1 and "FAIL no_code_block (stage extract, call_ok=False)" in r.stdout
+    assert " on )" not in r.stdout and " s on" not in r.stdout.splitlines()[0]
+    r = kbx("eval", "activaton/relu", str(answer))
+    assert r.returncode == 2 and r.stderr.strip() == (
+        "kbx: error: unknown task 'activaton/relu' (did you mean 'activation/relu' or "
+        "'activation/elu'?): run `kbx tasks` to list ids (a pattern may be an id, a category folder or a glob)")
+
+
+def test_eval_judges_a_folder_and_a_jsonl_in_one_process_with_a_table(tmp_path):
+    from kbx_ray.suite import get_task
+
+    good = open(get_task("activation/relu").solution_path).read()
+    wrong = (FIXTURES / "candidates" / "wrong_values.py").read_text()
+    folder = tmp_path / "kernels" / "activation"
+    folder.mkdir(parents=True)
+    (folder / "relu.py").write_text(good)
+    (folder / "relu__wrong.py").write_text(wrong)
+    r = kbx("eval", str(tmp_path / "kernels"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    rows = [ln for ln in r.stdout.splitlines() if "activation/relu" in ln]
+    assert len(rows) == 2 and sum("pass" in ln for ln in rows) == 1
+    assert sum("mismatch" in ln for ln in rows) == 1 and "1 of 2 correct" in r.stdout
+    assert r.stderr.count("sandbox worker confinement") == 1  # one evaluator, one worker
+    jsonl = tmp_path / "completions.jsonl"
+    jsonl.write_text("".join(json.dumps({"task_id": "activation/relu", "sample": i, "round": 0,
+                                         "completion": f"Here:\n```python\n{c}```\n"}) + "\n"
+                             for i, c in enumerate([good, good])))
+    r = kbx("eval", str(jsonl), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    results = [json.loads(ln) for ln in r.stdout.splitlines()]
+    assert [x["sample"] for x in results] == [0, 1] and all(x["exec_ok"] for x in results)
+
+
+def test_a_closed_stdout_ends_quietly():
+    """`kbx tasks --json | head -c 10`: no traceback, no bug line; exit 0 when the answer fitted
+    in the pipe before the reader left, else 141 as `cat` would. A reader gone before the first
+    write (`| true`, which exits while Python still starts) is the 141 case."""
+    for reader, codes in (("head -c 10", ("0", "141")), ("true", ("141",))):
+        r = subprocess.run(["bash", "-c", f"{sys.executable} -m kbx_ray.cli tasks --json | "
+                            f"{reader}; s=${{PIPESTATUS[0]}}; echo; echo rc=$s"], capture_output=True,
+                           text=True, timeout=120)
+        assert r.stdout.splitlines()[-1] in [f"rc={c}" for c in codes], (reader, r.stdout)
+        assert r.stderr == "", (reader, r.stderr)

@@ -77,8 +77,9 @@ def test_a_source_that_cannot_answer_a_cell_stops_before_ray(default_sweep):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     last = r.stderr.strip().splitlines()[-1]
     assert last == (f"kbx: error: replay source results/{sid} cannot answer 1 of the 3 cells to "
-                    "run (first: task reduce/sum sample 0 branch 0 (method repair)): replay a "
-                    "sweep that ran these tasks and samples, or narrow suite.include")
+                    "run (first: task reduce/sum sample 0 branch 0 (method repair)): narrow "
+                    "suite.include to the tasks it holds, or add model.options.on_missing=skip to "
+                    "run anyway (the unanswered cells are recorded as no_code_block)")
     assert not (cwd / "elsewhere").exists()  # it stopped before a folder (and before Ray)
     skip = run(argv + wider + ["model.options.on_missing=skip", "--dry-run"], cwd)
     assert skip.returncode == 0 and "1 of the 3 cells to run have no completion" in " ".join(

@@ -121,8 +121,9 @@ def test_an_undecodable_replayed_kernel_is_a_record_not_a_traceback(local_ray, t
 
 
 def test_dry_run_with_no_pool_named_estimates_every_pool_of_cluster_yaml(tmp_path):
-    """On a CPU box the local pool costs 0 GPU-hours; a user planning a cluster run gets each
-    cluster.yaml GPU pool's estimate, alone and all together."""
+    """On a CPU box the local pool costs CPU-hours, not GPU-hours, and the pools of cluster.yaml,
+    which do not exist here, get one line saying how to ask for them; a user planning a run on the
+    cluster (engine.ray_address) gets each of its GPU pools' estimate, alone and all together."""
     import yaml
 
     from kbx_ray.dry_run import CLUSTER_YAML
@@ -132,7 +133,14 @@ def test_dry_run_with_no_pool_named_estimates_every_pool_of_cluster_yaml(tmp_pat
              if nt.get("labels", {}).get("kbx-role") == "evaluation"]
     assert len(pools) >= 4
     base = [f"output_dir={tmp_path}", INCLUDE, "method=repair", "method.rounds=2"]
-    text = engine.describe(engine.plan(load_config(base)))
+    here = engine.describe(engine.plan(load_config(base))).splitlines()
+    # 3 cells x 3 rounds x 2 s: 0.3 CPU-minutes (not "0.00 GPU-hours")
+    assert "GPU-hours" not in here[0] and "about 0.3 CPU-minutes on the CPU pool (2.00 s an " \
+        "evaluation, measured on a 2-core CPU box" in here[0], here[0]
+    assert not any(" alone (" in ln for ln in here) and len(here) == 4, here
+    assert here[-1].strip().startswith(f"(GPU-hours on a cluster: name its pools, e.g. hardware=["
+                                       f"{','.join(pools)}]")
+    text = engine.describe(engine.plan(load_config([*base, "engine.ray_address=auto"])))
     lines = text.splitlines()
     for pool in pools:
         (line,) = [ln for ln in lines if ln.strip().startswith(f"pool {pool} alone (")]
@@ -142,6 +150,25 @@ def test_dry_run_with_no_pool_named_estimates_every_pool_of_cluster_yaml(tmp_pat
                for ln in lines)
     named = engine.describe(engine.plan(load_config([*base, "hardware=cpu"])))
     assert "cluster.yaml" not in named  # a named pool is the plan: estimated alone
+
+
+def test_a_resumed_cpu_sweep_is_estimated_from_its_own_evaluations(tmp_path):
+    """The CPU-hours of the cells left come from what this sweep's evaluations took (their median
+    `eval_wall_s` on the CPU), not from the constant measured elsewhere."""
+    from kbx_ray.sinks import ParquetSink
+    from kbx_ray.sweep_folder import sweep_id
+
+    cfg = load_config([f"output_dir={tmp_path}", INCLUDE])
+    sink = ParquetSink(tmp_path / sweep_id(cfg))
+    sink.start(1, {})
+    sink.write_evaluations([{"cell_id": f"elsewhere-{i}", "candidate_id": f"k{i}", "device": d,
+                             "eval_wall_s": w} for i, (d, w) in
+                            enumerate([("cpu", 4.0), ("cpu", 9.0), ("cpu", 6.0), ("cuda", 0.1)])])
+    sink.close()
+    head = engine.describe(engine.plan(cfg)).splitlines()[0]
+    # 3 cells to run (none of the rows is one of them), each 6 s: the median of the 3 CPU rows
+    assert "3 to run; about 0.3 CPU-minutes on the CPU pool (6.00 s an evaluation, the median " \
+           "of this sweep's 3 rows;" in head, head
 
 
 def test_dry_run_all_pools_together_has_its_least_wall_time_too(tmp_path):

@@ -89,3 +89,51 @@ def test_terminal_shows_a_progress_bar() -> None:
     text = out.getvalue()
     assert "6/6" in text and "3 failed" in text and "cells/s" in text
     assert "Summary by category" in text
+
+
+def test_after_a_resume_the_summary_counts_the_whole_sweep_this_runs_cells_in_brackets(
+        tmp_path) -> None:
+    """A resumed run sees only its own rows; its summary reads the whole sweep back from the
+    folder's Parquet (which closes before the console), so the counts are the sweep's."""
+    from kbx_ray.sinks.parquet import ParquetSink
+
+    earlier, now = ROWS[:4], ROWS[4:]  # a1..a3 recorded by a first run; a4, r1, r2 by this one
+    first = ParquetSink(tmp_path)
+    first.start(4, {})
+    first.write_evaluations(earlier)
+    first.close()
+    record, out = ParquetSink(tmp_path), io.StringIO()
+    sink = ConsoleSink(console=Console(file=out, width=120), sweep_dir=tmp_path)
+    for s in (record, sink):
+        s.start(3, {})
+        s.write_evaluations(now)
+    record.close()
+    sink.close()
+    text = out.getvalue()
+    assert "Summary by category of the whole sweep (this run in brackets)" in text
+    cells = {line.split("│")[1].strip(): line.split("│")[2].strip()
+             for line in text.splitlines() if line.count("│") > 3}
+    assert cells == {"Activation": "4 (1)", "Reduce": "2 (2)", "total": "6 (3)"}, text
+    # a first run (nothing earlier in its folder) has no brackets
+    fresh, out = tmp_path / "fresh", io.StringIO()
+    only = ConsoleSink(console=Console(file=out, width=120), sweep_dir=fresh)
+    only.start(3, {})
+    only.write_evaluations(now)
+    only.close()
+    assert "brackets" not in out.getvalue() and "(1)" not in out.getvalue()
+
+
+def test_quiet_shows_no_progress_and_no_summary(caplog: pytest.LogCaptureFixture) -> None:
+    """`kbx -q` sets the sink's logger to WARNING: warnings and errors only."""
+    out = io.StringIO()
+    logging.getLogger("kbx_ray.sinks.console").setLevel(logging.WARNING)
+    try:
+        sink = ConsoleSink(console=Console(file=out, force_terminal=True, width=120),
+                           log_every_s=0.0)
+        caplog.set_level(logging.INFO)
+        sink.start(6, {})
+        sink.write_evaluations(ROWS)
+        sink.close()
+    finally:
+        logging.getLogger("kbx_ray.sinks.console").setLevel(logging.NOTSET)
+    assert out.getvalue() == "" and not caplog.records and sink.done == 6
