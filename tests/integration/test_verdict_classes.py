@@ -49,8 +49,8 @@ def test_secret_seeds_make_import_time_answers_useless(ev, fixture, task_id, cas
     assert (res.exec_ok, res.error_kind) == (False, "mismatch"), res.error_msg
     assert len(res.seeds) >= 1 and all(s > 0 for s in res.seeds)
     old = Evaluator(EvalConfig(device="cpu", secret_seeds=False, case_timeout_s=60,
-                               load_timeout_s=60, unseen_cases=0))  # public cases only
-    try:  # the attack is real: against base_seed + i it passes
+                               load_timeout_s=60, unseen_cases=0, replay="off"))  # public cases
+    try:  # the attack is real: against base_seed + i, without the replay's fresh inputs, it passes
         passed = _judge(old, task, EXPLOITS / f"{fixture}.py")
     finally:
         old.close()

@@ -395,5 +395,5 @@ class Evaluator:
                                           f"result?): {v.message}")
         judge_timing(self.cfg, self.device, case, cr, res, t, parent_wall_ms, ref_t, timed[0],
                      ref_mod, self.refs.dtype(task, case))
-        self.replay.timing(task, case, cr, t["median_ms"], asdict(self.cfg.timing),
+        self.replay.timing(task, case, cr, t.median_ms, asdict(self.cfg.timing),
                            lambda: self.deadline - time.perf_counter())
