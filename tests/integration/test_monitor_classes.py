@@ -84,8 +84,12 @@ KERNEL_WRITES = "y = torch.empty_like(x)\n    k[(triton.cdiv(x.numel(), 64),)](x
     # a constant fill of the output before the kernel writes it is allocation, not a result
     (KERNEL_WRITES.replace("y = torch.empty_like(x)", "y = torch.empty_like(x).fill_(0.0)"),
      True, ""),
+    # ... and stays refused once a kernel wrote the buffer, even when another launch follows
+    (KERNEL_WRITES.replace("return y", "y.zero_()\n    k[(triton.cdiv(x.numel(), 64),)](x, y, "
+                           "x.numel(), BLOCK=64)\n    return y"), False,
+     "zero_.default into a buffer a kernel was handed"),
 ], ids=["kernel_writes", "copy_over_output", "zeros_over_output", "clone_of_result",
-        "truncating_cast_of_result", "constant_fill"])
+        "truncating_cast_of_result", "constant_fill", "fill_between_launches"])
 def test_only_kernels_write_outputs(ev, body, ok, finding):
     task = _fp32_small("activation/relu")
     res = ev.evaluate(task, make_candidate(task.task_id, "relu", RELU.format(body=body)))

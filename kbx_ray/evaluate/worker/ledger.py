@@ -9,10 +9,12 @@ kernels may write the values of an output or of a declared-mutated input (INTEGR
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 from kbx_ray.evaluate.worker.aten_ops import (ALLOC, CONST_FILLS, EXACT_MOVES, LIFTS, META, READS,
                                               VIEWS)
+from kbx_ray.evaluate.worker.frames import trial
 from kbx_ray.evaluate.worker.trees import tensors
 
 
@@ -46,6 +48,7 @@ class Monitor:
         self.passed: set[tuple] = set()   # the input tensors exactly as the call received them
         self.scalars: set[int] = set()    # inputs whose whole storage is one value
         self.by_kernel: set[int] = set()  # fresh allocations a launch was handed (its results)
+        self.trials: set[int] = set()     # ... by the autotuner's trial launches only
         self.sizes_read = 0               # one-value kernel results read (output sizes)
         self.movement = False             # the task only moves data (its cost has no flops)
         self.meta: set[int] = set()       # metadata tensors: torch.tensor of Python values, and
@@ -67,7 +70,7 @@ class Monitor:
         self.tainted = {p for p in map(_ptr, ts) if p}
         self.passed = {_layout(t) for t in ts}
         self.scalars = {_ptr(t) for t in ts if _one_value(t)}  # scalar parameters as tensors
-        self.by_kernel, self.sizes_read = set(), 0
+        self.by_kernel, self.trials, self.sizes_read = set(), set(), 0
         self.meta, self.moved, self.identity = set(), set(), set()
         self.denied = self.launch_free = False
 
@@ -163,16 +166,18 @@ class Monitor:
 
     def _fill(self, full: str, operands: list[Any]) -> None:
         """A constant fill is an allocation's init only on a whole buffer the call allocated and
-        no kernel was handed yet (`out.zero_()` before an atomic-add kernel); metadata tensors
-        may be filled too. Any other fill writes values: refused."""
+        no kernel was handed yet (`out.zero_()` before an atomic-add kernel), whoever calls it: the
+        candidate, or a Config `pre_hook` (`nargs["acc_ptr"].zero_()`) between the autotuner's
+        trial launches, whose results it throws away; metadata tensors may be filled too. Any
+        other fill writes values: refused."""
         if not operands or operands[0].numel() == 0:
             return
         t = operands[0]
         p = _ptr(t)
         if p in self.meta:
             return
-        if p in self.fresh and p not in self.by_kernel and _whole(t):
-            return
+        if p in self.fresh and (p not in self.by_kernel or p in self.trials) and _whole(t):
+            return  # before the first real launch that writes it (a Config pre_hook between trials)
         why = ("a buffer a kernel was handed" if p in self.by_kernel else
                "part of a buffer" if p in self.fresh else "a buffer torch did not just allocate")
         self._deny(f"{full} into {why}")
@@ -260,7 +265,12 @@ class Monitor:
     def launched(self, args: Any, kwargs: Any) -> None:
         """A kernel may write anything it was handed: input taint spreads to all its tensors."""
         ptrs = [p for p in map(_ptr, tensors((args, kwargs), wrapped=True)) if p]
-        self.by_kernel.update(p for p in ptrs if p in self.fresh)
+        handed = {p for p in ptrs if p in self.fresh}
+        if trial(sys._getframe(1)):  # an autotuner's benchmark: the real launch follows it
+            self.trials.update(handed - self.by_kernel)
+        else:
+            self.trials.difference_update(ptrs)
+        self.by_kernel.update(handed)
         for p in ptrs:  # a kernel may write anything it was handed: no longer metadata, nor a copy
             self.meta.discard(p)
             self.moved.discard(p)
