@@ -164,11 +164,12 @@ def banned_attr_name(name: str) -> str | None:
     """Why an attribute name is out of reach whatever object it is read from, or None."""
     bare = name.lstrip("_")
     if name in BANNED_ATTRS:
-        return f"reaches {name!r}"
+        return (f"reaches {name!r} (an escape: files, raw memory, other streams, compiled "
+                "extensions or the runtime's hooks)")
     if bare in DANGER_MODULES or name in MODULE_ALIASES:
-        return f"reaches the module attribute {name!r}"
+        return f"reaches the module attribute {name!r} (an escape to the OS or the interpreter)"
     if name in FRAME_ATTRS:
-        return f"reaches the interpreter internals {name!r}"
+        return f"reaches the interpreter internals {name!r} (an escape through frames and code)"
     return None
 
 
