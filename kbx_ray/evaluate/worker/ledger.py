@@ -357,8 +357,13 @@ def _lossless(a: Any, b: Any) -> bool:
 
 
 def movement_task(task: Any) -> bool:
-    """A task whose every case costs no flops (permute_copy, diag_embed, index_*, kv_cache_append,
-    triu): its answer is data movement, so torch moves of its data must not produce it."""
+    """A task whose answer is data movement, so torch moves of its data must not produce it: as
+    the task declares (`DATA_MOVEMENT = (bool, why)`, an external suite's adapter decides by the
+    reference's aten ops, `suites/movement.py`), else one whose every case costs no flops
+    (permute_copy, diag_embed, index_*, kv_cache_append, triu)."""
+    declared = getattr(task, "DATA_MOVEMENT", None)
+    if declared is not None:
+        return bool(declared[0] if isinstance(declared, tuple) else declared)
     try:
         return all(task.cost(c)["flops"] == 0 for c in task.CASES)
     except Exception:  # noqa: BLE001 - a suite without costs: not known to be one
