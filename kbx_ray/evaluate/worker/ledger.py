@@ -217,12 +217,21 @@ class Monitor:
         if not _lossless(src.dtype, dst.dtype):
             self._deny(f"{full} (a lossy cast {src.dtype} -> {dst.dtype} computes)")
             return "moved"
-        exact = (name in EXACT_MOVES and _layout(src) in self.passed and src.dtype == dst.dtype
-                 and dst.shape == src.shape and (name != "copy_" or (_ptr(dst) in self.fresh and _whole(dst))))
+        plain = (name in EXACT_MOVES and src.dtype == dst.dtype and dst.shape == src.shape
+                 and (name != "copy_" or (_ptr(dst) in self.fresh and _whole(dst))))
+        exact = plain and _layout(src) in self.passed
         if self.movement and not (exact and dst.is_contiguous() and dst.storage_offset() == 0):
             self._deny(f"{full} (on a data-movement task only a whole copy of an input into a "
                        "plain contiguous buffer is not the answer itself)")
-        return "identity" if exact else "moved"
+        # elsewhere any whole view of an input copies it whole (`x.t().contiguous().t()`): the
+        # parent compares the values, and a launch-free call must equal an input (rotation)
+        return "identity" if exact or (plain and self._whole_input(src)) else "moved"
+
+    def _whole_input(self, t: Any) -> bool:
+        """`t` views every element of an input as the call received it, each once (any order)."""
+        p, n = _ptr(t), t.numel()
+        return _whole(t) and any(q == p and d == t.dtype and math.prod(shape) == n
+                                 for q, _, shape, _, d in self.passed)
 
     def _compute(self, full: str, operands: list[Any], results: list[Any]) -> str:
         """Computing ops are refused, whoever made their operands, except integer index
