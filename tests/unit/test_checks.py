@@ -149,7 +149,10 @@ PTR_ANNOTATED = ("@triton.jit\ndef k2(x_ptr: {ann}, y_ptr: {ann}, n: tl.int32, B
     "def relu(x):\n    y = torch.empty_like(x)\n    k[(1,)](y)\n    return M('mean')(y)\n",
     "def relu(x):\n    y = torch.empty_like(x)\n    k[(1,)](y)\n    s = x.shape\n"
     "    return y.view(s) if 's' in locals() else y\n",
-], ids=["pointer_type_annotation", "tensor_annotation", "ctx_attrs", "self_attrs", "in_locals"])
+    "def relu(x, opts=None):\n    y = torch.empty_like(x)\n    k[(1,)](y)\n"
+    "    return y if opts is None or opts.reduction == 'none' else y\n",
+], ids=["pointer_type_annotation", "tensor_annotation", "ctx_attrs", "self_attrs", "in_locals",
+        "argument_attr"])
 def test_honest_annotations_own_attributes_and_membership_admitted(body):
     assert check(body).violations == []
 
@@ -165,7 +168,8 @@ def test_honest_annotations_own_attributes_and_membership_admitted(body):
     ("@triton.jit\ndef k3(x_ptr, n):\n    x_ptr = x_ptr + tl.arange(0, 4)\n"
      "    tl.store(x_ptr, n.to(x_ptr.type.element_ty))\ndef relu(x): return x\n", "names the pointer type"),
     # module-alias names on objects the candidate does not own, and locals() outside a function
-    ("def relu(x):\n    return x.reduction\n", "(an escape to the OS or the interpreter)"),
+    ("y = torch.empty(1)\ndef relu(x):\n    return y.reduction\n", "(an escape to the OS or the interpreter)"),
+    ("def relu(x):\n    return x.numpy()\n", "(an escape to the OS or the interpreter)"),
     ("z = 'x' in locals()\ndef relu(x): return x\n", "builtin 'locals'"),
     ("def relu(x):\n    d = locals()\n    return x\n", "builtin 'locals'"),
 ])

@@ -43,9 +43,11 @@ class ReachChecks(AliasScope):
         own = root in (["self"], ["cls"]) and root[0] not in self.aliases
         if self._class_annotation(node):
             return  # `x_ptr: tl.pointer_type`: Triton reads a class annotation as no type at all
-        if (own or (isinstance(node.value, ast.Name) and id(node.value) in self.ctx_names)) \
-                and attr in P.MODULE_ALIASES | P.DANGER_MODULES and not attr.startswith("_"):
-            return  # `ctx.reduction`, `self.path`: an attribute the candidate set on its own object
+        if (own or (isinstance(node.value, ast.Name) and (id(node.value) in self.ctx_names
+                                                           or self._parameter(node.value)))) \
+                and attr in P.MODULE_ALIASES | P.DANGER_MODULES and attr != "numpy" \
+                and not attr.startswith("_"):
+            return  # `ctx.reduction`, `self.path`, `args.reduction`: an object the call was handed
         if attr.startswith("__") and attr.endswith("__"):
             if attr not in P.SAFE_DUNDER_ATTRS:
                 self.bad(f"reaches the dunder attribute {attr!r}")
@@ -117,6 +119,15 @@ class ReachChecks(AliasScope):
         return (isinstance(cmp, ast.Compare) and len(cmp.ops) == 1
                 and isinstance(cmp.ops[0], (ast.Eq, ast.NotEq))
                 and all(_address_of(side) for side in (cmp.left, *cmp.comparators)))
+
+    def _parameter(self, node: ast.Name) -> bool:
+        """`node` names a parameter of the function it is read in (the call's own argument: the
+        harness hands tensors and numbers, no object with a module attribute but `numpy`)."""
+        up = self.parent.get(id(node))
+        while up is not None and not isinstance(up, FUNCS):
+            up = self.parent.get(id(up))
+        return (up is not None and node.id not in self.aliases
+                and node.id in {a.arg for a in ast.walk(up.args) if isinstance(a, ast.arg)})
 
     def _local_name(self, node: ast.AST) -> bool:
         """`node` is a plain name bound in the function it is stored from (a parameter or a local
