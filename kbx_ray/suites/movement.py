@@ -78,9 +78,28 @@ def decide(reference: Callable[..., Any], calls: list[Any]) -> tuple[bool, str]:
                 reference(*_clone(call.args), **_clone(call.kwargs))
     except Exception as x:  # noqa: BLE001 - the problem's own code: not known to be movement
         return False, f"the reference did not run traced ({type(x).__name__})"
-    computing = sorted(mode.names - MOVING)
+    return _verdict(mode.names)
+
+
+def decide_forward(build: Callable[[], tuple[Callable[..., Any], tuple]]) -> tuple[bool, str]:
+    """(is data movement, why) of a module problem (KernelBench's `Model`): `build()` makes the
+    model and its inputs, under `torch.device("meta")` (no data: a 16k-square input costs
+    nothing), and only the forward is traced (weight initialisers compute)."""
+    try:
+        with torch.device("meta"):
+            forward, inputs = build()
+            mode = _Ops()
+            with mode, torch.no_grad():
+                forward(*inputs)
+    except Exception as x:  # noqa: BLE001 - data-dependent or device-bound code: not known
+        return False, f"the reference did not run traced ({type(x).__name__})"
+    return _verdict(mode.names)
+
+
+def _verdict(names: set[str]) -> tuple[bool, str]:
+    computing = sorted(names - MOVING)
     if computing:
         return False, f"the reference computes ({', '.join(computing[:4])})"
-    if not mode.names:
+    if not names:
         return False, "the reference dispatches no aten op"
-    return True, f"the reference only moves data ({', '.join(sorted(mode.names)[:6])})"
+    return True, f"the reference only moves data ({', '.join(sorted(names)[:6])})"

@@ -146,6 +146,10 @@ def test_kernelbench_levels_load_whole_with_reasons():
     assert all(k.startswith("level4/") and "\n" not in v for k, v in skipped.items()), skipped
     mod = load_module(tasks[0].path)
     assert mod.TOLERANCE["float32"] == (1e-4, 1e-4) and mod.TOLERANCE["float16"] == (1e-2, 1e-2)
+    # no FLOP count, yet no problem is data movement: each forward computes (traced on meta)
+    kinds = {t.task_id: load_module(t.path).DATA_MOVEMENT for t in tasks}
+    assert not [tid for tid, (yes, _) in kinds.items() if yes], kinds
+    assert sum(why.startswith("the reference computes") for _, why in kinds.values()) >= 240
 
 
 def test_kbx_tasks_lists_skips_and_eval_builds_only_its_task(tmp_path: Path):
