@@ -232,7 +232,7 @@ class Monitor:
                 and p not in self.structure:  # `mask.int()` sizes; it is not the answer
             self._deny(f"{full} (on a data-movement task only a whole copy of an input into a "
                        "plain contiguous buffer is not the answer itself)")
-        # elsewhere any whole view of an input copies it whole (`x.t().contiguous().t()`): the
+        # elsewhere any whole view of an input copies it whole (`x.flatten().clone()`): the
         # parent compares the values, and a launch-free call must equal an input (rotation)
         return "identity" if exact or (plain and self._whole_input(src)) else "moved"
 
@@ -364,7 +364,7 @@ def movement_task(task: Any) -> bool:
     """A task whose answer is data movement, so torch moves of its data must not produce it: as
     the task declares (`DATA_MOVEMENT = (bool, why)`, an external suite's adapter decides by the
     reference's aten ops, `suites/movement.py`), else one whose every case costs no flops
-    (permute_copy, diag_embed, index_*, kv_cache_append, triu)."""
+    (permute_copy, diag_embed, index_*, kv_cache_append, triu). Also loads its STRUCTURE."""
     MONITOR.structure_at = structure_of(task)
     declared = getattr(task, "DATA_MOVEMENT", None)
     if declared is not None:
