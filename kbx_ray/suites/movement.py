@@ -1,5 +1,5 @@
-"""A reference -> whether its task is data movement, by the aten ops it runs (not by its name,
-category or cost).
+"""A reference -> its task's kinds: whether it is data movement, by the aten ops it runs (not by
+its name, category or cost), and which inputs are structure (`structure`).
 
 The runtime ledger (`evaluate/worker/ledger.py`) treats a data-movement task apart: there a torch
 copy of an input is the answer itself, so torch may not make one (`x.to(dtype)`, `clone`). An
@@ -103,3 +103,36 @@ def _verdict(names: set[str]) -> tuple[bool, str]:
     if not names:
         return False, "the reference dispatches no aten op"
     return True, f"the reference only moves data ({', '.join(sorted(names)[:6])})"
+
+
+def structure(reference: Callable[..., Any], sig: Any, calls: list[Any]) -> tuple[str, ...]:
+    """The parameters whose tensor values shape the reference's output (tasks/README.md,
+    `STRUCTURE`): an integer or bool tensor argument of the smallest call whose change (ints + 1,
+    bools all true or all false) changes an output's shape (repeat_interleave's repeats, masked_select's
+    mask). Index arguments that the change puts out of range raise, and stay values."""
+    if not calls:
+        return ()
+    call = min(calls, key=_size)
+    bound = sig.bind(*call.args, **call.kwargs).arguments
+
+    def shapes(arguments: dict) -> list | None:
+        try:
+            out = reference(**_clone(arguments)) if not _positional(sig) else None
+        except Exception:  # noqa: BLE001 - an index put out of range: not a structure input
+            return None
+        return [tuple(t.shape) for t in _tensors(out)]
+    base = shapes(bound)
+    found = []
+    for name, v in bound.items():
+        if isinstance(v, torch.Tensor) and v.numel() and not (v.is_floating_point() or v.is_complex()):
+            changes = [torch.ones_like(v), torch.zeros_like(v)] if v.dtype == torch.bool else [v + 1]
+            if base is not None and any((got := shapes({**bound, name: c})) is not None and got != base
+                                        for c in changes):
+                found.append(name)
+    return tuple(found)
+
+
+def _positional(sig: Any) -> bool:
+    """A parameter that can only be passed by position (`def f(x, /)`): the call cannot be rebound
+    by name, so no structure is inferred."""
+    return any(p.kind is p.POSITIONAL_ONLY or p.kind is p.VAR_POSITIONAL for p in sig.parameters.values())

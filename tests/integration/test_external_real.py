@@ -283,6 +283,10 @@ def test_data_movement_tasks_are_decided_by_the_reference_ops(kbx_suite):
     moving = {tid: why for tid, (yes, why) in found.items() if yes}
     assert moving == {tid: f"the reference only moves data ({ops})" for tid, ops in
                       DATA_MOVEMENT.items()}, moving
+    # structure inputs: tensors whose values shape an output (suites/movement.structure)
+    structure = {tid: load_module(t.path).STRUCTURE for tid, t in tasks.items()}
+    assert {tid: s for tid, s in structure.items() if s} == {
+        "Index/masked_select": ("mask",), "Fusion/fused_masked_select_add_gelu": ("mask",)}
     for tid in ("Math/softmax", "Math/floor", "Fusion/fused_softmax_log"):  # compute, whatever
         yes, why = found[tid]  # a cast or a copy they do first (softmax's input.to(dtype))
         assert not yes and why.startswith("the reference computes"), (tid, why)
