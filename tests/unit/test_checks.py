@@ -151,8 +151,12 @@ PTR_ANNOTATED = ("@triton.jit\ndef k2(x_ptr: {ann}, y_ptr: {ann}, n: tl.int32, B
     "    return y.view(s) if 's' in locals() else y\n",
     "def relu(x, opts=None):\n    y = torch.empty_like(x)\n    k[(1,)](y)\n"
     "    return y if opts is None or opts.reduction == 'none' else y\n",
+    # an optimizer task's answer is an optimizer: its base class (KernelBench-X Adam)
+    "class Adam(torch.optim.Optimizer):\n    def __init__(self, params, lr=1e-3):\n"
+    "        super().__init__(params, dict(lr=lr))\n"
+    "def relu(x):\n    y = torch.empty_like(x)\n    k[(1,)](y)\n    return y\n",
 ], ids=["pointer_type_annotation", "tensor_annotation", "ctx_attrs", "self_attrs", "in_locals",
-        "argument_attr"])
+        "argument_attr", "optimizer_base_class"])
 def test_honest_annotations_own_attributes_and_membership_admitted(body):
     assert check(body).violations == []
 
@@ -172,6 +176,7 @@ def test_honest_annotations_own_attributes_and_membership_admitted(body):
     ("def relu(x):\n    return x.numpy()\n", "(an escape to the OS or the interpreter)"),
     ("z = 'x' in locals()\ndef relu(x): return x\n", "builtin 'locals'"),
     ("def relu(x):\n    d = locals()\n    return x\n", "builtin 'locals'"),
+    ("def relu(x):\n    return torch.optim.SGD([x], lr=1.0)\n", "uses torch.optim.SGD"),
 ])
 def test_pointer_declarations_and_foreign_module_attributes_stay_refused(body, needle):
     rep = check(body)
