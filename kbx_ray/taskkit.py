@@ -116,6 +116,17 @@ def finish_operands(tensors: tuple[torch.Tensor, ...], case: dict, device: str) 
     return tuple(finish_one(t, dtype, device, v) for t, v in zip(tensors, _views(case)))
 
 
+def edges(x: torch.Tensor, values: Sequence[float]) -> torch.Tensor:
+    """`x` with its first row's leading elements (logical order, any view) set to `values`: the
+    adversarial points a task's contract defines (signed zeros at a branch cut, ties), placed in
+    every draw so that no verdict depends on whether a random draw happened to hit them. At least
+    one drawn value stays (a one-element input keeps its value: its case tests a size)."""
+    row = x[(0,) * (x.dim() - 1)]  # a view: the write lands in x, whatever its strides
+    k = min(len(values), row.shape[0], x.numel() - 1)
+    row[:k] = torch.tensor(list(values[:k]), dtype=x.dtype, device=x.device)
+    return x
+
+
 def numel(shape: list[int]) -> int:
     n = 1
     for s in shape:

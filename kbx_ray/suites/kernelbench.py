@@ -32,7 +32,7 @@ import torch
 from kbx_ray.registry import register
 from kbx_ray.errors import SuiteError
 from kbx_ray.task_import import select_ids
-from kbx_ray.suites import SuiteFormat, shim
+from kbx_ray.suites import SuiteFormat, movement, shim
 from kbx_ray.types import Task
 
 WEIGHT_SEED = 42
@@ -146,12 +146,26 @@ def _description(task_id: str) -> str:
         f"atol = rtol = {ATOL:g} (float32; 1e-2 for float16 and bfloat16).", 100)
 
 
+def _movement(task_id: str, source: str) -> tuple[bool, str]:
+    """Whether the problem only moves data, by the aten ops its forward runs (`movement.py`;
+    KernelBench gives no flop count, and zero flops would make every problem data movement)."""
+    problem = KernelBenchProblem(task_id + ".py", source)
+
+    def build() -> tuple[Callable[..., Any], tuple]:
+        with shim.seeded(WEIGHT_SEED):
+            model = problem.ns["Model"](*problem.ns["get_init_inputs"]())
+        return model, tuple(problem.ns["get_inputs"]())
+    with hub_offline():
+        return movement.decide_forward(build)
+
+
 def _render(task_id: str, level: int, signature: str, source: str) -> str:
     return shim.header(_description(task_id), __name__, task_id + ".py") + "\n".join([
         "from kbx_ray.suites.kernelbench import KernelBenchProblem", "",
         "ENTRY = 'ModelNew'", f"CATEGORY = {'KernelBench/' + task_id.split('/')[0]!r}",
         f"LEVEL = {level}", f"SIGNATURE = {signature!r}", f"REFERENCE_SOURCE = {source!r}",
         "CASES = [{'name': 'default', 'small': True}]", "MUTATES = ()",
+        f"DATA_MOVEMENT = {_movement(task_id, source)!r}",
         f"PROBLEM = KernelBenchProblem({task_id + '.py'!r}, REFERENCE_SOURCE)",
         "TOLERANCE = PROBLEM.tolerance", "make_inputs = PROBLEM.make_inputs", "cost = PROBLEM.cost",
         "bind_candidate = PROBLEM.bind_candidate",

@@ -40,7 +40,7 @@ import torch
 from kbx_ray.registry import register
 from kbx_ray.errors import SuiteError
 from kbx_ray.task_import import select_ids
-from kbx_ray.suites import SuiteFormat, kbx_tree, recorder, shim, tensorize
+from kbx_ray.suites import SuiteFormat, kbx_tree, movement, recorder, shim, tensorize
 from kbx_ray.suites.kbx_comparison import PeerCheck
 from kbx_ray.types import Task
 
@@ -123,6 +123,8 @@ class KernelBenchXProblem:
         mutates = tuple(dict.fromkeys(m for c in calls for m in (*c.mutated, *c.returned)))
         tensorized = not all(tensorize.plain(c.out) for c in calls)
         cases = recorder.cases_of(calls, results)
+        self.movement = movement.decide(self.raw, calls)  # by its ops, not its name or category
+        self.structure = movement.structure(self.raw, self.sig, calls)  # values that shape outputs
         for case, c in zip(cases, calls):  # the mutated arguments each call passes, in order
             passed = self.sig.bind(*c.args, **c.kwargs).arguments
             case["mutated_args"] = [m for m in mutates if m in passed]
@@ -172,6 +174,7 @@ def _render(loc: kbx_tree.Located, origin: str, parts: tuple[str, str, str, int]
         f"PEER_FILE = {loc.task_id + '.py'!r}",
         f"REFERENCE_SOURCE = {ref.rstrip() + chr(10)!r}", f"TEST_SOURCE = {test!r}",
         f"HELPERS = {helpers!r}", f"CASES = {cases!r}", f"MUTATES = {mutates!r}",
+        f"DATA_MOVEMENT = {problem.movement!r}", f"STRUCTURE = {problem.structure!r}",
         f"PROBLEM = KernelBenchXProblem(ENTRY, {origin!r}, REFERENCE_SOURCE, TEST_SOURCE, {line}, "
         f"HELPERS, {tensorized!r}, {thresholds!r}, MUTATES)",
         "TOLERANCE = PROBLEM.tolerance", "make_inputs = PROBLEM.make_inputs", "cost = PROBLEM.cost",

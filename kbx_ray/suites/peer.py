@@ -47,7 +47,8 @@ def stricter_reason(stage: str, error_kind: str, error_msg: str,
         if error_kind == kind and needle in msg:
             return why
     if stage == "timing" and "after timing" in msg:
-        return "a stale or cached result after timing (the peer does not re-check)"
+        what = "a stale or cached result" if "stale" in msg else "a wrong result"
+        return f"{what} after timing (the peer does not re-check)"
     m = _SEED.search(msg)
     if error_kind in ("mismatch", "shape_mismatch", "dtype_mismatch") and m and \
             not first_seed(int(m.group(1))):

@@ -32,7 +32,7 @@ from kbx_ray.errors import SuiteError
 from kbx_ray.task_import import load_module
 from kbx_ray.types import Task, stable_hash
 
-ADAPTER_VERSION = 6  # bump when the generated text changes: every shim is regenerated
+ADAPTER_VERSION = 8  # bump when the generated text changes: every shim is regenerated
 
 
 def cache_dir() -> Path:

@@ -40,6 +40,12 @@ def test_contract(task):
     assert any(not c["small"] for c in task.cases), "at least one large GPU case"
     assert len({c["name"] for c in task.cases}) == len(task.cases), "case names are unique"
     assert task.solution_path, "every task ships a solution.py"
+    ref_params = __import__("inspect").signature(getattr(mod, task.name)).parameters
+    for name in getattr(mod, "STRUCTURE", ()):  # structure inputs: tensor parameters of the reference
+        assert name in ref_params, f"STRUCTURE names {name!r}, not a parameter of the reference"
+        args, kwargs = mod.make_inputs(next(c for c in task.cases if c["small"]), 0, "cpu")
+        bound = __import__("inspect").signature(getattr(mod, task.name)).bind(*args, **kwargs)
+        assert isinstance(bound.arguments[name], torch.Tensor), f"STRUCTURE {name!r} is no tensor"
     for case in task.cases:
         cost = mod.cost(case)
         assert cost["flops"] >= 0 and cost["bytes"] > 0, case["name"]

@@ -146,6 +146,10 @@ def test_kernelbench_levels_load_whole_with_reasons():
     assert all(k.startswith("level4/") and "\n" not in v for k, v in skipped.items()), skipped
     mod = load_module(tasks[0].path)
     assert mod.TOLERANCE["float32"] == (1e-4, 1e-4) and mod.TOLERANCE["float16"] == (1e-2, 1e-2)
+    # no FLOP count, yet no problem is data movement: each forward computes (traced on meta)
+    kinds = {t.task_id: load_module(t.path).DATA_MOVEMENT for t in tasks}
+    assert not [tid for tid, (yes, _) in kinds.items() if yes], kinds
+    assert sum(why.startswith("the reference computes") for _, why in kinds.values()) >= 240
 
 
 def test_kbx_tasks_lists_skips_and_eval_builds_only_its_task(tmp_path: Path):
@@ -258,3 +262,31 @@ def test_bench_peers_cpu_smoke_explains_every_disagreement(tmp_path: Path):
         ("ours is stricter: no Triton kernel", "ours is stricter: torch computes"))
     assert rows["relu__scaled.py"]["agree"] and d["throughput"]["kernelbenchx"]["ours"][
         "per_gpu_minute"] > 0
+
+
+# What the adapter calls data movement on the real tree, by the reference's aten ops
+# (kbx_ray/suites/movement.py), with the reason it gives: a change to either shows here.
+DATA_MOVEMENT = {
+    "Fusion/fused_gather_masked_fill": "clone, gather, masked_fill",
+    "Index/index_fill_": "clone, index_fill_",
+    "Index/index_select": "clone, index_select",
+    "Index/permute_copy": "clone, permute",
+    "Index/scatter": "clone, scatter",
+    "Math/ifftshift": "clone, roll",
+    "Optimizer/Adam": "clone",  # builds a torch.optim.Adam and returns its defaults: no step
+}
+
+
+def test_data_movement_tasks_are_decided_by_the_reference_ops(kbx_suite):
+    tasks, _ = kbx_suite
+    found = {tid: load_module(t.path).DATA_MOVEMENT for tid, t in tasks.items()}
+    moving = {tid: why for tid, (yes, why) in found.items() if yes}
+    assert moving == {tid: f"the reference only moves data ({ops})" for tid, ops in
+                      DATA_MOVEMENT.items()}, moving
+    # structure inputs: tensors whose values shape an output (suites/movement.structure)
+    structure = {tid: load_module(t.path).STRUCTURE for tid, t in tasks.items()}
+    assert {tid: s for tid, s in structure.items() if s} == {
+        "Index/masked_select": ("mask",), "Fusion/fused_masked_select_add_gelu": ("mask",)}
+    for tid in ("Math/softmax", "Math/floor", "Fusion/fused_softmax_log"):  # compute, whatever
+        yes, why = found[tid]  # a cast or a copy they do first (softmax's input.to(dtype))
+        assert not yes and why.startswith("the reference computes"), (tid, why)

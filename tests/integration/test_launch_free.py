@@ -125,6 +125,19 @@ def test_a_zero_grid_on_empty_inputs_passes(ev, task):
     assert res.exec_ok, f"{res.stage}/{res.error_kind}: {res.error_msg}"
 
 
+@pytest.mark.parametrize("copy", [
+    "x.clone()", "torch.empty_like(x).copy_(x)", "x.flatten().clone().view_as(x)",
+    "x.new_empty(x.shape).copy_(x)",
+], ids=["clone", "copy_into_empty", "clone_of_a_flat_view", "copy_into_new_empty"])
+def test_any_exact_copy_is_the_integer_identity(ev, task, copy):
+    """Integers are their own floor: whichever exact whole copy of the input a model writes is
+    the answer, with no launch owed."""
+    body = LAUNCH.replace("    x = x.contiguous()", "    if not x.is_floating_point():\n"
+                          f"        return {copy}\n    x = x.contiguous()")
+    res = _judge(ev, task, _candidate(body))
+    assert res.exec_ok, f"{res.stage}/{res.error_kind}: {res.error_msg}"
+
+
 @pytest.mark.parametrize("body,kind", [
     # launchless on floats: a copy of the input is not floor's answer there
     ("return x.clone()", "mismatch"),

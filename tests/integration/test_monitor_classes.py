@@ -8,8 +8,10 @@ one, whatever launches around it.
 from __future__ import annotations
 
 import ast
+import os
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -31,7 +33,16 @@ def ev():
     e.close()
 
 
+KBX = Path(os.environ.get("KBX_EXTERNAL") or Path(__file__).resolve().parents[2] / ".." / "shared"
+           / "external") / "KernelBenchX" / "data"
+
+
 def _fp32_small(task_id: str):
+    if task_id.startswith("kernelbenchx:"):  # a real KernelBench-X task: every recorded call
+        if not (KBX / "kernelbenchx_v1.json").is_file():
+            pytest.skip(f"the KernelBench-X tree is not at {KBX} (set KBX_EXTERNAL)")
+        task = get_task(task_id.split(":", 1)[1], KBX, "kernelbenchx")
+        return replace(task, cases=tuple(c for c in task.cases if c["small"]))
     task = get_task(task_id)
     cases = tuple(c for c in task.cases if c["small"] and c.get("dtype", "float32") == "float32")
     assert cases, f"{task_id} has no float32 small case"
@@ -84,11 +95,48 @@ KERNEL_WRITES = "y = torch.empty_like(x)\n    k[(triton.cdiv(x.numel(), 64),)](x
     # a constant fill of the output before the kernel writes it is allocation, not a result
     (KERNEL_WRITES.replace("y = torch.empty_like(x)", "y = torch.empty_like(x).fill_(0.0)"),
      True, ""),
+    # ... and stays refused once a kernel wrote the buffer, even when another launch follows
+    (KERNEL_WRITES.replace("return y", "y.zero_()\n    k[(triton.cdiv(x.numel(), 64),)](x, y, "
+                           "x.numel(), BLOCK=64)\n    return y"), False,
+     "zero_.default into a buffer a kernel was handed"),
 ], ids=["kernel_writes", "copy_over_output", "zeros_over_output", "clone_of_result",
-        "truncating_cast_of_result", "constant_fill"])
+        "truncating_cast_of_result", "constant_fill", "fill_between_launches"])
 def test_only_kernels_write_outputs(ev, body, ok, finding):
     task = _fp32_small("activation/relu")
     res = ev.evaluate(task, make_candidate(task.task_id, "relu", RELU.format(body=body)))
     assert res.exec_ok is ok, f"{res.error_kind}: {res.error_msg}"
     if finding:
+        assert res.error_kind == "disqualified" and finding in res.error_msg, res.error_msg
+
+
+MASKED_SELECT = (FIXTURES / "honest_llm" / "masked_select_sum_item.py").read_text()
+SIZING = "    total = int(mask.sum().item())  # number of selected elements\n"
+
+
+@pytest.mark.parametrize("sizing,ok,finding", [
+    # torch may compute sizes from the task's STRUCTURE input (the mask), through a cast too
+    (SIZING, True, ""),
+    ("    total = mask.to(torch.int32).sum().item()\n", True, ""),
+    ("    total = int(torch.count_nonzero(mask))\n", True, ""),
+    # ... but what it computes may not feed a kernel's values
+    (SIZING + "    offs = torch.cumsum(mask_flat.to(torch.int32), 0)\n"
+     "    masked_select_kernel[(1,)](x_flat, offs, torch.empty(1, device=x.device), 1, BLOCK_SIZE=16)\n",
+     False, "computed from structure inputs"),
+    # ... nor be an output
+    (SIZING + "    if total >= 0:\n        return mask.sum().to(x.dtype).reshape(1).expand(total).contiguous()\n",
+     False, "of values torch wrote"),
+    # ... and a read-back number may size, not be a kernel's scalar argument
+    ("    total = mask.sum().item()\n    masked_select_kernel[(1,)](x_flat, mask_flat, "
+     "torch.empty(total, device=x.device, dtype=x.dtype), total, BLOCK_SIZE=16)\n", False, ""),
+    # torch over the values of `x` (not structure) stays refused
+    ("    total = int((x > 0).sum().item()) * 0 + int(mask.sum().item())\n", False, "gt"),
+], ids=["sum_item", "cast_sum_item", "count_nonzero", "cumsum_into_kernel", "sum_as_output",
+        "read_number_as_kernel_argument", "compute_on_x"])
+def test_structure_inputs_may_size_outputs_only(ev, sizing, ok, finding):
+    task = _fp32_small("index/masked_select")
+    code = MASKED_SELECT.replace(SIZING, sizing)
+    assert code != MASKED_SELECT or sizing == SIZING
+    res = ev.evaluate(task, make_candidate(task.task_id, task.name, code))
+    assert res.exec_ok is ok, f"{res.stage}/{res.error_kind}: {res.error_msg}"
+    if not ok:
         assert res.error_kind == "disqualified" and finding in res.error_msg, res.error_msg

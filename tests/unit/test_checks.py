@@ -128,3 +128,56 @@ def test_raw_addresses_base_readers_and_foreign_stores_refused(body, needle):
 ])
 def test_own_super_requires_grad_and_decorator_helpers_admitted(body):
     assert check(body).violations == []
+
+
+PTR_ANNOTATED = ("@triton.jit\ndef k2(x_ptr: {ann}, y_ptr: {ann}, n: tl.int32, B: tl.constexpr):\n"
+                 "    o = tl.arange(0, B)\n    v = tl.load(x_ptr + o, mask=o < n)\n"
+                 "    tl.store(y_ptr + o, v.to(y_ptr.type.element_ty), mask=o < n)\n"
+                 "def relu(x):\n    y = torch.empty_like(x)\n    k2[(1,)](x, y, x.numel(), B=64)\n    return y\n")
+
+
+@pytest.mark.parametrize("body", [
+    PTR_ANNOTATED.format(ann="tl.pointer_type"),
+    PTR_ANNOTATED.format(ann="tl.tensor"),
+    # an autograd Function keeps its arguments on ctx, whatever they are called
+    "class F(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x, reduction):\n"
+    "        ctx.reduction = reduction\n        ctx.path = None\n        y = torch.empty_like(x)\n"
+    "        k[(1,)](y)\n        return y if ctx.reduction == 'none' else y\n"
+    "def relu(x, reduction='mean'):\n    return F.apply(x, reduction)\n",
+    "class M(torch.nn.Module):\n    def __init__(self, reduction):\n        super().__init__()\n"
+    "        self.reduction = reduction\n    def forward(self, x):\n        return x if self.reduction else x\n"
+    "def relu(x):\n    y = torch.empty_like(x)\n    k[(1,)](y)\n    return M('mean')(y)\n",
+    "def relu(x):\n    y = torch.empty_like(x)\n    k[(1,)](y)\n    s = x.shape\n"
+    "    return y.view(s) if 's' in locals() else y\n",
+    "def relu(x, opts=None):\n    y = torch.empty_like(x)\n    k[(1,)](y)\n"
+    "    return y if opts is None or opts.reduction == 'none' else y\n",
+    # an optimizer task's answer is an optimizer: its base class (KernelBench-X Adam)
+    "class Adam(torch.optim.Optimizer):\n    def __init__(self, params, lr=1e-3):\n"
+    "        super().__init__(params, dict(lr=lr))\n"
+    "def relu(x):\n    y = torch.empty_like(x)\n    k[(1,)](y)\n    return y\n",
+], ids=["pointer_type_annotation", "tensor_annotation", "ctx_attrs", "self_attrs", "in_locals",
+        "argument_attr", "optimizer_base_class"])
+def test_honest_annotations_own_attributes_and_membership_admitted(body):
+    assert check(body).violations == []
+
+
+@pytest.mark.parametrize("body, needle", [
+    # an instance or a string declares the parameter a pointer: an integer there is an address
+    (PTR_ANNOTATED.format(ann="tl.pointer_type(tl.float32)"), "pointer_type"),
+    (PTR_ANNOTATED.format(ann="tl.pi32_t"), "a pointer type"),
+    (PTR_ANNOTATED.format(ann="'*fp32'"), "declares x_ptr a pointer by the string"),
+    # a block of pointers' element type is a pointer type
+    ("@triton.jit\ndef k3(x_ptr, n):\n    p = x_ptr + tl.arange(0, 4)\n"
+     "    tl.store(p, n.to(p.type.element_ty))\ndef relu(x): return x\n", "names the pointer type"),
+    ("@triton.jit\ndef k3(x_ptr, n):\n    x_ptr = x_ptr + tl.arange(0, 4)\n"
+     "    tl.store(x_ptr, n.to(x_ptr.type.element_ty))\ndef relu(x): return x\n", "names the pointer type"),
+    # module-alias names on objects the candidate does not own, and locals() outside a function
+    ("y = torch.empty(1)\ndef relu(x):\n    return y.reduction\n", "(an escape to the OS or the interpreter)"),
+    ("def relu(x):\n    return x.numpy()\n", "(an escape to the OS or the interpreter)"),
+    ("z = 'x' in locals()\ndef relu(x): return x\n", "builtin 'locals'"),
+    ("def relu(x):\n    d = locals()\n    return x\n", "builtin 'locals'"),
+    ("def relu(x):\n    return torch.optim.SGD([x], lr=1.0)\n", "uses torch.optim.SGD"),
+])
+def test_pointer_declarations_and_foreign_module_attributes_stay_refused(body, needle):
+    rep = check(body)
+    assert any(needle in v for v in rep.violations), rep.violations

@@ -52,7 +52,10 @@ def test_the_wrapper_shows_the_reference_signature_and_hands_back_what_was_retur
     ("correctness", "mismatch", "case a: seed 0: task check: mutated argument 'x': 1 of 3",
      "declared-mutated"),
     ("correctness", "mismatch", "case a: seed 2: output 0: 1 of 3 values", "later seed only"),
-    ("timing", "mismatch", "case a, after timing (a cached or stale result?): x", "stale"),
+    ("timing", "mismatch", "case a, its call on fresh values after timing: returned the same output as "
+     "for an earlier input set although the inputs changed (a cached or stale result): x", "stale"),
+    ("timing", "mismatch", "case a, its call on fresh values after timing: differs from the reference: "
+     "x", "a wrong result after timing"),
     ("correctness", "input_mutated", "inputs [0] changed", "changed an input"),
     ("correctness", "mismatch", "case a: seed 0: output 0: 1 of 3 values", ""),
     ("correctness", "runtime_error", "boom", ""),

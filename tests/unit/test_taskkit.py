@@ -91,3 +91,19 @@ def test_task_hash_covers_the_shared_draw_helpers(tmp_path):
     with_kit = suite.task_file_hash(src)
     assert with_kit != suite.hashlib.sha256(text).hexdigest()[:16]
     assert suite.task_file_hash(plain) == suite.hashlib.sha256(plain.read_bytes()).hexdigest()[:16]
+
+
+def test_edges_land_in_the_first_row_of_any_view() -> None:
+    for view, shape in (("t", [3, 5]), ("s", [2, 3, 5]), (None, [4]), (None, [2, 1]), (None, [3])):
+        case = {"shape": shape, "dtype": "float16", "view": view}
+        drawn = taskkit.finish(taskkit.draw(_gen(), case), case, "cpu")
+        before = drawn.clone()
+        x = taskkit.edges(drawn, (-0.0, 0.5, -2.5))
+        row = x[(0,) * (x.dim() - 1)]
+        k = min(3, shape[-1], x.numel() - 1)  # one drawn value always stays
+        assert row[:k].tolist() == [-0.0, 0.5, -2.5][:k] and bool(row[0].signbit())
+        assert int((x != before).sum()) <= k < x.numel()
+        if view is not None:
+            assert x._base is not None, "the write went into the view's own storage"
+    one = torch.tensor([0.25])
+    assert taskkit.edges(one, (-0.0,)).tolist() == [0.25]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, TypeVar
 
+import torch
+
 from kbx_ray.evaluate.parent.correctness import (Verdict, compare, dtype_problem, layout_problem,
                                                   numeric, recurring_strays, seed_dependence)
 from kbx_ray.evaluate.parent.precise import admitted
@@ -178,11 +180,30 @@ def seed_problem(outs_by_seed: list[list]) -> str:
         (w for w in (seed_dependence(a, b) for a, b in pairs) if w), ""))
 
 
+def same_bits(a: list, b: list) -> bool:
+    """Two output lists hold the same tensors bit for bit (NaNs by their bits)."""
+    return len(a) == len(b) and all(
+        x.dtype == y.dtype and x.shape == y.shape
+        and torch.equal(x.reshape(-1).view(torch.uint8), y.reshape(-1).view(torch.uint8))
+        for x, y in zip(a, b))
+
+
+def timed_mismatch(where: str, v: Verdict, outs: list, earlier: list[list]) -> str:
+    """The message of a wrong timed or rechecked call: a stale result only where that is proven
+    (the very output of an earlier input set, returned on changed inputs); otherwise the values
+    that differ from the reference, as `v` names them."""
+    if any(same_bits(outs, e) for e in earlier):
+        return (f"{where}: returned the same output as for an earlier input set although the "
+                f"inputs changed (a cached or stale result): {v.message}")
+    return f"{where}: differs from the reference: {v.message}"
+
+
 def check_timed_calls(case: dict, checked: TimedCheck, blobs: list, device: str, ref_mod: Any,
                       reference: Callable[[int], RefOutputs],
-                      exact: Callable[[int], Exact] | None = None) -> None:
+                      exact: Callable[[int], Exact] | None = None) -> list[list]:
     """Every timed call launched a kernel and returned a new object, and the last output on
-    each input set is right for that set's values (`reference(seed)`)."""
+    each input set is right for that set's values (`reference(seed)`). Returns those outputs,
+    one list per input set (a later recheck tells a stale answer by them)."""
     where = f"case {case['name']}, its timed calls checked after timing"
     if checked.error:
         raise Fail("timing", "runtime_error", f"{where}: {checked.error}")
@@ -194,18 +215,20 @@ def check_timed_calls(case: dict, checked: TimedCheck, blobs: list, device: str,
                    "returned an output object returned before (a cached result)")
     if not checked.samples:
         raise Fail("timing", "infra_error", f"{where}: the worker sent no timed outputs")
-    k = 0
+    k, decoded = 0, []
     for sample in checked.samples:
-        metas = sample.outputs
-        outs = decode(metas, blobs[k:], device)
-        k += len(metas)
+        decoded.append(decode(sample.outputs, blobs[k:], device))
+        k += len(sample.outputs)
+    for j, (sample, outs) in enumerate(zip(checked.samples, decoded)):
         ref, _, contiguous = reference(sample.seed)
         why = dtype_problem(outs, ref)
         if why:
             raise Fail("timing", "dtype_mismatch", f"{where}: {why}")
         v = values(outs, ref, ref_mod, case, exact(sample.seed) if exact else None)
-        for i, (meta, c) in enumerate(zip(metas, contiguous)):
+        for i, (meta, c) in enumerate(zip(sample.outputs, contiguous)):
             why = layout_problem(list(meta.shape), list(meta.stride), c)
             v = Verdict(False, "shape_mismatch", f"output {i}: {why}") if why and v.ok else v
         if not v.ok:
-            raise Fail("timing", v.kind, f"{where} (a cached or stale result?): {v.message}")
+            raise Fail("timing", v.kind, timed_mismatch(
+                f"{where}, input set {j} of {len(decoded)}", v, outs, decoded[:j] + decoded[j + 1:]))
+    return decoded

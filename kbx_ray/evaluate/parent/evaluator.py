@@ -381,9 +381,9 @@ class Evaluator:
         """The timed calls' outputs, then a fresh recheck (GPU shared), then the timing checks."""
         fresh = self._seed(len(self.seeds))
         with self.lock.shared():
-            case_checks.check_timed_calls(case, *timed, self.device, ref_mod,
-                                          lambda s: self.refs.outputs_for(ref_mod, task, case, s),
-                                          self.refs.exact_for(ref_mod, task, case))
+            timed_outs = case_checks.check_timed_calls(
+                case, *timed, self.device, ref_mod, lambda s: self.refs.outputs_for(ref_mod, task, case, s),
+                self.refs.exact_for(ref_mod, task, case))
             reply, blobs = self._ask({"op": "recheck", "case": case, "fresh_seed": fresh},
                                      self.cfg.case_timeout_s, "timing", res)
             check = case_checks.read(RecheckReply, reply, "recheck", "timing").check
@@ -391,8 +391,8 @@ class Evaluator:
             v = (case_checks.integrity(check, self.cfg.torch_compute, res, self.monitor)
                  or self._verdict(ref_mod, task, case, fresh, outs, check, res))
         if not v.ok:
-            raise _Fail("timing", v.kind, f"case {case['name']}, after timing (a cached or stale "
-                                          f"result?): {v.message}")
+            raise _Fail("timing", v.kind, case_checks.timed_mismatch(
+                f"case {case['name']}, its call on fresh values after timing", v, outs, timed_outs))
         judge_timing(self.cfg, self.device, case, cr, res, t, parent_wall_ms, ref_t, timed[0],
                      ref_mod, self.refs.dtype(task, case))
         self.replay.timing(task, case, cr, t.median_ms, asdict(self.cfg.timing),

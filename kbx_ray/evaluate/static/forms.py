@@ -11,7 +11,7 @@ from kbx_ray.evaluate.static import policy as P
 from kbx_ray.evaluate.static.aliases import AliasScope
 from kbx_ray.evaluate.static.policy import MISSING
 from kbx_ray.evaluate.static.resolve import walk
-from kbx_ray.evaluate.static.scopes import FUNCS, bindings, parts, walk_local
+from kbx_ray.evaluate.static.scopes import FUNCS, bindings, parts, targets, walk_local
 
 _FORMAT_FIELD = re.compile(r"\{[^{}!:]*[.\[]")
 _ENTRY_DECORATORS = {"torch.no_grad", "torch.inference_mode"}
@@ -170,6 +170,12 @@ class FormChecks(AliasScope):
         are the parameters and what pointer arithmetic, `where` and views make of them."""
         body = walk_local(fn)
         params = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
+        rebound = {t.id for n in body for t in targets(n) if isinstance(t, ast.Name)}
+        for a in ast.walk(fn.args):
+            ann = getattr(a, "annotation", None) if isinstance(a, ast.arg) else None
+            if isinstance(ann, ast.Constant) and isinstance(ann.value, str) and "*" in ann.value:
+                self.bad(f"kernel {name} declares {a.arg} a pointer by the string {ann.value!r} "
+                         "(an integer handed there would become an address)")
         used = [c.args[0] for c in body if isinstance(c, ast.Call) and c.args and (
             getattr(c.func, "attr", getattr(c.func, "id", "")) in _MEMORY)]
         ptrs = {p for p in params if any(_ptrish(u, _derived(body, {p})) for u in used)}
@@ -189,7 +195,10 @@ class FormChecks(AliasScope):
                          "turns an integer into an address)")
             if n is not fn and isinstance(n, ast.Attribute) and n.attr == "type" and isinstance(
                     self.parent.get(id(n)), ast.Attribute) and _ptrish(n.value, ptrs) and (
-                    self.parent[id(n)].attr in ("element_ty", "scalar")):
+                    self.parent[id(n)].attr in ("element_ty", "scalar")) and not (
+                    isinstance(n.value, ast.Name) and n.value.id in params - rebound):
+                # a block of pointers' element type is a pointer; a parameter is one pointer,
+                # whose `.type.element_ty` is its element type (`y.to(out_ptr.type.element_ty)`)
                 self.bad(f"kernel {name} names the pointer type {ast.unparse(self.parent[id(n)])}")
 
     def _cast_by_name(self, body: list[ast.AST], params: set[str], casts: set[int]) -> set[int]:

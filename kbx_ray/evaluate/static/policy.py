@@ -140,12 +140,14 @@ TORCH_TOP = frozenset({
     "channels_last_3d", "preserve_format", "strided", "inf", "nan", "pi", "e", "newaxis",
     "nn", "autograd", "cuda", "linalg", "fft", "special", "version", "__version__", "typename",
     "sym_int", "sym_float", "sym_max", "sym_min", "OutOfMemoryError", "return_types",
-    "manual_seed",
+    "manual_seed", "optim",
 })
 TORCH_SUB: dict[str, frozenset[str] | None] = {  # None: every public name (a plain aten op)
     "nn": frozenset({"Module", "Parameter", "ModuleList", "ModuleDict", "Sequential", "Identity",
                      "ParameterList", "ParameterDict", "functional", "init", "Buffer"}),
     "autograd": frozenset({"Function", "function"}),
+    # the base class of an optimizer task's answer (KernelBench-X Adam); its steps dispatch aten ops
+    "optim": frozenset({"Optimizer"}),
     "cuda": frozenset({"is_available", "current_device", "device_count", "get_device_properties",
                        "get_device_name", "get_device_capability", "synchronize", "device",
                        "is_bf16_supported", "OutOfMemoryError", "current_stream"}),
@@ -164,11 +166,12 @@ def banned_attr_name(name: str) -> str | None:
     """Why an attribute name is out of reach whatever object it is read from, or None."""
     bare = name.lstrip("_")
     if name in BANNED_ATTRS:
-        return f"reaches {name!r}"
+        return (f"reaches {name!r} (an escape: files, raw memory, other streams, compiled "
+                "extensions or the runtime's hooks)")
     if bare in DANGER_MODULES or name in MODULE_ALIASES:
-        return f"reaches the module attribute {name!r}"
+        return f"reaches the module attribute {name!r} (an escape to the OS or the interpreter)"
     if name in FRAME_ATTRS:
-        return f"reaches the interpreter internals {name!r}"
+        return f"reaches the interpreter internals {name!r} (an escape through frames and code)"
     return None
 
 

@@ -9,7 +9,7 @@ import ast
 
 from kbx_ray.evaluate.static import policy as P
 from kbx_ray.evaluate.static.aliases import AliasScope
-from kbx_ray.evaluate.static.resolve import resolve_chain
+from kbx_ray.evaluate.static.resolve import resolve_chain, walk
 from kbx_ray.evaluate.static.scopes import COMPS, FUNCS, SCOPES, bindings, parts
 
 _BUILTINS = frozenset(dir(__import__("builtins"))) - P.BANNED_NAMES
@@ -19,7 +19,8 @@ class ReachChecks(AliasScope):
     def _name(self, node: ast.Name) -> None:
         name = node.id
         if name in P.BANNED_NAMES and isinstance(node.ctx, ast.Load) and not self._shadowed(node):
-            if not (name == "type" and self._type_for_display(node)):
+            if not ((name == "type" and self._type_for_display(node))
+                    or (name == "locals" and self._membership_test(node))):
                 self.bad(f"uses the builtin {name!r}")
         elif (isinstance(node.ctx, ast.Load) and name not in self.bound
               and name not in _BUILTINS and not name.startswith("__")):
@@ -40,6 +41,13 @@ class ReachChecks(AliasScope):
     def _attribute(self, node: ast.Attribute) -> None:
         attr, root = node.attr, parts(node)[:1]
         own = root in (["self"], ["cls"]) and root[0] not in self.aliases
+        if self._class_annotation(node):
+            return  # `x_ptr: tl.pointer_type`: Triton reads a class annotation as no type at all
+        if (own or (isinstance(node.value, ast.Name) and (id(node.value) in self.ctx_names
+                                                           or self._parameter(node.value)))) \
+                and attr in P.MODULE_ALIASES | P.DANGER_MODULES and attr != "numpy" \
+                and not attr.startswith("_"):
+            return  # `ctx.reduction`, `self.path`, `args.reduction`: an object the call was handed
         if attr.startswith("__") and attr.endswith("__"):
             if attr not in P.SAFE_DUNDER_ATTRS:
                 self.bad(f"reaches the dunder attribute {attr!r}")
@@ -114,6 +122,19 @@ class ReachChecks(AliasScope):
             own = self._own = frozenset(names)
         return own
 
+    def _class_annotation(self, node: ast.Attribute) -> bool:
+        """`node` is a whole type annotation (a parameter's, a variable's or a return's) naming a
+        class (`tl.pointer_type`, `tl.tensor`): Triton's JIT turns a class into its name, which
+        specialises nothing. An instance (`tl.pointer_type(tl.int64)`, `tl.pi32_t`) declares the
+        parameter a pointer, so an integer handed there would become an address: still refused."""
+        up = self.parent.get(id(node))
+        if not ((isinstance(up, ast.arg) and up.annotation is node)
+                or (isinstance(up, ast.AnnAssign) and up.annotation is node)
+                or (isinstance(up, FUNCS) and getattr(up, "returns", None) is node)):
+            return False
+        chain = self._expand(node)
+        return bool(chain) and chain[0] in P.ROOTS and isinstance(walk(list(chain)), type)
+
     def _same_address_test(self, node: ast.Attribute) -> bool:
         """`a.data_ptr() == b.data_ptr()` (or `!=`): do two tensors start at the same byte, the
         aliasing test LLM kernels write for in-place and `out=` arguments. The comparison yields
@@ -129,6 +150,15 @@ class ReachChecks(AliasScope):
                 and isinstance(cmp.ops[0], (ast.Eq, ast.NotEq))
                 and all(_address_of(side) for side in (cmp.left, *cmp.comparators)))
 
+    def _parameter(self, node: ast.Name) -> bool:
+        """`node` names a parameter of the function it is read in (the call's own argument: the
+        harness hands tensors and numbers, no object with a module attribute but `numpy`)."""
+        up = self.parent.get(id(node))
+        while up is not None and not isinstance(up, FUNCS):
+            up = self.parent.get(id(up))
+        return (up is not None and node.id not in self.aliases
+                and node.id in {a.arg for a in ast.walk(up.args) if isinstance(a, ast.arg)})
+
     def _local_name(self, node: ast.AST) -> bool:
         """`node` is a plain name bound in the function it is stored from (a parameter or a local
         of the candidate's own), not a module, a global or a name declared global/nonlocal."""
@@ -138,6 +168,18 @@ class ReachChecks(AliasScope):
         while up is not None and not isinstance(up, FUNCS):
             up = self.parent.get(id(up))
         return up is not None and node.id in bindings(up)
+
+    def _membership_test(self, node: ast.Name) -> bool:
+        """`'x' in locals()` inside a function: a bool about the function's own names (a copy of
+        them; nothing written to it reaches a frame). At module level it is the module's globals."""
+        call = self.parent.get(id(node))
+        cmp = self.parent.get(id(call))
+        up = cmp
+        while up is not None and not isinstance(up, FUNCS):
+            up = self.parent.get(id(up))
+        return (isinstance(call, ast.Call) and call.func is node and not call.args
+                and isinstance(cmp, ast.Compare) and cmp.comparators == [call]
+                and isinstance(cmp.ops[0], (ast.In, ast.NotIn)) and up is not None)
 
     def _type_for_display(self, node: ast.Name) -> bool:
         """`type(x)` with one argument whose result is only shown or compared (an error message,

@@ -5,9 +5,13 @@ constants; VIEWS and META never touch values; MOVES copy values unchanged (allow
 e.g. `x.contiguous()` before a launch, but they may not write an output); LIFTS are `torch.tensor`
 / `as_tensor` of Python values (metadata tensors); READS bring values to the host. Every other op
 computes, and inside a candidate's call computing is refused (default deny, INTEGRITY.md) unless
-every operand is an integer metadata tensor. Standard library only (the worker imports it).
+every operand is an integer metadata tensor; `lossless` says which casts only move values.
+Standard library only at import (the worker imports it; `lossless` imports torch when called).
 """
 from __future__ import annotations
+
+import math
+from typing import Any
 
 
 def _names(text: str) -> frozenset[str]:
@@ -37,3 +41,25 @@ MOVES = _names("""
 LIFTS = _names("lift_fresh lift_fresh_copy lift")
 EXACT_MOVES = _names("copy_ clone _to_copy contiguous")  # whole copies an identity answer may be
 READS = _names("_local_scalar_dense item is_nonzero equal")
+
+
+def lossless(a: Any, b: Any) -> bool:
+    """Every value of dtype `a` is exactly representable in dtype `b`: a cast `a` -> `b` (`_to_copy`,
+    `copy_` between dtypes) moves values; any other cast computes (truncates, rounds or wraps)."""
+    import torch
+
+    if a == b or a == torch.bool:
+        return True
+    if a.is_complex or b.is_complex or b == torch.bool:
+        return False
+    fa, fb = a.is_floating_point, b.is_floating_point
+    if fa and fb:
+        ia, ib = torch.finfo(a), torch.finfo(b)
+        return ib.eps <= ia.eps and ib.max >= ia.max and ib.tiny <= ia.tiny
+    if fa:
+        return False
+    ia = torch.iinfo(a)
+    if fb:
+        return ia.bits <= -math.log2(torch.finfo(b).eps) + 1
+    ib = torch.iinfo(b)
+    return ib.min <= ia.min and ib.max >= ia.max

@@ -44,3 +44,17 @@ def internal(frame: Any) -> bool:
     if path.endswith(HARNESS_FILES):
         return True
     return any(path.endswith(f) and code.co_name == n for f, n in INTERNAL)
+
+
+_TRIAL = ("triton/runtime/autotuner.py", "kernel_call")  # the autotuner's benchmark of one config
+
+
+def trial(frame: Any) -> bool:
+    """True when `frame` runs inside the autotuner's benchmark of a config (`_bench`'s
+    `kernel_call`): a trial launch whose results the autotuner throws away before its real one."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == _TRIAL[1] and code.co_filename.replace(os.sep, "/").endswith(_TRIAL[0]):
+            return True
+        frame = frame.f_back
+    return False

@@ -8,11 +8,14 @@ kernels may write the values of an output or of a declared-mutated input (INTEGR
 """
 from __future__ import annotations
 
+import inspect
 import math
+import sys
 from typing import Any
 
 from kbx_ray.evaluate.worker.aten_ops import (ALLOC, CONST_FILLS, EXACT_MOVES, LIFTS, META, READS,
-                                              VIEWS)
+                                              VIEWS, lossless)
+from kbx_ray.evaluate.worker.frames import trial
 from kbx_ray.evaluate.worker.trees import tensors
 
 
@@ -46,6 +49,7 @@ class Monitor:
         self.passed: set[tuple] = set()   # the input tensors exactly as the call received them
         self.scalars: set[int] = set()    # inputs whose whole storage is one value
         self.by_kernel: set[int] = set()  # fresh allocations a launch was handed (its results)
+        self.trials: set[int] = set()     # ... by the autotuner's trial launches only
         self.sizes_read = 0               # one-value kernel results read (output sizes)
         self.movement = False             # the task only moves data (its cost has no flops)
         self.meta: set[int] = set()       # metadata tensors: torch.tensor of Python values, and
@@ -55,6 +59,8 @@ class Monitor:
         self.deny = True                  # raise on a refused op (evaluation.torch_compute=fail)
         self.denied = False               # an op was refused during this call
         self.launch_free = False          # (at finish) every output is empty or an identity copy
+        self.structure_at: tuple[tuple[int, str], ...] = ()  # the task's STRUCTURE parameters
+        self.structure: set[int] = set()  # their storages, and what torch computed from them only
 
     def reset(self, inputs: tuple = (), keep_launches: bool = False) -> None:
         """A new checked call on `inputs`; a watched timed call keeps the running launch count
@@ -67,9 +73,12 @@ class Monitor:
         self.tainted = {p for p in map(_ptr, ts) if p}
         self.passed = {_layout(t) for t in ts}
         self.scalars = {_ptr(t) for t in ts if _one_value(t)}  # scalar parameters as tensors
-        self.by_kernel, self.sizes_read = set(), 0
+        self.by_kernel, self.trials, self.sizes_read = set(), set(), 0
         self.meta, self.moved, self.identity = set(), set(), set()
         self.denied = self.launch_free = False
+        args, kwargs = inputs if len(inputs) == 2 and isinstance(inputs[1], dict) else ((), {})
+        self.structure = {p for i, n in self.structure_at for p in map(_ptr, tensors(kwargs.get(
+            n, args[i] if i < len(args) else None), wrapped=True)) if p}
 
     def watching(self) -> bool:
         return self.active and not self.paused
@@ -133,6 +142,8 @@ class Monitor:
             return
         self.written[p] = full
         self.fresh.discard(p)
+        if kind == "structure" or (srcs and srcs <= self.structure):  # `mask.int()` too
+            self.structure.add(p)
         if kind == "meta":
             self.meta.add(p)
         elif kind in ("moved", "identity"):
@@ -163,16 +174,18 @@ class Monitor:
 
     def _fill(self, full: str, operands: list[Any]) -> None:
         """A constant fill is an allocation's init only on a whole buffer the call allocated and
-        no kernel was handed yet (`out.zero_()` before an atomic-add kernel); metadata tensors
-        may be filled too. Any other fill writes values: refused."""
+        no kernel was handed yet (`out.zero_()` before an atomic-add kernel), whoever calls it: the
+        candidate, or a Config `pre_hook` (`nargs["acc_ptr"].zero_()`) between the autotuner's
+        trial launches, whose results it throws away; metadata tensors may be filled too. Any
+        other fill writes values: refused."""
         if not operands or operands[0].numel() == 0:
             return
         t = operands[0]
         p = _ptr(t)
         if p in self.meta:
             return
-        if p in self.fresh and p not in self.by_kernel and _whole(t):
-            return
+        if p in self.fresh and (p not in self.by_kernel or p in self.trials) and _whole(t):
+            return  # before the first real launch that writes it (a Config pre_hook between trials)
         why = ("a buffer a kernel was handed" if p in self.by_kernel else
                "part of a buffer" if p in self.fresh else "a buffer torch did not just allocate")
         self._deny(f"{full} into {why}")
@@ -201,7 +214,7 @@ class Monitor:
             if self.movement:
                 self._deny(f"{full} of a buffer a kernel was handed (on a data-movement task "
                            "torch's copy is the answer itself)")
-            elif not (_lossless(src.dtype, dst.dtype)
+            elif not (lossless(src.dtype, dst.dtype)
                       or (src.dtype.is_floating_point and dst.dtype.is_floating_point)):
                 self._deny(f"{full} (a cast {src.dtype} -> {dst.dtype} of a kernel's result "
                            "truncates or wraps: it computes)")
@@ -209,15 +222,25 @@ class Monitor:
         if p in self.written and p not in self.moved:
             self._deny(f"{full} of values torch wrote")
             return "moved"
-        if not _lossless(src.dtype, dst.dtype):
+        if not lossless(src.dtype, dst.dtype):
             self._deny(f"{full} (a lossy cast {src.dtype} -> {dst.dtype} computes)")
             return "moved"
-        exact = (name in EXACT_MOVES and _layout(src) in self.passed and src.dtype == dst.dtype
-                 and dst.shape == src.shape and (name != "copy_" or (_ptr(dst) in self.fresh and _whole(dst))))
-        if self.movement and not (exact and dst.is_contiguous() and dst.storage_offset() == 0):
+        plain = (name in EXACT_MOVES and src.dtype == dst.dtype and dst.shape == src.shape
+                 and (name != "copy_" or (_ptr(dst) in self.fresh and _whole(dst))))
+        exact = plain and _layout(src) in self.passed
+        if self.movement and not (exact and dst.is_contiguous() and dst.storage_offset() == 0) \
+                and p not in self.structure:  # `mask.int()` sizes; it is not the answer
             self._deny(f"{full} (on a data-movement task only a whole copy of an input into a "
                        "plain contiguous buffer is not the answer itself)")
-        return "identity" if exact else "moved"
+        # elsewhere any whole view of an input copies it whole (`x.flatten().clone()`): the
+        # parent compares the values, and a launch-free call must equal an input (rotation)
+        return "identity" if exact or (plain and self._whole_input(src)) else "moved"
+
+    def _whole_input(self, t: Any) -> bool:
+        """`t` views every element of an input as the call received it, each once (any order)."""
+        p, n = _ptr(t), t.numel()
+        return _whole(t) and any(q == p and d == t.dtype and math.prod(shape) == n
+                                 for q, _, shape, _, d in self.passed)
 
     def _compute(self, full: str, operands: list[Any], results: list[Any]) -> str:
         """Computing ops are refused, whoever made their operands, except integer index
@@ -225,6 +248,8 @@ class Monitor:
         if operands and all(_ptr(t) in self.meta and _integral(t) for t in operands) \
                 and all(_integral(t) for t in results):
             return "meta"
+        if operands and all(_ptr(t) in self.structure for t in operands):
+            return "structure"  # `repeats.sum()`: sizes and grids only (see `launched`, `finish`)
         self._deny(full)
         return "computed"
 
@@ -238,7 +263,7 @@ class Monitor:
         results of kernels per call (a count that sizes the next allocation, as masked_select
         needs); a one-value clone made by torch is neither."""
         p = _ptr(t)
-        if p in self.scalars:
+        if p in self.scalars or p in self.structure:  # structure: its numbers come back marked
             return True
         if p in self.by_kernel and p not in self.written and _one_value(t) and self.sizes_read < 8:
             self.sizes_read += 1
@@ -260,7 +285,17 @@ class Monitor:
     def launched(self, args: Any, kwargs: Any) -> None:
         """A kernel may write anything it was handed: input taint spreads to all its tensors."""
         ptrs = [p for p in map(_ptr, tensors((args, kwargs), wrapped=True)) if p]
-        self.by_kernel.update(p for p in ptrs if p in self.fresh)
+        sized = sorted({self.written[p] for p in ptrs if p in self.structure and p in self.written
+                        and p not in self.moved})
+        if sized:
+            self._deny(f"a kernel was handed what {', '.join(sized)} computed from structure "
+                       "inputs (torch over them may size outputs and grids, not feed kernels)")
+        handed = {p for p in ptrs if p in self.fresh}
+        if trial(sys._getframe(1)):  # an autotuner's benchmark: the real launch follows it
+            self.trials.update(handed - self.by_kernel)
+        else:
+            self.trials.difference_update(ptrs)
+        self.by_kernel.update(handed)
         for p in ptrs:  # a kernel may write anything it was handed: no longer metadata, nor a copy
             self.meta.discard(p)
             self.moved.discard(p)
@@ -325,34 +360,31 @@ def _layout(t: Any) -> tuple:
     return (_ptr(t), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
 
 
-def _lossless(a: Any, b: Any) -> bool:
-    """Every value of dtype `a` is exactly representable in dtype `b`."""
-    import torch
-
-    if a == b or a == torch.bool:
-        return True
-    if a.is_complex or b.is_complex or b == torch.bool:
-        return False
-    fa, fb = a.is_floating_point, b.is_floating_point
-    if fa and fb:
-        ia, ib = torch.finfo(a), torch.finfo(b)
-        return ib.eps <= ia.eps and ib.max >= ia.max and ib.tiny <= ia.tiny
-    if fa:
-        return False
-    ia = torch.iinfo(a)
-    if fb:
-        return ia.bits <= -math.log2(torch.finfo(b).eps) + 1
-    ib = torch.iinfo(b)
-    return ib.min <= ia.min and ib.max >= ia.max
-
-
 def movement_task(task: Any) -> bool:
-    """A task whose every case costs no flops (permute_copy, diag_embed, index_*, kv_cache_append,
-    triu): its answer is data movement, so torch moves of its data must not produce it."""
+    """A task whose answer is data movement, so torch moves of its data must not produce it: as
+    the task declares (`DATA_MOVEMENT = (bool, why)`, an external suite's adapter decides by the
+    reference's aten ops, `suites/movement.py`), else one whose every case costs no flops
+    (permute_copy, diag_embed, index_*, kv_cache_append, triu). Also loads its STRUCTURE."""
+    MONITOR.structure_at = structure_of(task)
+    declared = getattr(task, "DATA_MOVEMENT", None)
+    if declared is not None:
+        return bool(declared[0] if isinstance(declared, tuple) else declared)
     try:
         return all(task.cost(c)["flops"] == 0 for c in task.CASES)
     except Exception:  # noqa: BLE001 - a suite without costs: not known to be one
         return False
+
+
+def structure_of(task: Any) -> tuple[tuple[int, str], ...]:
+    """(position, name) of the task's STRUCTURE parameters in its reference's signature: inputs
+    whose values shape an output or a grid (masked_select's mask, cu_seqlens), over which torch
+    may compute sizes. Read when the worker loads the task (`movement_task`, its one hook)."""
+    names = tuple(getattr(task, "STRUCTURE", ()) or ())
+    for fn in (v for v in vars(task).values() if inspect.isfunction(v) and names):
+        params = list(inspect.signature(fn).parameters)
+        if all(n in params for n in names):
+            return tuple((params.index(n), n) for n in names)
+    return ()
 
 
 def _one_value(t: Any) -> bool:

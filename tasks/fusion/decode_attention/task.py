@@ -25,6 +25,7 @@ from kbx_ray.taskkit import family
 
 CATEGORY = "Fusion"
 LEVEL = 4
+STRUCTURE = ("cache_seqlens",)  # each sequence's cache length: how far the split grid reaches
 TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2)}
 
 

@@ -23,6 +23,7 @@ from kbx_ray.taskkit import family
 
 CATEGORY = "Fusion"
 LEVEL = 4
+STRUCTURE = ("key_lengths",)  # each sequence's key count: how many key blocks the grid visits
 TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2)}
 
 

@@ -30,6 +30,7 @@ from kbx_ray.taskkit import family
 
 CATEGORY = "Fusion"
 LEVEL = 5
+STRUCTURE = ("seq_lens",)  # each sequence's length: how many blocks the grid visits
 TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2)}
 
 

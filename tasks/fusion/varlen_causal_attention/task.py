@@ -26,6 +26,7 @@ from kbx_ray.taskkit import family
 
 CATEGORY = "Fusion"
 LEVEL = 5
+STRUCTURE = ("cu_seqlens",)  # sequence bounds: the grid over sequences and their lengths
 TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2)}
 
 

@@ -24,8 +24,9 @@ def _atan2_math(a, b):
     r = v + v * s * p  # atan(v) for |v| <= tan(pi / 8), relative error ~2e-9
     r = tl.where(big, r + 0.7853981633974483, r)
     r = tl.where(ay > ax, 1.5707963267948966 - r, r)  # octant: atan(1 / t) = pi/2 - atan(t)
-    r = tl.where(b < 0, 3.141592653589793 - r, r)  # left half-plane
-    return tl.where(a < 0, -r, r)
+    # signs by their bits: -0.0 counts as negative, as in C (atan2(-0, x < 0) = -pi, atan2(+-0, -0) = +-pi)
+    r = tl.where(b.to(tl.int32, bitcast=True) < 0, 3.141592653589793 - r, r)  # left half-plane
+    return tl.where(a.to(tl.int32, bitcast=True) < 0, -r, r)
 
 
 @triton.jit

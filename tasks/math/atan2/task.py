@@ -9,8 +9,10 @@ Implement `atan2(input, other)`: return a new tensor, elementwise over the broad
   the result has the broadcast shape and that dtype and is a new contiguous tensor. Operands may
   be non-contiguous (transposed views, strided slices such as `t[..., ::2]`).
 - For float16/bfloat16 inputs compute in float32 and round the result once to the input dtype.
-- Quadrants as C atan2: atan2(+0, x) = 0 for x > 0 and pi for x < 0, atan2(y, 0) = +-pi/2, atan2(+0,
-  +0) = 0. Inputs are finite and hold no negative zeros.
+- Quadrants and signed zeros as C atan2: atan2(+-0, x) = +-0 for x > 0 or x = +0 and +-pi for x < 0
+  or x = -0 (the branch cut: atan2(-0, -1) = -pi), atan2(y, +-0) = +-pi/2 for y != 0. Inputs are
+  finite; every case holds points on the axes with both signs of zero (a half-precision cast of a
+  tiny negative value is -0 too).
 - float32 results must be accurate to about 1e-6 relative (a short polynomial is not enough);
   triton.language has no arctangent.
 - The inputs must not be modified and the output must not share memory with them.
@@ -21,7 +23,7 @@ tolerance for the dtype (float32 rtol = atol = 1e-5, float16 5e-3, bfloat16 1e-2
 """
 import torch
 
-from kbx_ray.taskkit import broadcast_cost, finish_operands, operands, sprinkle
+from kbx_ray.taskkit import broadcast_cost, edges, finish_operands, operands, sprinkle
 
 CATEGORY = "Math"
 LEVEL = 3
@@ -54,15 +56,21 @@ CASES = [
 ]
 
 
+# The first elements of each operand's first row, in every case: (y, x) = (-0, -1) -> -pi, (+0, -1)
+# -> pi, (-0, -0) -> -pi, (+0, -0) -> pi, (-0, 2) -> -0, (1, -0) -> pi/2; broadcast operands meet
+# each other's drawn values too. A random draw produces them only sometimes (the oracle must not).
+BRANCH_CUT = ((-0.0, 0.0, -0.0, 0.0, -0.0, 1.0), (-1.0, -1.0, -0.0, -0.0, 2.0, -0.0))
+
+
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     """Standard normal values (outliers: 0.1% scaled by 10); an axes case sets 10% of each operand to
-    +0."""
+    +0; every case then holds the branch cut's points (`BRANCH_CUT`)."""
     g = torch.Generator(device).manual_seed(seed)
     a, b = operands(g, case)
     if case.get("axes"):  # 10% exact zeros in each operand: points on the axes and the origin
         a = sprinkle(g, a, 0.1, 0.0)
         b = sprinkle(g, b, 0.1, 0.0)
-    return finish_operands((a, b), case, device), {}
+    return tuple(edges(t, v) for t, v in zip(finish_operands((a, b), case, device), BRANCH_CUT)), {}
 
 
 def cost(case: dict) -> dict:

@@ -8,9 +8,9 @@ Implement `digamma(x)`: return a new tensor with the same shape and dtype as `x`
   (a transposed 2-D view, or a strided slice such as `t[..., ::2]`); the result is a new
   contiguous tensor.
 - For float16/bfloat16 inputs compute in float32 and round the result once to the input dtype.
-- Defined for every real x, as in PyTorch: digamma(+0) = -inf, digamma(-0) = +inf, NaN at negative
-  integers, +inf at +inf. Negative inputs use the reflection digamma(1 - x) - digamma(x) = pi /
-  tan(pi x).
+- Defined for every real x, as in PyTorch: digamma(+0) = -inf, digamma(-0) = +inf (every case of
+  both signs holds both zeros), NaN at negative integers, +inf at +inf. Negative inputs use the reflection
+  digamma(1 - x) - digamma(x) = pi / tan(pi x).
 - float32 results must meet rtol = atol = 1e-5 everywhere, including near the positive zero at x =
   1.4616 and between the negative poles; triton.language has no digamma.
 - The input must not be modified and the output must not share memory with it.
@@ -21,7 +21,7 @@ for the dtype (float32 rtol = atol = 1e-5, float16 5e-3, bfloat16 1e-2).
 """
 import torch
 
-from kbx_ray.taskkit import draw, finish
+from kbx_ray.taskkit import draw, edges, finish
 
 CATEGORY = "Math"
 LEVEL = 3
@@ -56,7 +56,8 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     g = torch.Generator(device).manual_seed(seed)
     z = draw(g, case)
     x = torch.exp(1.5 * z) if case.get("positive") else 4 * z
-    return (finish(x, case, device),), {}
+    x = finish(x, case, device)  # both zeros in every case of both signs: -inf and +inf
+    return (x if case.get("positive") else edges(x, (0.0, -0.0)),), {}
 
 
 def cost(case: dict) -> dict:

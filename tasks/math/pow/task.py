@@ -12,7 +12,8 @@ Implement `pow(x, exponent)`: return a new tensor with the same shape and dtype 
   values near zero and, in float16, results that overflow to +-inf.
 - Special values follow PyTorch (C pow): a negative base with an integral exponent gives a real
   result, negative only for odd exponents; a negative base with a non-integral exponent gives NaN;
-  0 ** e is +inf for e < 0 and 0 for e > 0; x ** 0 = 1 for every x.
+  0 ** e is +inf for e < 0 and 0 for e > 0, and -0 ** e is -inf for a negative odd integer e (C
+  pow; every case of both signs holds both zeros); x ** 0 = 1 for every x.
 - The input must not be modified and the output must not share memory with it.
 
 The result is compared with `torch.pow(x, exponent)`: shape and dtype must match exactly, NaN and
@@ -21,7 +22,7 @@ for the dtype (float32 rtol = atol = 1e-5, float16 5e-3, bfloat16 1e-2).
 """
 import torch
 
-from kbx_ray.taskkit import draw, finish
+from kbx_ray.taskkit import draw, edges, finish
 
 CATEGORY = "Math"
 LEVEL = 2
@@ -65,7 +66,9 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     g = torch.Generator(device).manual_seed(seed)
     z = draw(g, case)
     x = torch.exp(z) if case.get("positive") else 3 * z
-    return (finish(x, case, device),), {k: case[k] for k in ('exponent',) if k in case}
+    x = finish(x, case, device)  # signed zeros: a float16 cast of a tiny negative value is -0 too
+    kwargs = {k: case[k] for k in ('exponent',) if k in case}
+    return (x if case.get("positive") else edges(x, (0.0, -0.0)),), kwargs
 
 
 def cost(case: dict) -> dict:

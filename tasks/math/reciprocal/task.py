@@ -8,7 +8,8 @@ Implement `reciprocal(x)`: return a new tensor with the same shape and dtype as 
   (a transposed 2-D view, or a strided slice such as `t[..., ::2]`); the result is a new
   contiguous tensor.
 - For float16/bfloat16 inputs compute in float32 and round the result once to the input dtype.
-- 1 / (+0) = +inf; results too large for float16 become inf after rounding, as in PyTorch.
+- 1 / (+0) = +inf and 1 / (-0) = -inf (every case holds both zeros); results too large for
+  float16 become inf after rounding, as in PyTorch.
 - The input must not be modified and the output must not share memory with it.
 
 The result is compared with `torch.reciprocal(x)`: shape and dtype must match exactly, NaN and
@@ -17,7 +18,7 @@ for the dtype (float32 rtol = atol = 1e-5, float16 5e-3, bfloat16 1e-2).
 """
 import torch
 
-from kbx_ray.taskkit import draw, finish
+from kbx_ray.taskkit import draw, edges, finish
 
 CATEGORY = "Math"
 LEVEL = 1
@@ -52,7 +53,7 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     x = z
     if case.get("zeros"):  # 5% exact zeros
         x = torch.where(torch.rand(z.shape, generator=g, device=g.device) < 0.05, 0.0, x)
-    return (finish(x, case, device),), {}
+    return (edges(finish(x, case, device), (0.0, -0.0)),), {}  # a float16 cast makes -0 too
 
 
 def cost(case: dict) -> dict:

@@ -8,7 +8,8 @@ Implement `rsqrt(x)`: return a new tensor with the same shape and dtype as `x`, 
   (a transposed 2-D view, or a strided slice such as `t[..., ::2]`); the result is a new
   contiguous tensor.
 - For float16/bfloat16 inputs compute in float32 and round the result once to the input dtype.
-- rsqrt(0) = +inf, rsqrt(+inf) = 0, and a negative input gives NaN.
+- rsqrt(+0) = +inf, rsqrt(-0) = -inf (IEEE; the nonpositive cases hold both zeros), rsqrt(+inf) =
+  0, and a negative input gives NaN.
 - The input must not be modified and the output must not share memory with it.
 
 The result is compared with `torch.rsqrt(x)`: shape and dtype must match exactly, NaN and
@@ -17,7 +18,7 @@ for the dtype (float32 rtol = atol = 1e-5, float16 5e-3, bfloat16 1e-2).
 """
 import torch
 
-from kbx_ray.taskkit import draw, finish
+from kbx_ray.taskkit import draw, edges, finish
 
 CATEGORY = "Math"
 LEVEL = 1
@@ -55,7 +56,8 @@ def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
     if case.get("nonpositive"):  # 5% exact zeros and 5% negated values
         u = torch.rand(z.shape, generator=g, device=g.device)
         x = torch.where(u < 0.05, 0.0, torch.where(u < 0.1, -x, x))
-    return (finish(x, case, device),), {}
+    x = finish(x, case, device)
+    return (edges(x, (0.0, -0.0)) if case.get("nonpositive") else x,), {}
 
 
 def cost(case: dict) -> dict:
