@@ -18,7 +18,11 @@ Deterministic (not random; it is the study's Random-category companion of rand).
 compared with the PyTorch call above: shape [steps] and dtype float32 exactly, values with the float32
 default tolerance (rtol = atol = 1e-5).
 """
+import math
+
 import torch
+
+from kbx_ray.taskkit import family
 
 CATEGORY = "Random"
 LEVEL = 2
@@ -42,6 +46,18 @@ CASES = [
     {"name": "base2_10M_odd", "small": False, "start": -20.0, "end": 40.0, "steps": 10000019, "base": 2.0},
     {"name": "base3_32M", "small": False, "start": 0.0, "end": 5.0, "steps": 33554432, "base": 3.0},
 ]
+
+
+def _arguments(rng, case: dict) -> dict:
+    """An unseen case's start, end and base (drawn secretly per evaluation): a base in [1.5, 10] or
+    its inverse, and exponents that keep every value within ten decades of 1."""
+    base = rng.uniform(1.5, 10.0)
+    base = 1.0 / base if rng.random() < 0.5 else base
+    reach = 10.0 / math.log10(max(base, 1.0 / base))
+    return {"start": rng.uniform(-reach, reach), "end": rng.uniform(-reach, reach), "base": base}
+
+
+SHAPES = family(values=_arguments)
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
