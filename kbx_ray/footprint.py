@@ -216,6 +216,8 @@ def _quiet_fake_mode():
 
 
 def _check(mod: Any, case: dict, real: bool, key: tuple | None) -> str:
+    if reference_of(mod) is None or not callable(getattr(mod, "make_inputs", None)):
+        return "unknown"  # nothing to run: a task under construction, a test's stand-in
     try:
         with _quiet_fake_mode():
             sizes = fake_sizes(mod, case)

@@ -147,14 +147,15 @@ def draw_sizes(rng: random.Random, cls: list[SizeClass], share: float, growth: f
     """Position -> value: each class pushed past its public maximum with probability `share` (at
     least one; with `block`, past the power of two at or above it), the others anywhere from half
     their base value to `growth` past the larger of it and their maximum; `ordered` keeps the
-    base's order of values (and equal values equal)."""
+    base's order of values (and equal values equal). Where two classes or more are drawn, one is
+    even and one odd (an even fast path and an odd one cannot both escape)."""
     can = [i for i, c in enumerate(cls) if c.v >= 2 and (not c.most or c.top < c.most)]
     pushed = {i for i in can if rng.random() < share} or ({rng.choice(can)} if can else set())
-    out: dict[tuple, int] = {}
+    value: dict[int, int] = {}
     last, last_v = 1, 0
     for i in sorted(range(len(cls)), key=lambda j: cls[j].v) if ordered else range(len(cls)):
         c = cls[i]
-        value = c.v
+        value[i] = c.v
         if c.v >= 2:
             if i in pushed:
                 lo = (pow2(c.top) if block else c.top) + 1
@@ -163,11 +164,26 @@ def draw_sizes(rng: random.Random, cls: list[SizeClass], share: float, growth: f
                 lo, hi = max(2, c.v // 2), int(max(c.v, c.top) * (1 + growth))
             if ordered:
                 lo = max(lo, last + (c.v > last_v))
-            value = _size(rng, lo, max(hi, lo), c.step, c.most) or c.v
+            value[i] = _size(rng, lo, max(hi, lo), c.step, c.most) or c.v
         if ordered:
-            last, last_v = max(last, value), c.v
-        out.update({p: value for p in c.where})
-    return out
+            last, last_v = max(last, value[i]), c.v
+    _mix_parity(rng, cls, value)
+    return {p: value[i] for i, c in enumerate(cls) for p in c.where}
+
+
+def _mix_parity(rng: random.Random, cls: list[SizeClass], value: dict[int, int]) -> None:
+    """Where the drawn classes (base value >= 2) all have one parity, move one whose multiple is
+    odd by its multiple (up, or down where its bound says so)."""
+    drawn = [i for i, c in enumerate(cls) if c.v >= 2]
+    if len(drawn) < 2 or len({value[i] % 2 for i in drawn}) > 1:
+        return
+    odd_steps = [i for i in drawn if cls[i].step % 2]
+    if not odd_steps:
+        return
+    i = rng.choice(odd_steps)
+    c = cls[i]
+    up = value[i] + c.step
+    value[i] = up if not c.most or up <= c.most else max(2, value[i] - c.step)
 
 
 def apply_sizes(fam: Any, base: dict, values: dict[tuple, int]) -> dict:
@@ -243,8 +259,7 @@ def draw_from(fam: Any, base: dict, here: list[dict], public: list[dict], rng: r
         for attempt in range(ATTEMPTS):
             late = attempt / ATTEMPTS
             case = base if mode == "tied" else draw_variants(rng, table, base, late)
-            sizes = draw_sizes(rng, cls, 0.5 * (1 - late), 0.5 * (1 - late), mode != "free",
-                               late < 0.5)
+            sizes = draw_sizes(rng, cls, 1 - late, 0.5 * (1 - late), mode != "free", late < 0.5)
             case = apply_sizes(fam, case, sizes)
             case = draw_values(rng, fam.values, case)
             if not any(v > top[p] for p, v in positions(case, fam).items() if p in top):
