@@ -224,14 +224,21 @@ def _check(mod: Any, case: dict, real: bool, key: tuple | None) -> str:
     except Exception as e:  # noqa: BLE001 - fake mode refused it: real values decide, or no one
         log.debug("footprint.check: fake mode failed on %s (%s: %s)", case, type(e).__name__, e)
         sizes = None
-    if sizes is not None:
-        if key and not callable(getattr(mod, "footprint", None)):
-            _CACHE.setdefault(key, (sum(sizes), "fake"))
-        return "ok"
-    if not real:
+    if sizes is not None and key and not callable(getattr(mod, "footprint", None)):
+        _CACHE.setdefault(key, (sum(sizes), "fake"))
+    if sizes is None and not real:
         return "unknown"
-    try:
-        inputs_and_outputs(mod, case, "real")
-    except Exception:  # noqa: BLE001 - the task cannot make this case
-        return "invalid"
-    return "ok"
+    if sizes is None:
+        try:
+            sizes = inputs_and_outputs(mod, case, "real")
+        except Exception:  # noqa: BLE001 - the task cannot make this case
+            return "invalid"
+    return "ok" if _within_cost(mod, case, sum(sizes)) else "invalid"
+
+
+def _within_cost(mod: Any, case: dict, held: int) -> bool:
+    """The case's least traffic (`cost`'s min_bytes, else bytes) fits in the memory it holds: a
+    draw that breaks a relation the task assumes without checking it (scatter's k <= n: a shorter
+    index than the cost counts) moves less than its cost claims (tests/unit/test_cost_bounds.py)."""
+    cost = mod.cost(case)
+    return int(cost.get("min_bytes", cost["bytes"])) <= held
