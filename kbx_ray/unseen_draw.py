@@ -142,15 +142,25 @@ def _size(rng: random.Random, lo: int, hi: int, step: int, most: int) -> int | N
     return n if n >= lo or (most and n >= 2) else None
 
 
-def draw_sizes(rng: random.Random, cls: list[SizeClass], share: float, growth: float,
-               ordered: bool, block: bool) -> dict[tuple, int]:
-    """Position -> value: each class pushed past its public maximum with probability `share` (at
-    least one; with `block`, past the power of two at or above it), the others anywhere from half
-    their base value to `growth` past the larger of it and their maximum; `ordered` keeps the
+def pushable(cls: list[SizeClass]) -> list[int]:
+    """The classes that can pass their public maximum (a size >= 2 below its bound)."""
+    return [i for i, c in enumerate(cls) if c.v >= 2 and (not c.most or c.top < c.most)]
+
+
+def push_set(rng: random.Random, cls: list[SizeClass], share: float) -> set[int]:
+    """Each pushable class with probability `share`, at least one."""
+    can = pushable(cls)
+    return {i for i in can if rng.random() < share} or ({rng.choice(can)} if can else set())
+
+
+def draw_sizes(rng: random.Random, cls: list[SizeClass], pushed: set[int], growth: float,
+               ordered: bool, block: bool, shrink: float = 0.5) -> dict[tuple, int]:
+    """Position -> value: the classes in `pushed` past their public maximum (with `block`, past
+    the power of two at or above it), the others anywhere from
+    `shrink` x their base value (at least 2: room for a pushed size) to `growth` past the larger
+    of it and their maximum; `ordered` keeps the
     base's order of values (and equal values equal). Where two classes or more are drawn, one is
     even and one odd (an even fast path and an odd one cannot both escape)."""
-    can = [i for i, c in enumerate(cls) if c.v >= 2 and (not c.most or c.top < c.most)]
-    pushed = {i for i in can if rng.random() < share} or ({rng.choice(can)} if can else set())
     value: dict[int, int] = {}
     last, last_v = 1, 0
     for i in sorted(range(len(cls)), key=lambda j: cls[j].v) if ordered else range(len(cls)):
@@ -161,7 +171,7 @@ def draw_sizes(rng: random.Random, cls: list[SizeClass], share: float, growth: f
                 lo = (pow2(c.top) if block else c.top) + 1
                 hi = lo + int(lo * growth)
             else:
-                lo, hi = max(2, c.v // 2), int(max(c.v, c.top) * (1 + growth))
+                lo, hi = max(2, int(c.v * shrink)), int(max(c.v, c.top) * (1 + growth))
             if ordered:
                 lo = max(lo, last + (c.v > last_v))
             value[i] = _size(rng, lo, max(hi, lo), c.step, c.most) or c.v
@@ -246,8 +256,10 @@ def draw_from(fam: Any, base: dict, here: list[dict], public: list[dict], rng: r
     """One case drawn from `base` within `limit` bytes of footprint (`memory`), or None. Free draws
     first (sizes by structural class, dtype and layout drawn), then ordered ones (the base's order
     of sizes kept), then tied ones (the base's dtype and layout, equal sizes equal: accepted where
-    `check` cannot tell, "unknown"). Over each mode's attempts fewer sizes are pushed and they grow
-    less; the case must hold more elements than the largest public one for the first 3/4."""
+    `check` cannot tell, "unknown"). Each mode tries every size pushed past its public maximum,
+    then a secret subset (each size with probability 1/2) while the others shrink to make room,
+    then ever fewer sizes growing less; the case must hold more elements than the largest public
+    one for the first 3/4 of the attempts."""
     top = tops(here, fam)
     if not any(v >= 2 for v in positions(base, fam).values()):
         return None
@@ -256,10 +268,14 @@ def draw_from(fam: Any, base: dict, here: list[dict], public: list[dict], rng: r
     table = variants(fam, here, layout_keys)
     for mode in ("free", "ordered", "tied"):
         cls = classes(fam, base, public, top, tied=mode == "tied")
+        aim = push_set(rng, cls, 0.5)  # the sizes this mode tries to push first, drawn secretly
         for attempt in range(ATTEMPTS):
             late = attempt / ATTEMPTS
             case = base if mode == "tied" else draw_variants(rng, table, base, late)
-            sizes = draw_sizes(rng, cls, 1 - late, 0.5 * (1 - late), mode != "free", late < 0.5)
+            pushed = set(pushable(cls)) if attempt < 2 else aim if late < 0.5 else \
+                push_set(rng, cls, 1 - late)
+            sizes = draw_sizes(rng, cls, pushed, 0.5 * (1 - late), mode != "free", late < 0.5,
+                               0.5 if attempt % 2 else 0.0)
             case = apply_sizes(fam, case, sizes)
             case = draw_values(rng, fam.values, case)
             if not any(v > top[p] for p, v in positions(case, fam).items() if p in top):
