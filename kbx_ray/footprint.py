@@ -239,6 +239,9 @@ def _check(mod: Any, case: dict, real: bool, key: tuple | None) -> str:
 def _within_cost(mod: Any, case: dict, held: int) -> bool:
     """The case's least traffic (`cost`'s min_bytes, else bytes) fits in the memory it holds: a
     draw that breaks a relation the task assumes without checking it (scatter's k <= n: a shorter
-    index than the cost counts) moves less than its cost claims (tests/unit/test_cost_bounds.py)."""
+    index than the cost counts) moves less than its cost claims, or gets a negative cost
+    (tests/unit/test_cost_bounds.py)."""
     cost = mod.cost(case)
+    if min(cost.values()) < 0 or cost.get("min_flops", 0) > cost["flops"]:
+        return False  # a relation broken the other way: a causal mask longer than its keys
     return int(cost.get("min_bytes", cost["bytes"])) <= held

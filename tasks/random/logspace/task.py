@@ -50,11 +50,13 @@ CASES = [
 
 def _arguments(rng, case: dict) -> dict:
     """An unseen case's start, end and base (drawn secretly per evaluation): a base in [1.5, 10] or
-    its inverse, and exponents that keep every value within ten decades of 1."""
+    its inverse, and endpoints whose values lie between 1e-10 and 1e10, the larger at least 10
+    (values far below the tolerance's atol would judge nothing)."""
     base = rng.uniform(1.5, 10.0)
     base = 1.0 / base if rng.random() < 0.5 else base
-    reach = 10.0 / math.log10(max(base, 1.0 / base))
-    return {"start": rng.uniform(-reach, reach), "end": rng.uniform(-reach, reach), "base": base}
+    lo, hi = rng.uniform(-10.0, 10.0), rng.uniform(1.0, 10.0)  # decades of the two ends
+    first, last = (lo, hi) if rng.random() < 0.5 else (hi, lo)
+    return {"start": first / math.log10(base), "end": last / math.log10(base), "base": base}
 
 
 SHAPES = family(values=_arguments)
