@@ -182,3 +182,66 @@ def sized(mod: Any, case: dict) -> tuple[int, str]:
             _CACHE.clear()
         hit = _CACHE[key] = measure(mod, case)
     return hit
+
+
+_CHECKS: dict[tuple, str] = {}
+
+
+def check(mod: Any, case: dict, real: bool = False) -> str:
+    """Whether the task can make `case` (an unseen draw, `unseen.py`): "ok" where its inputs and
+    reference run under FakeTensorMode (their sizes then fill `size`'s cache), "invalid" where
+    they raise, and where fake mode cannot tell (the draw reads drawn values, or fake mode fails)
+    "unknown", unless `real` (a CPU-sized case): then they are run for real, "ok" or "invalid"."""
+    key = _key(mod, case)
+    hit = _CHECKS.get((real, *key)) if key else None
+    if hit is None:
+        hit = _check(mod, case, real, key)
+        if key:
+            if len(_CHECKS) >= CACHE_SIZE:
+                _CHECKS.clear()
+            _CHECKS[(real, *key)] = hit
+    return hit
+
+
+@contextlib.contextmanager
+def _quiet_fake_mode():
+    """Fake mode logs every op that raises at error level: a draw the task refuses is no error."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _check(mod: Any, case: dict, real: bool, key: tuple | None) -> str:
+    if reference_of(mod) is None or not callable(getattr(mod, "make_inputs", None)):
+        return "unknown"  # nothing to run: a task under construction, a test's stand-in
+    try:
+        with _quiet_fake_mode():
+            sizes = fake_sizes(mod, case)
+    except Exception as e:  # noqa: BLE001 - fake mode refused it: real values decide, or no one
+        log.debug("footprint.check: fake mode failed on %s (%s: %s)", case, type(e).__name__, e)
+        sizes = None
+    if sizes is not None and key and not callable(getattr(mod, "footprint", None)):
+        _CACHE.setdefault(key, (sum(sizes), "fake"))
+    if sizes is None and not real:
+        return "unknown"
+    if sizes is None:
+        try:
+            sizes = inputs_and_outputs(mod, case, "real")
+        except Exception:  # noqa: BLE001 - the task cannot make this case
+            return "invalid"
+    return "ok" if _within_cost(mod, case, sum(sizes)) else "invalid"
+
+
+def _within_cost(mod: Any, case: dict, held: int) -> bool:
+    """The case's least traffic (`cost`'s min_bytes, else bytes) fits in the memory it holds: a
+    draw that breaks a relation the task assumes without checking it (scatter's k <= n: a shorter
+    index than the cost counts) moves less than its cost claims, or gets a negative cost
+    (tests/unit/test_cost_bounds.py)."""
+    cost = mod.cost(case)
+    if min(cost.values()) < 0 or cost.get("min_flops", 0) > cost["flops"]:
+        return False  # a relation broken the other way: a causal mask longer than its keys
+    return int(cost.get("min_bytes", cost["bytes"])) <= held

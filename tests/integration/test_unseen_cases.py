@@ -35,6 +35,8 @@ def evs():
 @pytest.mark.parametrize("fixture,task_id", [
     ("d6_fixed_block_relu", "activation/relu"),
     ("d6_fixed_grid_matmul", "matrix_multiply/matmul"),
+    ("e5_import_table_logspace", "random/logspace"),
+    ("e5_odd_sizes_only_sum", "reduce/sum"),
 ])
 def test_shape_specialised_kernels_pass_the_public_cases_only(evs, fixture, task_id):
     on, off = evs

@@ -13,6 +13,10 @@ candidate's fault:
   inputs are rounded to tf32 here too (`to_tf32`), so a GEMM that fails its tolerance there fails here.
 - `triton.language.extra.libdevice` is a module of stubs that return None outside the compiler:
   they and the CUDA libdevice functions dispatch here to numpy implementations by symbol.
+- the interpreter runs a launch's programs one after another in row-major order, so a kernel that
+  reads what an earlier program stored (a scan carried through a global buffer, a last program
+  that combines the others' partials) passed; a GPU runs them in no set order. Each launch's
+  programs now run in a secret shuffled order (`interp_order.py`).
 What cannot be made right raises `InterpreterUnsupported` (a NotImplementedError), which leaves the
 launch as such and is filed `unsupported_interpreter`. Only class attributes of the interpreter and
 the existing names of the libdevice modules change: no new module-level name reaches a candidate.
@@ -25,6 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from kbx_ray.evaluate.worker import interp_order
 from kbx_ray.evaluate.worker.interp_libdevice import MATH, lookup
 
 
@@ -76,6 +81,7 @@ def install() -> None:
     _install_autotune()
     _install_libdevice(it)
     _install_global_rule(it)
+    interp_order.install(it)
 
 
 # ---- bfloat16 ----------------------------------------------------------------------------------

@@ -18,7 +18,11 @@ Deterministic (not random; it is the study's Random-category companion of rand).
 compared with the PyTorch call above: shape [steps] and dtype float32 exactly, values with the float32
 default tolerance (rtol = atol = 1e-5).
 """
+import math
+
 import torch
+
+from kbx_ray.taskkit import family
 
 CATEGORY = "Random"
 LEVEL = 2
@@ -42,6 +46,20 @@ CASES = [
     {"name": "base2_10M_odd", "small": False, "start": -20.0, "end": 40.0, "steps": 10000019, "base": 2.0},
     {"name": "base3_32M", "small": False, "start": 0.0, "end": 5.0, "steps": 33554432, "base": 3.0},
 ]
+
+
+def _arguments(rng, case: dict) -> dict:
+    """An unseen case's start, end and base (drawn secretly per evaluation): a base in [1.5, 10] or
+    its inverse, and endpoints whose values lie between 1e-10 and 1e10, the larger at least 10
+    (values far below the tolerance's atol would judge nothing)."""
+    base = rng.uniform(1.5, 10.0)
+    base = 1.0 / base if rng.random() < 0.5 else base
+    lo, hi = rng.uniform(-10.0, 10.0), rng.uniform(1.0, 10.0)  # decades of the two ends
+    first, last = (lo, hi) if rng.random() < 0.5 else (hi, lo)
+    return {"start": first / math.log10(base), "end": last / math.log10(base), "base": base}
+
+
+SHAPES = family(values=_arguments)
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
