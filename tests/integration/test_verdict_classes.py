@@ -290,13 +290,16 @@ def test_an_output_that_is_the_mutated_input_is_not_aliasing(ev, tmp_path):
 
 
 def test_a_content_cache_passes_the_rotation_alone_and_the_fresh_sets_catch_it():
-    """The attack is real: with no fresh sets every check of the rotation passes (its outputs are
-    right, its objects new, its calls launch); the fresh sets' times show the misses."""
+    """The attack is real: with no fresh sets and no replay every check of the rotation passes (its
+    outputs are right, its objects new, its calls launch); the fresh sets' times show the misses,
+    and so, on their own, does the recorded program timed alone (its cached timed calls are far
+    faster than the kernels they claim to run)."""
     task = _one_case("activation/relu")
     path = EXPLOITS / "c6_content_cache_hash.py"
     timing = TimingConfig(min_reps=40, max_reps=40, budget_s=0.0)
-    for fresh, want in ((0, (True, "")), (2, (False, "timing_invalid"))):
-        e = Evaluator(EvalConfig(device="cpu", cpu_timing=True, fresh_sets=fresh,
+    for fresh, replay, want in ((0, "off", (True, "")), (2, "off", (False, "timing_invalid")),
+                                (0, "on", (False, "timing_invalid"))):
+        e = Evaluator(EvalConfig(device="cpu", cpu_timing=True, fresh_sets=fresh, replay=replay,
                                  case_timeout_s=120, load_timeout_s=60, timing=timing))
         try:
             res = _judge(e, task, path)

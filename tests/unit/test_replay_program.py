@@ -153,3 +153,17 @@ def test_pure_constant_calls_are_kept_and_host_calls_dropped():
     out = kernel_source("import math\nimport torch\nLOG2E = math.log2(math.e)\nN = int(4.0)\n"
                         "T = torch.arange(4)\nM = max(N, 8)\n")
     assert "LOG2E" in out and "N = int" in out and "M = max" in out and "arange" not in out
+
+
+def test_on_a_data_movement_task_a_whole_input_may_widen():
+    """A mask cast to int32 to count it (a STRUCTURE input sizing an output) moves no values."""
+    mask = torch.tensor([True, False, True, True])
+    p = prog([{"op": "copy", "dst": ref(1, [4], dtype="int32"), "src": ref(0, [4], dtype="bool")}],
+             buffers=[{"kind": "input", "index": 0, "nbytes": 4}, {"kind": "alloc", "nbytes": 16}],
+             outputs=[ref(1, [4], dtype="int32")])
+    assert run(p, mask, movement=True)[0].tolist() == [1, 0, 1, 1]
+    x = torch.arange(4, dtype=torch.float32)
+    narrow = prog([{"op": "copy", "dst": ref(1, [4], dtype="float16"), "src": ref(0, [4])}],
+                  outputs=[ref(1, [4], dtype="float16")])
+    with pytest.raises(program.ProgramError, match="data-movement"):
+        run(narrow, x, movement=True)

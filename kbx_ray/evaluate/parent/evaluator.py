@@ -151,10 +151,10 @@ class Evaluator:
             self.spent += time.perf_counter() - started - self.unbilled
 
     def _start_worker(self) -> None:
-        """The worker, started if none is up, off the candidate's budget (importing torch and
-        Triton takes seconds); only once the static checks pass."""
+        """The worker and the replay process, started off the candidate's budget if not up."""
         with self._unbilled():
             self.sandbox.start()
+            self.replay.start()
 
     @contextmanager
     def _unbilled(self) -> Iterator[None]:

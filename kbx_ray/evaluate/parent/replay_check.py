@@ -48,6 +48,11 @@ class Replay:
             self.module = module
             self.kernels = self.sandbox.write_code(f"kbx_kern_{module}", kernel_source(code))
 
+    def start(self) -> None:
+        """The replay process, started if none is up (the caller keeps it off the budget)."""
+        if self.on:
+            self.sandbox.start()
+
     def kill(self) -> None:
         self.sandbox.kill()
 

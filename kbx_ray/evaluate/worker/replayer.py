@@ -82,8 +82,9 @@ class Machine:
         if not _castable(src.dtype, dst.dtype):
             raise ProgramError(f"a copy from {src.dtype} to {dst.dtype} computes (it truncates or "
                                "wraps values)")
-        if self.movement and not (dst.is_contiguous() and dst.shape == src.shape and dst.dtype
-                                  == src.dtype and any(_same(src, x) for x in self.inputs)):
+        if self.movement and not (dst.is_contiguous() and dst.shape == src.shape
+                                  and _lossless(src.dtype, dst.dtype)
+                                  and any(_same(src, x) for x in self.inputs)):
             raise ProgramError("a torch copy other than a whole input into a plain contiguous "
                                "buffer on a data-movement task: the copy is the answer")
         dst.copy_(src)
@@ -119,6 +120,15 @@ class Machine:
             return tl.dtype(v)
         except Exception as e:  # noqa: BLE001 - an unknown name from an untrusted recording
             raise ProgramError(f"unknown Triton dtype {v!r}") from e
+
+
+def _lossless(src: Any, dst: Any) -> bool:
+    """Every value of `src` survives in `dst` (a mask as int32 to count it: STRUCTURE sizing)."""
+    if src == dst or src == torch.bool:
+        return True
+    if src.is_floating_point or dst.is_floating_point:
+        return src.is_floating_point and dst.is_floating_point and dst.itemsize > src.itemsize
+    return _castable(src, dst)
 
 
 def _same(a: Any, b: Any) -> bool:
