@@ -28,8 +28,10 @@ def _judge(ev: Evaluator, code: str):
     return ev.evaluate(task, make_candidate(TASK, task.name, code))
 
 
-def test_torch_only_in_unwatched_timed_calls_is_timing_invalid(timed):
-    code = (FIXTURES / "exploits" / "e2_alpha_type_probe_addmm.py").read_text()
+@pytest.mark.parametrize("fixture", ["e2_alpha_type_probe_addmm", "e2_float_identity_probe_addmm"])
+def test_torch_only_in_unwatched_timed_calls_is_timing_invalid(timed, fixture):
+    """Each class-2 fixture (it tells watched calls from unwatched ones) is caught on the CPU."""
+    code = (FIXTURES / "exploits" / f"{fixture}.py").read_text()
     res = _judge(timed, code)
     assert not res.exec_ok and res.error_kind == "timing_invalid", res.error_msg
     assert "recorded kernel program" in res.error_msg and res.stage == "timing"
