@@ -192,7 +192,8 @@ def test_every_evaluation_ends_within_its_budget(where, after, cpu_timing):
         task = _one_case("activation/relu", "size1")
         code = ((EXPLOITS / "hang_at_import.py").read_text() if where == "import"
                 else HANG_IN_CALL.replace("{after}", str(after)))
-        e.sandbox.write_code("warm", "")  # the worker's start is not the candidate's time
+        e.sandbox.write_code("warm", "")  # the worker's start is not the candidate's time,
+        e.replay.start()  # nor the replay process's
         t0 = time.perf_counter()
         res = e.evaluate(task, make_candidate(task.task_id, "relu", code))
         wall = time.perf_counter() - t0
