@@ -21,19 +21,9 @@ from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.suite import get_task
 from tests.conftest import make_candidate
 
-OOM = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def _relu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    x = tl.load(x_ptr + offs, mask=m)
-    tl.store(y_ptr + offs, tl.where(x > 0, x, 0.0), mask=m)
-
+# the honest solution with its entry point raising: the replay finds the same kernels as the
+# retry's worker runs (the test hands the worker other code than the candidate's)
+OOM = Path(get_task("activation/relu").solution_path).read_text() + '''
 
 def relu(x: torch.Tensor) -> torch.Tensor:
     raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "

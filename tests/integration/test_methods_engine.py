@@ -74,7 +74,7 @@ def expected_branches(cfg) -> dict[int, tuple[int, str]]:
     kind = cfg.kind or cfg.name
     if kind in ("one_shot", "few_shot", "cot", "best_of_n"):
         return {b: (0, "max_rounds") for b in range(cfg.branches)}
-    if kind == "agentic":  # stop_when=fast: never met on a CPU, so every round runs
+    if getattr(cfg, "stop_when", "correct") in ("fast", "never"):  # fast is never met on a CPU: every round runs
         return {b: (cfg.rounds, "max_rounds") for b in range(cfg.branches)}
     return {b: (0, "correct") if b == 0 else (cfg.rounds, "max_rounds")  # repair, parallel
             for b in range(cfg.branches)}

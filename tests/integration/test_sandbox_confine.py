@@ -62,14 +62,18 @@ def static_off(monkeypatch):
 
 
 def test_the_report_reaches_the_parent_and_is_logged_once(caplog):
+    from kbx_ray.evaluate.parent import sandbox as sandbox_mod
+
+    sandbox_mod._CONFINEMENT_LOGGED.clear()  # once per process: earlier tests' workers logged
     cfg = SandboxConfig(cpu_seconds=600, file_mb=32, open_files=512)
-    sbx = Sandbox(cfg)
+    sbx, twin = Sandbox(cfg), Sandbox(cfg)
     try:
         with caplog.at_level(logging.INFO, logger="kbx_ray.evaluate.parent.sandbox"):
             sbx.request({"op": "hello"}, 120)
             rep, pid = sbx.confinement, sbx.proc.pid
             sbx.kill()
             sbx.request({"op": "hello"}, 120)  # a respawn with the same report: no second line
+            twin.request({"op": "hello"}, 120)  # nor a second worker (the replay's) alike
         lines = [r.getMessage() for r in caplog.records if "confinement" in r.getMessage()]
         assert len(lines) == 1 and "setsid=True" in lines[0], lines
         assert rep["setsid"] is True and sbx.info["confinement"] == sbx.confinement
@@ -84,6 +88,7 @@ def test_the_report_reaches_the_parent_and_is_logged_once(caplog):
         assert pid != sbx.proc.pid and "Max open files            512" in limits
     finally:
         sbx.kill()
+        twin.kill()
 
 
 def test_the_worker_has_no_network_where_the_kernel_allows_it(static_off):

@@ -3,6 +3,7 @@
 A kernel specialised to the public shapes (one block covering the largest public case, a grid sized
 for the public cases) passes every public case: with `evaluation.unseen_cases=0` it is judged
 correct, with the default it fails on the case drawn for the evaluation, which the result records.
+The replay is off here: this is the unseen layer alone (some of these fixtures the replay catches too).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ EXPLOITS = FIXTURES / "exploits"
 @pytest.fixture(scope="module")
 def evs():
     on, off = (Evaluator(EvalConfig(device="cpu", case_timeout_s=120, load_timeout_s=60,
-                                    unseen_cases=n)) for n in (1, 0))
+                                    unseen_cases=n, replay="off")) for n in (1, 0))
     yield on, off
     on.close()
     off.close()

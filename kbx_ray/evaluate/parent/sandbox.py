@@ -38,6 +38,7 @@ _PKG_ROOT = str(Path(__file__).resolve().parents[3])  # the repository: kbx_ray/
 _ENV_ALLOW = re.compile(r"^(PATH|LANG|LC_ALL|LC_CTYPE|LD_LIBRARY_PATH|CUDA_VISIBLE_DEVICES|CUDA_HOME|"
                         r"CUDA_PATH|NVIDIA_[A-Z_]+|TRITON_[A-Z_]+|OMP_NUM_THREADS|VIRTUAL_ENV)$")
 _WARNED: set[str] = set()
+_CONFINEMENT_LOGGED: list[dict[str, Any]] = []  # per process: the judging and the replay worker alike
 _SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL|^AWS_|^WANDB_|^HF_", re.I)
 
 
@@ -188,7 +189,6 @@ class Sandbox:
         self.home = ""
         self.info: dict[str, Any] = {}
         self.confinement: dict[str, Any] = {}  # what the worker got (confine.apply's report)
-        self._logged: dict[str, Any] | None = None
         self.spawns = 0
         self.triton_files: dict[str, bytes] = {}  # the candidate's ahead-of-time kernels
 
@@ -226,9 +226,9 @@ class Sandbox:
         lacks what the config demands: no candidate ever reaches it."""
         self.confinement = report
         seen = dict(report, rlimits=sorted(report.get("rlimits", {})))  # NPROC's value varies
-        if seen != self._logged:
+        if seen not in _CONFINEMENT_LOGGED:
             log.info("sandbox worker confinement: %s", confine.summary(report))
-            self._logged = seen
+            _CONFINEMENT_LOGGED[:] = [seen]
         why = confine.unmet(spec, report)
         if why:
             self.kill()
