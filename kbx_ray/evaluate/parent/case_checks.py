@@ -17,7 +17,7 @@ from kbx_ray.evaluate.parent.correctness import (Verdict, compare, dtype_problem
 from kbx_ray.evaluate.parent.precise import admitted
 from kbx_ray.evaluate.protocol import tensor_from_wire
 from kbx_ray.evaluate.reply import CallReport, OutputMeta, ReplyError, TimedCheck, parse_reply
-from kbx_ray.evaluate.parent.sandbox import scrub_paths
+from kbx_ray.evaluate.parent.redaction import scrub_paths
 from kbx_ray.evaluate.parent.reference_cache import RefOutputs
 from kbx_ray.types import EvalResult, ErrorKind, trim
 

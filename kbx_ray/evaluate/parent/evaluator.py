@@ -12,7 +12,6 @@ import math
 import random
 import secrets
 import time
-from dataclasses import asdict
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -26,12 +25,12 @@ from kbx_ray.evaluate.parent.correctness import Verdict
 from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger
 from kbx_ray.evaluate.parent.gpulock import GpuLock, NoLock
 from kbx_ray.evaluate.worker.inputs import InputCache
-from kbx_ray.evaluate.reply import RecheckReply, RunReply, TimeReply
+from kbx_ray.evaluate.reply import RunReply
 from kbx_ray.evaluate.parent.reference_cache import References
-from kbx_ray.evaluate.parent.replay_check import Replay
+from kbx_ray.evaluate.parent.replay_check import Pending, Replay
 from kbx_ray.evaluate.parent.sandbox import Sandbox, WorkerDied, scrub_paths
 from kbx_ray.evaluate.settings import EvalConfig, resolve_device
-from kbx_ray.evaluate.parent.timing_judgement import judge_timing, timing_groups, timing_record
+from kbx_ray.evaluate.parent.timing_stage import time_cases
 from kbx_ray.metrics import geomean
 from kbx_ray.suite import load_module
 from kbx_ray.types import Candidate, CaseResult, EvalResult, Task, trim
@@ -188,13 +187,13 @@ class Evaluator:
                                              "fault: re-run it"))
             return False
         finally:
-            self.refs.outputs.clear()  # keyed by this evaluation's secret seeds: no later hits
+            self.refs.clear_seeded()  # keyed by this evaluation's secret seeds: no later hits
             self.inputs.clear()
         return True
 
     def _recover(self) -> None:
         """After a failure here: drop what this process holds and start the worker afresh."""
-        self.refs.outputs.clear()
+        self.refs.clear_seeded()
         self.inputs.clear()
         self.sandbox.kill()
         self.replay.kill()
@@ -236,7 +235,7 @@ class Evaluator:
             return
         if self.device != "cuda":
             res.flags.append("cpu_timing")  # the protocol ran; its figures mean nothing
-        self._time_cases(ref_mod, task, cases, res)
+        time_cases(self, ref_mod, task, cases, res)
         self._clock(res, "timing", mark)
         timed = [c.speedup for c in res.cases if c.speedup]
         if timed:
@@ -261,18 +260,6 @@ class Evaluator:
             raise _Fail("static", "disqualified", "; ".join(rep.violations))
         res.stage = "compile"
         return self._clock(res, "static", t_run)
-
-    def _time_cases(self, ref_mod: Any, task: Task, cases: list[dict], res: EvalResult) -> None:
-        res.stage = "timing"
-        timed = [(c, cr) for c, cr in zip(cases, res.cases) if self._timed(c, cases)]
-        # consecutive timed cases that share one exclusive GPU hold (`timing_group_mb`)
-        for group in timing_groups(ref_mod, timed, self.cfg.timing_group_mb):
-            # One exclusive hold per group: each hold first waits for every evaluator's shared work
-            # in flight (a compile can take seconds), so one per case would idle the GPU that often.
-            with self.lock.exclusive():
-                measured = [self._time_case(ref_mod, task, case) for case, _ in group]
-            for (case, cr), m in zip(group, measured):
-                self._check_timed_case(ref_mod, task, case, cr, res, *m)
 
     @staticmethod
     def _clock(res: EvalResult, stage: str, since: float) -> float:
@@ -312,32 +299,50 @@ class Evaluator:
 
     def _check_case(self, ref_mod: Any, task: Task, case: dict, seeds: list[int], res: EvalResult,
                     first: bool) -> CaseResult:
+        """Each seed's call judged live, then its replay, which runs beside the next seed's call
+        (one GPU hold for the case): a seed's replay is judged before the next seed's outputs."""
         cr = CaseResult(case=case["name"], seeds=len(seeds))
-        outs_by_seed, strays = [], {}
-        for i, seed in enumerate(seeds):  # one seed per request: a reply holds one seed's outputs
-            with self.lock.shared():
-                t0 = time.perf_counter()
-                reply, blobs = self._ask({"op": "run", "case": case, "seeds": [seed],
-                                          "repeat": i == 0}, self.cfg.case_timeout_s,
-                                         "compile" if first and i == 0 else "correctness", res)
-                res.stage, res.call_ok = "correctness", True
-                info = case_checks.read(RunReply, reply, "run", res.stage).results[0]
-                t1 = time.perf_counter()
-                outs = case_checks.decode(info.outputs, blobs, self.device)
-                outs_by_seed.append(outs)
-                t2 = time.perf_counter()
-                v = (case_checks.integrity(info, self.cfg.torch_compute, res, self.monitor)
-                     or case_checks.repeat_problem(info, outs, blobs, ref_mod, case, self.device)
-                     or self._verdict(ref_mod, task, case, seed, outs, info, res))
-                v = case_checks.strays_problem(strays, v, outs)  # an unseen case's, never twice
-            for key, dt in (("worker_run", t1 - t0), ("decode", t2 - t1),
-                            ("judge", time.perf_counter() - t2)):
-                res.stage_s[key] = round(res.stage_s.get(key, 0.0) + dt, 4)
-            cr.max_abs_err = max(cr.max_abs_err, v.max_abs_err)
-            cr.max_rel_err = max(cr.max_rel_err, v.max_rel_err)
-            if not v.ok:
-                cr.error_kind, cr.message = v.kind, f"seed {seed}: {v.message}"
-                return cr
+        outs_by_seed, strays, pending = [], {}, None
+        with self.lock.shared():
+            try:
+                for i, seed in enumerate(seeds):  # one seed per request: a reply holds one seed's
+                    t0 = time.perf_counter()
+                    reply, blobs = self._ask({"op": "run", "case": case, "seeds": [seed],
+                                              "repeat": i == 0}, self.cfg.case_timeout_s,
+                                             "compile" if first and i == 0 else "correctness", res)
+                    res.stage, res.call_ok = "correctness", True
+                    info = case_checks.read(RunReply, reply, "run", res.stage).results[0]
+                    t1 = time.perf_counter()
+                    outs = case_checks.decode(info.outputs, blobs, self.device)
+                    outs_by_seed.append(outs)
+                    t2 = time.perf_counter()
+                    v = (case_checks.integrity(info, self.cfg.torch_compute, res, self.monitor)
+                         or case_checks.repeat_problem(info, outs, blobs, ref_mod, case, self.device)
+                         or case_checks.verdict(self.refs.outputs_for(ref_mod, task, case, seed),
+                                                outs, info, ref_mod, case, res,
+                                                self.refs.exact_for(ref_mod, task, case)(seed)))
+                    v = case_checks.strays_problem(strays, v, outs)  # an unseen case's, never twice
+                    earlier, pending = self._settle(pending, ref_mod, task, res), None
+                    if v.ok and not earlier:
+                        pending = self._replay_send(ref_mod, task, case, seed, info, res)
+                    for key, dt in (("worker_run", t1 - t0), ("decode", t2 - t1),
+                                    ("judge", time.perf_counter() - t2)):
+                        res.stage_s[key] = round(res.stage_s.get(key, 0.0) + dt, 4)
+                    failed = earlier or (None if v.ok else (seed, v)) or (
+                        (seed, pending) if isinstance(pending, Verdict) else None)
+                    cr.max_abs_err = max(cr.max_abs_err, v.max_abs_err)
+                    cr.max_rel_err = max(cr.max_rel_err, v.max_rel_err)
+                    if failed:
+                        break
+                else:
+                    failed = self._settle(pending, ref_mod, task, res)
+            except _Fail:
+                failed = self._settle(pending, ref_mod, task, res)  # an earlier seed's, first
+                if not failed:
+                    raise
+        if failed:
+            cr.error_kind, cr.message = failed[1].kind, f"seed {failed[0]}: {failed[1].message}"
+            return cr
         if task.random and len(outs_by_seed) > 1:
             why = case_checks.seed_problem(outs_by_seed)
             if why:
@@ -345,6 +350,24 @@ class Evaluator:
                 return cr
         cr.ok = True
         return cr
+
+    def _replay_send(self, ref_mod: Any, task: Task, case: dict, seed: int, info: Any,
+                     res: EvalResult) -> Any:
+        t0 = time.perf_counter()
+        got = self.replay.submit(self.refs, ref_mod, task, case, seed, info,
+                                 lambda: self.deadline - time.perf_counter())
+        res.stage_s["replay"] = round(res.stage_s.get("replay", 0.0) + time.perf_counter() - t0, 4)
+        return got
+
+    def _settle(self, pending: Any, ref_mod: Any, task: Task,
+                res: EvalResult) -> tuple[int, Verdict] | None:
+        """(seed, failing verdict) of a replay in flight; None when it agrees or none is."""
+        if not isinstance(pending, Pending):
+            return None
+        t0 = time.perf_counter()
+        v = self.replay.collect(pending, self.refs, ref_mod, task)
+        res.stage_s["replay"] = round(res.stage_s.get("replay", 0.0) + time.perf_counter() - t0, 4)
+        return (pending.seed, v) if v else None
 
     @property
     def monitor(self) -> bool:
@@ -361,39 +384,3 @@ class Evaluator:
         res.stage_s["replay"] = round(res.stage_s.get("replay", 0.0) + time.perf_counter() - t0, 4)
         return v
 
-    def _time_case(self, ref_mod: Any, task: Task,
-                   case: dict) -> tuple[Any, float, Any, tuple[Any, list]]:
-        """The candidate's and the reference's timing loops (the caller holds the GPU alone)."""
-        fresh = max(0, self.cfg.fresh_sets)
-        seeds = [self._seed(i) for i in range(max(1, self.cfg.timing_sets) + fresh)]
-        asked = time.perf_counter()
-        reply, blobs = self._ask({"op": "time", "case": case, "seed": seeds[0], "seeds": seeds,
-                                  "fresh": fresh, "timing": asdict(self.cfg.timing)},
-                                 self.cfg.case_timeout_s + 4 * self.cfg.timing.budget_s, "timing")
-        parent_wall_ms = (time.perf_counter() - asked) * 1e3  # our clock, not the worker's word
-        ref_t = self.refs.timing(ref_mod, task, case, self.sandbox.info.get("gpu_name"))
-        timed = case_checks.read(TimeReply, reply, "time", "timing")
-        return (timing_record(timed.timing), parent_wall_ms, ref_t, (timed.timed_check, blobs))
-
-    def _check_timed_case(self, ref_mod: Any, task: Task, case: dict, cr: CaseResult,
-                          res: EvalResult, t: dict, parent_wall_ms: float, ref_t: Any,
-                          timed: tuple[dict, list]) -> None:
-        """The timed calls' outputs, then a fresh recheck (GPU shared), then the timing checks."""
-        fresh = self._seed(len(self.seeds))
-        with self.lock.shared():
-            timed_outs = case_checks.check_timed_calls(
-                case, *timed, self.device, ref_mod, lambda s: self.refs.outputs_for(ref_mod, task, case, s),
-                self.refs.exact_for(ref_mod, task, case))
-            reply, blobs = self._ask({"op": "recheck", "case": case, "fresh_seed": fresh},
-                                     self.cfg.case_timeout_s, "timing", res)
-            check = case_checks.read(RecheckReply, reply, "recheck", "timing").check
-            outs = case_checks.decode(check.outputs, blobs, self.device)
-            v = (case_checks.integrity(check, self.cfg.torch_compute, res, self.monitor)
-                 or self._verdict(ref_mod, task, case, fresh, outs, check, res))
-        if not v.ok:
-            raise _Fail("timing", v.kind, case_checks.timed_mismatch(
-                f"case {case['name']}, its call on fresh values after timing", v, outs, timed_outs))
-        judge_timing(self.cfg, self.device, case, cr, res, t, parent_wall_ms, ref_t, timed[0],
-                     ref_mod, self.refs.dtype(task, case))
-        self.replay.timing(task, case, cr, t.median_ms, asdict(self.cfg.timing),
-                           lambda: self.deadline - time.perf_counter())

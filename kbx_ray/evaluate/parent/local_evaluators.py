@@ -27,7 +27,7 @@ def _serve(cfg: EvalConfig, todo: Any, done: Any, cache_mb: int) -> None:
         while (item := todo.get()) is not None:
             i, task, cand, cold = item
             if cold:  # as if this evaluator had never seen the task
-                ev.refs.times.clear(), ev.refs.outputs.clear(), ev.inputs.clear()
+                ev.refs.times.clear(), ev.refs.clear_seeded(), ev.inputs.clear()
             done.put(("result", i, ev.evaluate(task, cand)))
     finally:
         ev.close()

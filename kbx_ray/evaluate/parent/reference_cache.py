@@ -28,15 +28,29 @@ class References:
         self.outputs: dict[tuple, RefOutputs] = {}  # reference outputs per seed
         self.times: dict[tuple, timing_mod.Timing] = {}
         self.dtypes: dict[tuple, str] = {}  # the dtype whose peak bounds each case
+        self.drawn: dict[tuple, int] = {}  # parameters drawn afresh per replay (replay_inputs)
 
     def args(self, ref_mod: Any, task: Task, case: dict, seed: int,
              fresh: int | None = None) -> tuple[tuple, dict]:
         """The inputs of (case, seed), or of its replay on `fresh` values (inputs.replay_inputs)."""
         if fresh is None:
             return self.inputs.get(ref_mod, task.task_hash, case, seed, self.device)
-        args, kwargs, _ = replay_inputs(self.inputs, ref_mod, task.task_hash, case, seed, fresh,
-                                        self.device, task.name)
+        args, kwargs, drawn = replay_inputs(self.inputs, ref_mod, task.task_hash, case, seed,
+                                            fresh, self.device, task.name)
+        self.drawn[(task.task_hash, case["name"], seed, fresh)] = drawn
         return args, kwargs
+
+    def clear_seeded(self) -> None:
+        """Drop what is keyed by an evaluation's secret seeds: no later evaluation hits it."""
+        self.outputs.clear()
+        self.drawn.clear()
+
+    def drawn_for(self, ref_mod: Any, task: Task, case: dict, seed: int, fresh: int) -> int:
+        """How many of the replay's parameters are drawn afresh on `fresh` values."""
+        key = (task.task_hash, case["name"], seed, fresh)
+        if key not in self.drawn:
+            self.args(ref_mod, task, case, seed, fresh)
+        return self.drawn[key]
 
     def outputs_for(self, ref_mod: Any, task: Task, case: dict, seed: int,
                     fresh: int | None = None) -> RefOutputs:

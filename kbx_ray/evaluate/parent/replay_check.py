@@ -10,18 +10,18 @@ there, so the replayed outputs decide. INTEGRITY.md, "The replay".
 from __future__ import annotations
 
 import secrets
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from kbx_ray.evaluate import program
 from kbx_ray.evaluate.parent import case_checks
 from kbx_ray.evaluate.parent.correctness import Verdict
 from kbx_ray.evaluate.parent.reference_cache import References
-from kbx_ray.evaluate.parent.sandbox import Sandbox, WorkerDied
+from kbx_ray.evaluate.parent.sandbox import Flight, Sandbox, WorkerDied
 from kbx_ray.evaluate.protocol import tensor_from_wire
 from kbx_ray.evaluate.reply import CallReport
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.evaluate.static.kernels import kernel_source
-from kbx_ray.evaluate.worker.inputs import replay_inputs
 from kbx_ray.types import Task
 
 PAYLOAD_SHARE = 4  # a program with no fresh input carries under 1/4 of its outputs' values
@@ -63,6 +63,13 @@ class Replay:
                 info: CallReport, left: Callable[[], float]) -> Verdict | None:
         """None when the replay agrees with the reference (or is off); else the failing verdict.
         `left`: seconds of the evaluation's budget left."""
+        got = self.submit(refs, ref_mod, task, case, seed, info, left)
+        return self.collect(got, refs, ref_mod, task) if isinstance(got, Pending) else got
+
+    def submit(self, refs: References, ref_mod: Any, task: Task, case: dict, seed: int,
+               info: CallReport, left: Callable[[], float]) -> Pending | Verdict | None:
+        """The replay of the call's program sent on its way (`collect` judges it), or at once the
+        verdict of a program that cannot be replayed. The reference runs meanwhile."""
         if not self.on:
             return None
         raw = info.program
@@ -82,12 +89,20 @@ class Replay:
         why = self._payload(prog, refs, ref_mod, task, case, seed, fresh)
         if why:
             return Verdict(False, "disqualified", why)
-        outs = self._run(prog, task, case, seed, fresh, left)
+        flight = self._send("replay", prog, task, case, seed, fresh, left, {})
+        if isinstance(flight, Verdict):
+            return flight
+        refs.outputs_for(ref_mod, task, case, seed, fresh)  # beside the replay, kept for collect
+        return Pending(prog, case, seed, fresh, flight)
+
+    def collect(self, p: Pending, refs: References, ref_mod: Any, task: Task) -> Verdict | None:
+        """The replayed outputs of `p` against the reference on the same fresh inputs."""
+        outs = self._outputs(p.prog, self._receive(p.flight))
         if isinstance(outs, Verdict):
             return outs
-        ref = refs.outputs_for(ref_mod, task, case, seed, fresh)
-        v = case_checks.values(outs, ref[0], ref_mod, case,
-                               lambda: refs.exact(ref_mod, task, case, seed, fresh))
+        ref = refs.outputs_for(ref_mod, task, p.case, p.seed, p.fresh)
+        v = case_checks.values(outs, ref[0], ref_mod, p.case,
+                               lambda: refs.exact(ref_mod, task, p.case, p.seed, p.fresh))
         if v.ok:
             return None
         v.message = ("the replay of its kernel program (its Triton launches and allowlisted "
@@ -98,11 +113,9 @@ class Replay:
                  case: dict, seed: int, fresh: int) -> str:
         """Where no input is drawn afresh (logspace, arange, rand), an answer computed on the host
         could only travel in the program's scalars and constants: bound them by the outputs."""
-        _, _, drawn = replay_inputs(refs.inputs, ref_mod, task.task_hash, case, seed, fresh,
-                                    self.device, task.name)
-        if drawn:
+        if refs.drawn_for(ref_mod, task, case, seed, fresh):
             return ""
-        numel = sum(t.numel() for t in refs.outputs_for(ref_mod, task, case, seed, fresh)[0])
+        numel = sum(t.numel() for t in refs.outputs_for(ref_mod, task, case, seed)[0])
         carried = prog.payload()
         if numel >= 64 and carried * PAYLOAD_SHARE >= numel:
             return (f"its kernel program carries {carried} values outside its kernels for "
@@ -129,9 +142,7 @@ class Replay:
                                    f"kernel program ({cr.replay_ms:.4g} ms): the timed calls did "
                                    "not run the program that was judged")
 
-    def _run(self, prog: program.Program, task: Task, case: dict, seed: int, fresh: int,
-             left: Callable[[], float]) -> list | Verdict:
-        got = self._request("replay", prog, task, case, seed, fresh, left, {})
+    def _outputs(self, prog: program.Program, got: tuple | Verdict) -> list | Verdict:
         if isinstance(got, Verdict):
             return got
         reply, blobs = got
@@ -143,6 +154,11 @@ class Replay:
 
     def _request(self, op: str, prog: program.Program, task: Task, case: dict, seed: int,
                  fresh: int, left: Callable[[], float], extra: dict) -> tuple | Verdict:
+        flight = self._send(op, prog, task, case, seed, fresh, left, extra)
+        return flight if isinstance(flight, Verdict) else self._receive(flight)
+
+    def _send(self, op: str, prog: program.Program, task: Task, case: dict, seed: int,
+              fresh: int, left: Callable[[], float], extra: dict) -> Flight | Verdict:
         header = {"op": op, "task_path": task.path, "module": self.module,
                   "task_key": task.task_hash, "entry": task.name, "case": case, "seed": seed,
                   "fresh_seed": fresh, "kernels_path": self.kernels, "program": prog.to_wire(),
@@ -151,7 +167,14 @@ class Replay:
         if budget <= 0:
             return Verdict(False, "timeout", "the evaluation ran past its budget before its replay")
         try:
-            reply, blobs = self.sandbox.request(header, budget)
+            return self.sandbox.send(header, budget)
+        except WorkerDied as d:
+            self.sandbox.kill()
+            return Verdict(False, d.kind, f"the replay of its kernel program: {d.msg}")
+
+    def _receive(self, flight: Flight) -> tuple | Verdict:
+        try:
+            reply, blobs = self.sandbox.receive(flight)
         except WorkerDied as d:
             self.sandbox.kill()
             return Verdict(False, d.kind, f"the replay of its kernel program: {d.msg}")
@@ -163,3 +186,13 @@ class Replay:
                 kind = "infra_error"
             return Verdict(False, kind, str(reply.get("error_msg", ""))[:4000])
         return reply, blobs
+
+
+@dataclass
+class Pending:
+    """A replay sent (`Replay.submit`) and not yet judged (`Replay.collect`)."""
+    prog: program.Program
+    case: dict
+    seed: int
+    fresh: int
+    flight: Flight

@@ -22,11 +22,13 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kbx_ray.evaluate import protocol
+from kbx_ray.evaluate.parent.redaction import SECRET as _SECRET, redact, scrub_paths  # noqa: F401
 from kbx_ray.evaluate.parent.triton_cache import checked_name, seed_cache, worker_cache
 from kbx_ray.evaluate.worker import confine
 from kbx_ray.identity import LIMIT, exempt, verdict
@@ -39,7 +41,6 @@ _ENV_ALLOW = re.compile(r"^(PATH|LANG|LC_ALL|LC_CTYPE|LD_LIBRARY_PATH|CUDA_VISIB
                         r"CUDA_PATH|NVIDIA_[A-Z_]+|TRITON_[A-Z_]+|OMP_NUM_THREADS|VIRTUAL_ENV)$")
 _WARNED: set[str] = set()
 _CONFINEMENT_LOGGED: list[dict[str, Any]] = []  # per process: the judging and the replay worker alike
-_SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL|^AWS_|^WANDB_|^HF_", re.I)
 
 
 class Landlock(Choice):
@@ -82,38 +83,15 @@ def reply_cap_bytes(max_output_mb: int = 0) -> int:
     return max(2 << 30, avail // 2)
 
 
-def _secret_values() -> list[str]:
-    """Values of the parent's secret-looking variables (long enough to be worth scrubbing)."""
-    return sorted({v for k, v in os.environ.items() if _SECRET.search(k) and len(v) >= 6},
-                  key=len, reverse=True)
-
-
-def redact(obj: Any, secrets: list[str] | None = None) -> Any:
-    """`obj` with every secret value replaced, in every string it holds: what the worker sends
-    back (error messages, its log) reaches Parquet and W&B, so it must never carry one."""
-    secrets = _secret_values() if secrets is None else secrets
-    if isinstance(obj, str):
-        for v in secrets:
-            obj = obj.replace(v, "[REDACTED]")
-        return obj
-    if isinstance(obj, dict):
-        return {k: redact(v, secrets) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [redact(v, secrets) for v in obj]
-    return obj
-
-
-_LIB_PATH = re.compile(r"(?:/[^\s\"':]+)?/(?:site|dist)-packages/")
-_HARNESS_PATH = re.compile(r"(?:/[^\s\"':]+)?/kbx_ray/[^\s\"':,)]*")
-_SANDBOX_PATH = re.compile(r"/[^\s\"':]*/kbx_sbx_[^/\s\"']+/")
-
-
-def scrub_paths(msg: str) -> str:
-    """A message that may reach a model, without the harness's paths: library files keep their
-    package-relative name, harness files become `<harness>`, the worker's temp dir goes."""
-    msg = _HARNESS_PATH.sub("<harness>", msg)
-    msg = _LIB_PATH.sub("<lib>/", msg)
-    return _SANDBOX_PATH.sub("", msg)
+@dataclass
+class Flight:
+    """A request sent and not yet answered (`Sandbox.send`)."""
+    proc: subprocess.Popen
+    deadline: float  # time.monotonic()
+    timeout: float
+    watchdog: threading.Timer
+    expired: threading.Event
+    late: WorkerDied
 
 
 class WorkerDied(RuntimeError):
@@ -190,6 +168,7 @@ class Sandbox:
         self.info: dict[str, Any] = {}
         self.confinement: dict[str, Any] = {}  # what the worker got (confine.apply's report)
         self.spawns = 0
+        self.inflight: Flight | None = None  # a request sent and not yet answered
         self.triton_files: dict[str, bytes] = {}  # the candidate's ahead-of-time kernels
 
     def seed_triton(self, files: dict[str, bytes]) -> int:
@@ -245,10 +224,22 @@ class Sandbox:
             self._spawn()
 
     def request(self, header: dict, timeout: float) -> tuple[dict, list[bytearray]]:
+        return self.receive(self.send(header, timeout))
+
+    def send(self, header: dict, timeout: float) -> Flight:
+        """A request on its way: its reply is read by `receive`, all of it within `timeout` of
+        now (the caller works meanwhile; one request in flight at a time)."""
+        if self.inflight is not None:  # an abandoned request's reply would answer this one
+            self.kill()
         self.start()
         if header.get("task_path"):
             header = dict(header, task_path=self._private_copy(header["task_path"]))
-        reply = self._roundtrip(header, timeout)
+        self.inflight = self._send(header, timeout)
+        return self.inflight
+
+    def receive(self, flight: Flight) -> tuple[dict, list[bytearray]]:
+        self.inflight = None
+        reply = self._receive(flight)
         if self._log_bytes() > (self.cfg.file_mb << 20) // 2:
             self.kill()  # a flooded log would fail the next candidate's first print (EFBIG)
         return reply
@@ -272,9 +263,11 @@ class Sandbox:
         return dest
 
     def _roundtrip(self, header: dict, timeout: float) -> tuple[dict, list[bytearray]]:
-        """One request and its reply, all of it within `timeout`: a watchdog kills the worker's
-        group at the deadline, so a reply that starts and then stalls (or a request the worker
-        never reads) ends too, not only one that never starts."""
+        return self._receive(self._send(header, timeout))
+
+    def _send(self, header: dict, timeout: float) -> Flight:
+        """Send one request; a watchdog kills the worker's group at the deadline, so a reply that
+        starts and then stalls (or a request the worker never reads) ends too."""
         assert self.proc and self.proc.stdin
         proc, expired = self.proc, threading.Event()
 
@@ -289,33 +282,42 @@ class Sandbox:
         watchdog = threading.Timer(max(timeout, 0.0) + 0.5, expire)
         watchdog.daemon = True
         watchdog.start()
+        flight = Flight(proc, time.monotonic() + max(timeout, 0.0), timeout, watchdog, expired, late)
         try:
-            try:
-                protocol.send(self.proc.stdin, header)
-            except (BrokenPipeError, OSError):
-                if expired.is_set():
-                    self.kill()
-                    raise late from None
-                raise self._died("the worker was gone before the request") from None
-            ready, _, _ = select.select([self.reply], [], [], max(timeout, 0.0))
+            protocol.send(self.proc.stdin, header)
+        except (BrokenPipeError, OSError):
+            watchdog.cancel()
+            if expired.is_set():
+                self.kill()
+                raise late from None
+            raise self._died("the worker was gone before the request") from None
+        return flight
+
+    def _receive(self, flight: Flight) -> tuple[dict, list[bytearray]]:
+        """The reply to `flight`, within its deadline, scrubbed and with a CUDA fault confirmed."""
+        try:
+            if self.proc is not flight.proc:
+                raise WorkerDied("crash", "the worker was killed while a request was in flight")
+            ready, _, _ = select.select([self.reply], [], [],
+                                        max(flight.deadline - time.monotonic(), 0.0))
             if not ready:
                 self.kill()
-                raise late
+                raise flight.late
             try:
                 reply, blobs = protocol.recv(self.reply, self.reply_cap)
             except protocol.ProtocolError as e:
-                if expired.is_set():
+                if flight.expired.is_set():
                     self.kill()
-                    raise late from None
+                    raise flight.late from None
                 raise self._died(str(e)) from None
         finally:
-            watchdog.cancel()
+            flight.watchdog.cancel()
         reply = redact(reply)
         if isinstance(reply.get("error_msg"), str):
             reply["error_msg"] = scrub_paths(reply["error_msg"])
         if not reply.get("ok") and (reply.get("cuda_suspect")
                                     or reply.get("error_kind") == "cuda_error"):
-            reply["error_kind"] = self._confirm_cuda(reply.get("error_kind"), timeout)
+            reply["error_kind"] = self._confirm_cuda(reply.get("error_kind"), flight.timeout)
         if reply.get("error_kind") == "cuda_error" or reply.get("fatal"):
             self.kill()
         return reply, blobs
@@ -368,6 +370,9 @@ class Sandbox:
         return path
 
     def kill(self) -> None:
+        if self.inflight is not None:
+            self.inflight.watchdog.cancel()
+            self.inflight = None
         if self.proc is not None:
             kill_group(self.proc)
             self.reply.close()

@@ -1,0 +1,70 @@
+"""The timing stage of an evaluation: the timed cases' loops, the timed calls' outputs, a fresh
+recheck, the timing judgement, and the replayed program's own time (replay_check.Replay.timing)."""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from kbx_ray.evaluate.parent import case_checks
+from kbx_ray.evaluate.parent.case_checks import Fail as _Fail
+from kbx_ray.evaluate.parent.timing_judgement import judge_timing, timing_groups, timing_record
+from kbx_ray.evaluate.reply import RecheckReply, TimeReply
+from kbx_ray.types import CaseResult, EvalResult, Task
+
+if TYPE_CHECKING:
+    from kbx_ray.evaluate.parent.evaluator import Evaluator
+
+
+def time_cases(ev: Evaluator, ref_mod: Any, task: Task, cases: list[dict],
+               res: EvalResult) -> None:
+    """Each timed case's loops under one exclusive GPU hold per group, then its checks."""
+    res.stage = "timing"
+    timed = [(c, cr) for c, cr in zip(cases, res.cases) if ev._timed(c, cases)]
+    # consecutive timed cases that share one exclusive GPU hold (`timing_group_mb`)
+    for group in timing_groups(ref_mod, timed, ev.cfg.timing_group_mb):
+        # One exclusive hold per group: each hold first waits for every evaluator's shared work
+        # in flight (a compile can take seconds), so one per case would idle the GPU that often.
+        with ev.lock.exclusive():
+            measured = [_time_case(ev, ref_mod, task, case) for case, _ in group]
+        for (case, cr), m in zip(group, measured):
+            _check_timed_case(ev, ref_mod, task, case, cr, res, *m)
+
+
+def _time_case(ev: Evaluator, ref_mod: Any, task: Task,
+               case: dict) -> tuple[Any, float, Any, tuple[Any, list]]:
+    """The candidate's and the reference's timing loops (the caller holds the GPU alone)."""
+    fresh = max(0, ev.cfg.fresh_sets)
+    seeds = [ev._seed(i) for i in range(max(1, ev.cfg.timing_sets) + fresh)]
+    asked = time.perf_counter()
+    reply, blobs = ev._ask({"op": "time", "case": case, "seed": seeds[0], "seeds": seeds,
+                            "fresh": fresh, "timing": asdict(ev.cfg.timing)},
+                           ev.cfg.case_timeout_s + 4 * ev.cfg.timing.budget_s, "timing")
+    parent_wall_ms = (time.perf_counter() - asked) * 1e3  # our clock, not the worker's word
+    ref_t = ev.refs.timing(ref_mod, task, case, ev.sandbox.info.get("gpu_name"))
+    timed = case_checks.read(TimeReply, reply, "time", "timing")
+    return (timing_record(timed.timing), parent_wall_ms, ref_t, (timed.timed_check, blobs))
+
+
+def _check_timed_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, cr: CaseResult,
+                      res: EvalResult, t: dict, parent_wall_ms: float, ref_t: Any,
+                      timed: tuple[dict, list]) -> None:
+    """The timed calls' outputs, then a fresh recheck (GPU shared), then the timing checks."""
+    fresh = ev._seed(len(ev.seeds))
+    with ev.lock.shared():
+        timed_outs = case_checks.check_timed_calls(
+            case, *timed, ev.device, ref_mod, lambda s: ev.refs.outputs_for(ref_mod, task, case, s),
+            ev.refs.exact_for(ref_mod, task, case))
+        reply, blobs = ev._ask({"op": "recheck", "case": case, "fresh_seed": fresh},
+                               ev.cfg.case_timeout_s, "timing", res)
+        check = case_checks.read(RecheckReply, reply, "recheck", "timing").check
+        outs = case_checks.decode(check.outputs, blobs, ev.device)
+        v = (case_checks.integrity(check, ev.cfg.torch_compute, res, ev.monitor)
+             or ev._verdict(ref_mod, task, case, fresh, outs, check, res))
+    if not v.ok:
+        raise _Fail("timing", v.kind, case_checks.timed_mismatch(
+            f"case {case['name']}, its call on fresh values after timing", v, outs, timed_outs))
+    judge_timing(ev.cfg, ev.device, case, cr, res, t, parent_wall_ms, ref_t, timed[0],
+                 ref_mod, ev.refs.dtype(task, case))
+    ev.replay.timing(task, case, cr, t.median_ms, asdict(ev.cfg.timing),
+                     lambda: ev.deadline - time.perf_counter())
