@@ -22,6 +22,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 PROBE_ID = "kbx-image-probe"
@@ -76,23 +77,33 @@ def find_chromium() -> str | None:
     return next((p for p in map(shutil.which, BROWSERS) if p), None)
 
 
-def check_images(html_path: Path, chromium: str | None = None,
-                 timeout_s: float = 120) -> list[ImageCheck]:
-    """Each <img> of the page as the browser loaded it, in document order."""
-    chromium = chromium or find_chromium()
-    if chromium is None:
+def _flags(tmp: str) -> list[str]:
+    return ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage",
+            "--hide-scrollbars", f"--user-data-dir={tmp}/profile"]
+
+
+def _chromium(chromium: str | None) -> str:
+    found = chromium or find_chromium()
+    if found is None:
         raise BrowserError("no Chromium found; install it (apt-get install -y chromium) "
                            "or set KBX_CHROMIUM to a Chrome/Chromium binary")
+    return found
+
+
+def run_probe(html_path: Path, probe: str, chromium: str | None = None,
+              timeout_s: float = 120) -> Any:
+    """Load a copy of the page with `probe` (a <script> that puts JSON in <pre id=PROBE_ID>)
+    added before </body>, and return that JSON as the browser left it."""
+    chromium = _chromium(chromium)
     page = Path(html_path).read_text(encoding="utf-8")
     if "</body>" not in page:
         raise BrowserError(f"{html_path} has no </body>; is it a report.html?")
     with tempfile.TemporaryDirectory(prefix="kbx-chromium-") as tmp:
-        probe = Path(tmp) / "page.html"
-        probe.write_text(page.replace("</body>", PROBE + "</body>", 1), encoding="utf-8")
-        cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu",
-               "--disable-background-networking", "--disable-component-update",
-               "--no-first-run", "--disable-dev-shm-usage", f"--user-data-dir={tmp}/profile",
-               "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()]
+        copy = Path(tmp) / "page.html"
+        copy.write_text(page.replace("</body>", probe + "</body>", 1), encoding="utf-8")
+        cmd = [chromium, *_flags(tmp), "--virtual-time-budget=10000", "--dump-dom",
+               copy.as_uri()]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -100,7 +111,32 @@ def check_images(html_path: Path, chromium: str | None = None,
     found = re.search(f'<pre id="{PROBE_ID}">(.*?)</pre>', done.stdout, re.S)
     if found is None:
         tail = done.stderr.strip().splitlines()[-3:]
-        raise BrowserError(f"Chromium (exit {done.returncode}) did not report the images: "
+        raise BrowserError(f"Chromium (exit {done.returncode}) did not report back: "
                            + " | ".join(tail))
+    return json.loads(html.unescape(found.group(1)))
+
+
+def check_images(html_path: Path, chromium: str | None = None,
+                 timeout_s: float = 120) -> list[ImageCheck]:
+    """Each <img> of the page as the browser loaded it, in document order."""
+    found = run_probe(html_path, PROBE, chromium, timeout_s)
     return [ImageCheck(str(i["alt"]), bool(i["complete"]), int(i["width"]), int(i["height"]),
-                       int(i["ink"])) for i in json.loads(html.unescape(found.group(1)))]
+                       int(i["ink"])) for i in found]
+
+
+def screenshot(html_path: Path, png: Path, fragment: str = "", width: int = 1280,
+               height: int = 1600, chromium: str | None = None, timeout_s: float = 120) -> Path:
+    """A PNG of the page as Chromium paints it at width x height, opened at #fragment if given."""
+    chromium = _chromium(chromium)
+    with tempfile.TemporaryDirectory(prefix="kbx-chromium-") as tmp:
+        url = Path(html_path).resolve().as_uri() + (f"#{fragment}" if fragment else "")
+        cmd = [chromium, *_flags(tmp), f"--window-size={width},{height}",
+               f"--screenshot={Path(png).resolve()}", url]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise BrowserError(f"Chromium did not finish within {timeout_s:.0f} s") from None
+    if not Path(png).is_file():
+        raise BrowserError(f"Chromium (exit {done.returncode}) wrote no screenshot: "
+                           + " | ".join(done.stderr.strip().splitlines()[-3:]))
+    return Path(png)
