@@ -45,9 +45,9 @@ def kernel_texts(sources: list[SweepSource]) -> KernelTexts:
 def message(row: dict) -> str:
     """What a reader needs first: the error, or for a correct kernel why it was not timed."""
     if row["verdict"] == "correct":
-        skipped = row.get("timing_skipped") or ""
+        skipped = _text(row.get("timing_skipped"))
         return f"correct; timing skipped: {skipped}" if skipped else "correct"
-    return str(row.get("error_msg") or "") or f"failed at stage {row.get('stage') or 'unknown'}"
+    return _text(row.get("error_msg")) or f"failed at stage {_text(row.get('stage')) or 'unknown'}"
 
 
 def cell_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -81,9 +81,14 @@ def rounds(df: pd.DataFrame, sweep_id: str, cell_id: str, texts: KernelTexts) ->
     for r in rows.to_dict("records"):
         out.append({"round": int(r["round"]), "hardware": r["hardware"], "verdict": r["verdict"],
                     "message": message(r), "speedup": _number(r.get("speedup")),
-                    "final": bool(r["final"]), "stop_reason": r.get("stop_reason") or "",
+                    "final": bool(r["final"]), "stop_reason": _text(r.get("stop_reason")),
                     "kernel": texts.get((sweep_id, str(r["candidate_id"])))})
     return out
+
+
+def _text(v: object) -> str:
+    """A text column's value; "" for a null (None, or NaN where frames of several sweeps met)."""
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
 
 
 def _number(v: object) -> float | None:

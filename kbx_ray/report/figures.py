@@ -79,6 +79,8 @@ def pass_heatmap(df: pd.DataFrame, path: Path) -> Path | None:
         return None
     rate = table.pivot(index="category", columns="variant", values="exec_rate")
     cells = table.pivot(index="category", columns="variant", values="cells")
+    if rate.shape[1] > rate.shape[0]:  # the longer side down: many sweeps grow the page, not wider
+        rate, cells = rate.T, cells.T
     fig = _figure(2.5 + 1.4 * rate.shape[1], 1.6 + 0.5 * rate.shape[0])
     ax = fig.subplots()
     image = ax.imshow(rate.to_numpy(dtype=float), cmap="viridis", vmin=0, vmax=1, aspect="auto")
@@ -87,7 +89,7 @@ def pass_heatmap(df: pd.DataFrame, path: Path) -> Path | None:
         ax.text(j, i, f"{v:.0%}\nn={int(cells.iat[i, j])}", ha="center", va="center",
                 fontsize=8, color="white" if v < 0.6 else "black")
     ax.set_xticks(range(rate.shape[1]), [_wrap(str(c)) for c in rate.columns], fontsize=8)
-    ax.set_yticks(range(rate.shape[0]), rate.index)
+    ax.set_yticks(range(rate.shape[0]), rate.index, fontsize=8)
     ax.set_title("Exec (pass) rate by category and method")
     fig.colorbar(image, ax=ax, label="exec rate", format=lambda v, _: f"{v:.0%}")
     return _save(fig, path)
