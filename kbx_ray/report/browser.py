@@ -1,4 +1,4 @@
-"""report.html -> what a real browser made of its images: does every embedded figure decode?
+"""report.html -> what a real browser made of it: do its figures decode, does its browser work?
 
 A PNG that is truncated, mis-encoded or given the wrong MIME type still sits in the HTML as text;
 only a browser tells whether it renders. This loads a copy of the page, with a probe script added
@@ -9,7 +9,9 @@ from its header, so a PNG cut after its header reports its size but paints nothi
 halfway still paints its top half; the Pillow decode in the tests catches that.) Nothing is
 fetched: the page is a local file, every asset is a data URI, and background networking is off.
 
-Used by tests/integration/test_report_html.py and scripts/bench/check_report_html.py.
+`check_browser` uses the results browser as a reader would (sort, filter, follow a cell's link) and
+`screenshot` paints the page. Used by tests/integration/test_report_html.py and
+scripts/bench/check_report_html.py.
 """
 from __future__ import annotations
 
@@ -140,3 +142,41 @@ def screenshot(html_path: Path, png: Path, fragment: str = "", width: int = 1280
         raise BrowserError(f"Chromium (exit {done.returncode}) wrote no screenshot: "
                            + " | ".join(done.stderr.strip().splitlines()[-3:]))
     return Path(png)
+
+
+BROWSE_PROBE = f"""<script>
+window.addEventListener("load", () => {{
+  const t = document.getElementById("cells"), out = {{}};
+  const col = (name) => Array.from(t.tHead.rows[0].cells).findIndex((h) => h.textContent === name);
+  const column = (i) => Array.from(t.tBodies[0].rows).filter((r) => !r.hidden)
+    .map((r) => r.cells[i].textContent);
+  const v = col("verdict");
+  t.tHead.rows[0].cells[v].click();
+  out.verdicts_up = column(v);
+  t.tHead.rows[0].cells[v].click();
+  out.verdicts_down = column(v);
+  const f = document.getElementById("cell-filter");
+  f.value = "no_code_block";
+  f.dispatchEvent(new Event("input"));
+  out.filtered = column(v);
+  f.value = ""; f.dispatchEvent(new Event("input"));
+  const link = t.tBodies[0].rows[0].querySelector("a");
+  const panel = document.getElementById(link.getAttribute("href").slice(1));
+  out.hidden_before = getComputedStyle(panel).display;
+  location.hash = link.getAttribute("href");
+  out.shown_after = getComputedStyle(panel).display;
+  out.panel_text = panel.textContent;
+  out.page_overflows = document.documentElement.scrollWidth > window.innerWidth;
+  const pre = document.createElement("pre");
+  pre.id = "{PROBE_ID}";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+}});
+</script>
+"""
+
+
+def check_browser(html_path: Path, chromium: str | None = None) -> dict[str, Any]:
+    """Use the results browser as a reader would: sort by verdict both ways, filter, follow a
+    cell's link; report what the page then showed, and whether the page scrolls sideways."""
+    return run_probe(html_path, BROWSE_PROBE, chromium)
