@@ -76,6 +76,12 @@ def _with_helpers(earlier: list[str], code: str) -> str:
     return "\n\n".join(b.strip() for b in used + [code])
 
 
+def python_blocks(text: str) -> list[str]:
+    """Every fenced Python block of the answer (outside <think> blocks), dedented, in order."""
+    answer = split_think(text)[0]
+    return [textwrap.dedent(c) for lang, c in _FENCE.findall(answer) if lang.lower() in _PY_LANGS]
+
+
 def _from_blocks(body: str, entry: str) -> str | None:
     """The last block with a def of `entry`, else the last that assigns it. Blocks are dedented:
     a fence under a list item indents its code."""

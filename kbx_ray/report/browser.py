@@ -1,4 +1,4 @@
-"""report.html -> what a real browser made of its images: does every embedded figure decode?
+"""report.html -> what a real browser made of it: do its figures decode, does its browser work?
 
 A PNG that is truncated, mis-encoded or given the wrong MIME type still sits in the HTML as text;
 only a browser tells whether it renders. This loads a copy of the page, with a probe script added
@@ -9,7 +9,9 @@ from its header, so a PNG cut after its header reports its size but paints nothi
 halfway still paints its top half; the Pillow decode in the tests catches that.) Nothing is
 fetched: the page is a local file, every asset is a data URI, and background networking is off.
 
-Used by tests/integration/test_report_html.py and scripts/bench/check_report_html.py.
+`check_browser` uses the results browser as a reader would (sort, filter, follow a cell's link) and
+`screenshot` paints the page. Used by tests/integration/test_report_html.py and
+scripts/bench/check_report_html.py.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 PROBE_ID = "kbx-image-probe"
@@ -76,23 +79,33 @@ def find_chromium() -> str | None:
     return next((p for p in map(shutil.which, BROWSERS) if p), None)
 
 
-def check_images(html_path: Path, chromium: str | None = None,
-                 timeout_s: float = 120) -> list[ImageCheck]:
-    """Each <img> of the page as the browser loaded it, in document order."""
-    chromium = chromium or find_chromium()
-    if chromium is None:
+def _flags(tmp: str) -> list[str]:
+    return ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage",
+            "--hide-scrollbars", f"--user-data-dir={tmp}/profile"]
+
+
+def _chromium(chromium: str | None) -> str:
+    found = chromium or find_chromium()
+    if found is None:
         raise BrowserError("no Chromium found; install it (apt-get install -y chromium) "
                            "or set KBX_CHROMIUM to a Chrome/Chromium binary")
+    return found
+
+
+def run_probe(html_path: Path, probe: str, chromium: str | None = None,
+              timeout_s: float = 120) -> Any:
+    """Load a copy of the page with `probe` (a <script> that puts JSON in <pre id=PROBE_ID>)
+    added before </body>, and return that JSON as the browser left it."""
+    chromium = _chromium(chromium)
     page = Path(html_path).read_text(encoding="utf-8")
     if "</body>" not in page:
         raise BrowserError(f"{html_path} has no </body>; is it a report.html?")
     with tempfile.TemporaryDirectory(prefix="kbx-chromium-") as tmp:
-        probe = Path(tmp) / "page.html"
-        probe.write_text(page.replace("</body>", PROBE + "</body>", 1), encoding="utf-8")
-        cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu",
-               "--disable-background-networking", "--disable-component-update",
-               "--no-first-run", "--disable-dev-shm-usage", f"--user-data-dir={tmp}/profile",
-               "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()]
+        copy = Path(tmp) / "page.html"
+        copy.write_text(page.replace("</body>", probe + "</body>", 1), encoding="utf-8")
+        cmd = [chromium, *_flags(tmp), "--virtual-time-budget=10000", "--dump-dom",
+               copy.as_uri()]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -100,7 +113,70 @@ def check_images(html_path: Path, chromium: str | None = None,
     found = re.search(f'<pre id="{PROBE_ID}">(.*?)</pre>', done.stdout, re.S)
     if found is None:
         tail = done.stderr.strip().splitlines()[-3:]
-        raise BrowserError(f"Chromium (exit {done.returncode}) did not report the images: "
+        raise BrowserError(f"Chromium (exit {done.returncode}) did not report back: "
                            + " | ".join(tail))
+    return json.loads(html.unescape(found.group(1)))
+
+
+def check_images(html_path: Path, chromium: str | None = None,
+                 timeout_s: float = 120) -> list[ImageCheck]:
+    """Each <img> of the page as the browser loaded it, in document order."""
+    found = run_probe(html_path, PROBE, chromium, timeout_s)
     return [ImageCheck(str(i["alt"]), bool(i["complete"]), int(i["width"]), int(i["height"]),
-                       int(i["ink"])) for i in json.loads(html.unescape(found.group(1)))]
+                       int(i["ink"])) for i in found]
+
+
+def screenshot(html_path: Path, png: Path, fragment: str = "", width: int = 1280,
+               height: int = 1600, chromium: str | None = None, timeout_s: float = 120) -> Path:
+    """A PNG of the page as Chromium paints it at width x height, opened at #fragment if given."""
+    chromium = _chromium(chromium)
+    with tempfile.TemporaryDirectory(prefix="kbx-chromium-") as tmp:
+        url = Path(html_path).resolve().as_uri() + (f"#{fragment}" if fragment else "")
+        cmd = [chromium, *_flags(tmp), f"--window-size={width},{height}",
+               f"--screenshot={Path(png).resolve()}", url]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise BrowserError(f"Chromium did not finish within {timeout_s:.0f} s") from None
+    if not Path(png).is_file():
+        raise BrowserError(f"Chromium (exit {done.returncode}) wrote no screenshot: "
+                           + " | ".join(done.stderr.strip().splitlines()[-3:]))
+    return Path(png)
+
+
+BROWSE_PROBE = f"""<script>
+window.addEventListener("load", () => {{
+  const t = document.getElementById("cells"), out = {{}};
+  const col = (name) => Array.from(t.tHead.rows[0].cells).findIndex((h) => h.textContent === name);
+  const column = (i) => Array.from(t.tBodies[0].rows).filter((r) => !r.hidden)
+    .map((r) => r.cells[i].textContent);
+  const v = col("verdict");
+  t.tHead.rows[0].cells[v].click();
+  out.verdicts_up = column(v);
+  t.tHead.rows[0].cells[v].click();
+  out.verdicts_down = column(v);
+  const f = document.getElementById("cell-filter");
+  f.value = "no_code_block";
+  f.dispatchEvent(new Event("input"));
+  out.filtered = column(v);
+  f.value = ""; f.dispatchEvent(new Event("input"));
+  const link = t.tBodies[0].rows[0].querySelector("a");
+  const panel = document.getElementById(link.getAttribute("href").slice(1));
+  out.hidden_before = getComputedStyle(panel).display;
+  location.hash = link.getAttribute("href");
+  out.shown_after = getComputedStyle(panel).display;
+  out.panel_text = panel.textContent;
+  out.page_overflows = document.documentElement.scrollWidth > window.innerWidth;
+  const pre = document.createElement("pre");
+  pre.id = "{PROBE_ID}";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+}});
+</script>
+"""
+
+
+def check_browser(html_path: Path, chromium: str | None = None) -> dict[str, Any]:
+    """Use the results browser as a reader would: sort by verdict both ways, filter, follow a
+    cell's link; report what the page then showed, and whether the page scrolls sideways."""
+    return run_probe(html_path, BROWSE_PROBE, chromium)

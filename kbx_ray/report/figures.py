@@ -1,22 +1,26 @@
-"""Tables and rows -> the report's five PNG figures.
+"""Tables and rows -> the report's PNG figures, each laid out from its text's extents.
 
 matplotlib is imported inside `_figure` only, and through `matplotlib.figure.Figure` (Agg canvas,
-no pyplot global state), so importing the report costs nothing and works with no display. Every
-figure degrades to a labelled placeholder when its data are missing (a CPU sweep has no timings),
-so a report always has all five figures and a reader sees why one is empty.
+no pyplot global state), so importing the report costs nothing and works with no display. A figure
+with no data (a CPU sweep times nothing) is not drawn: its function returns None, and the report
+says why in its place. Every drawn figure is grown until no text is clipped or overlaps
+(report/layout.py), whatever the number of sweeps, and its text boxes are saved beside it.
 """
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 from typing import Any, Iterable
 
 import pandas as pd
 
+from kbx_ray.report import layout
 from kbx_ray.report.load import ReportError, final_rows, variant_labels
 from kbx_ray.report.tables import per_group, tally, timed_correct
 
-NO_TIMING = "no timed results\n(timing needs a GPU; CPU sweeps check correctness only)"
+DPI = 110
+logger = logging.getLogger(__name__)
 FIGURES = ("pass_heatmap", "repair_rounds", "speedup_cdf", "gpu_spread", "sol_fraction")
 
 
@@ -31,16 +35,20 @@ def _figure(width: float = 7.0, height: float = 4.5) -> Any:
 
 
 def _save(fig: Any, path: Path) -> Path:
+    """Fit the figure to its text, then write the PNG and its text boxes (layout.sidecar)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, format="png")
+    fig.set_dpi(DPI)
+    fitted = layout.fit(fig)
+    for problem in layout.problems(fitted):
+        logger.warning("figure %s: %s", path.name, problem)
+    fig.savefig(path, dpi=DPI, format="png")
+    layout.save(fitted, layout.sidecar(path))
     return path
 
 
-def _placeholder(ax: Any, text: str) -> None:
-    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=11, color="0.35",
-            transform=ax.transAxes)
-    ax.set_xticks([])
-    ax.set_yticks([])
+def _wrap(label: str) -> str:
+    """A variant label ("sweep / model / method") one part a line, so it needs no rotation."""
+    return label.replace(" / ", "\n")
 
 
 def _with_variant(df: pd.DataFrame) -> pd.DataFrame:
@@ -63,42 +71,42 @@ def _times(ax: Any) -> None:
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
 
 
-def pass_heatmap(df: pd.DataFrame, path: Path) -> Path:
+def pass_heatmap(df: pd.DataFrame, path: Path) -> Path | None:
     """Exec rate of final kernels, category x method (x model, x sweep where several)."""
     rows = _with_variant(final_rows(df))
     table = per_group(rows, ("category", "variant"), tally, ("cells", "exec_rate"))
-    fig = _figure(max(5.0, 2.0 + 1.3 * table["variant"].nunique()),
-                  max(3.0, 1.0 + 0.4 * table["category"].nunique()))
-    ax = fig.subplots()
     if table.empty:
-        _placeholder(ax, "no evaluations")
-        return _save(fig, path)
+        return None
     rate = table.pivot(index="category", columns="variant", values="exec_rate")
     cells = table.pivot(index="category", columns="variant", values="cells")
+    if rate.shape[1] > rate.shape[0]:  # the longer side down: many sweeps grow the page, not wider
+        rate, cells = rate.T, cells.T
+    fig = _figure(2.5 + 1.4 * rate.shape[1], 1.6 + 0.5 * rate.shape[0])
+    ax = fig.subplots()
     image = ax.imshow(rate.to_numpy(dtype=float), cmap="viridis", vmin=0, vmax=1, aspect="auto")
     for i, j in zip(*rate.notna().to_numpy().nonzero()):  # empty combinations stay blank
         v = rate.iat[i, j]
         ax.text(j, i, f"{v:.0%}\nn={int(cells.iat[i, j])}", ha="center", va="center",
                 fontsize=8, color="white" if v < 0.6 else "black")
-    ax.set_xticks(range(rate.shape[1]), rate.columns, rotation=20, ha="right")
-    ax.set_yticks(range(rate.shape[0]), rate.index)
+    ax.set_xticks(range(rate.shape[1]), [_wrap(str(c)) for c in rate.columns], fontsize=8)
+    ax.set_yticks(range(rate.shape[0]), rate.index, fontsize=8)
     ax.set_title("Exec (pass) rate by category and method")
     fig.colorbar(image, ax=ax, label="exec rate", format=lambda v, _: f"{v:.0%}")
     return _save(fig, path)
 
 
-def repair_rounds(ablation: pd.DataFrame, path: Path, colors: dict[str, str]) -> Path:
-    """Call rate, exec rate and geomean speedup after k repair rounds, one line per variant."""
-    fig = _figure(12.0, 4.0)
-    axes = fig.subplots(1, 3)
-    panels = (("call_rate", "compile/call rate"), ("exec_rate", "exec rate"),
-              ("geomean_speedup", "geomean speedup (correct)"))
+def repair_rounds(ablation: pd.DataFrame, path: Path, colors: dict[str, str]) -> Path | None:
+    """Call rate, exec rate and (when timed) geomean speedup after k repair rounds, per variant."""
     data = _with_variant(ablation)
+    if data.empty:
+        return None
+    panels = [("call_rate", "compile/call rate"), ("exec_rate", "exec rate")]
+    if data["geomean_speedup"].notna().any():
+        panels.append(("geomean_speedup", "geomean speedup (correct)"))
+    fig = _figure(4.0 * len(panels), 4.0)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (col, title) in zip(axes, panels):
         ax.set_title(title)
-        if data.empty or data[col].isna().all():
-            _placeholder(ax, NO_TIMING if col == "geomean_speedup" else "no evaluations")
-            continue
         for variant, g in data.groupby("variant", sort=True):
             ax.plot(g["k"], g[col], marker="o", label=variant, color=colors.get(variant))
         ax.set_xlabel("repair rounds k")
@@ -107,20 +115,20 @@ def repair_rounds(ablation: pd.DataFrame, path: Path, colors: dict[str, str]) ->
             ax.set_ylim(0, 1.05)
         else:
             ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
-        ax.legend(fontsize=8)
+    # one legend for all panels, below them: it never covers a line or another panel's labels
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", fontsize=8,
+               ncols=min(3, data["variant"].nunique()))
     fig.suptitle("After k repair rounds: each cell's answer from its first k rounds (primary pool)")
     return _save(fig, path)
 
 
-def speedup_cdf(df: pd.DataFrame, path: Path, colors: dict[str, str]) -> Path:
+def speedup_cdf(df: pd.DataFrame, path: Path, colors: dict[str, str]) -> Path | None:
     """CDF of the speedup of correct kernels; the legend gives each variant's share below 1."""
     rows = _with_variant(timed_correct(df))
+    if rows.empty:
+        return None
     fig = _figure()
     ax = fig.subplots()
-    if rows.empty:
-        _placeholder(ax, NO_TIMING)
-        ax.set_title("Speedup over eager of correct kernels")
-        return _save(fig, path)
     for variant, g in rows.groupby("variant", sort=True):
         v = g["speedup"].to_numpy(dtype=float)
         ax.ecdf(v, color=colors.get(variant),
@@ -132,22 +140,18 @@ def speedup_cdf(df: pd.DataFrame, path: Path, colors: dict[str, str]) -> Path:
     ax.set_ylim(0, 1.02)
     share = (rows["speedup"] < 1).mean()
     ax.set_title(f"Speedup CDF: {share:.1%} of {len(rows)} correct kernels are slower than eager")
-    ax.legend(fontsize=8, loc="lower right")
+    fig.legend(loc="outside lower center", fontsize=8)
     return _save(fig, path)
 
 
-def gpu_spread(spread: pd.DataFrame, path: Path, timed: bool, top: int = 30) -> Path:
-    """Per task, max/min speedup of one kernel across GPU pools (the widest `top` tasks).
-
-    `timed` says whether anything was timed at all, which picks the placeholder's reason.
-    """
+def gpu_spread(spread: pd.DataFrame, path: Path, top: int = 30) -> Path | None:
+    """Per task, max/min speedup of one kernel across GPU pools (the widest `top` tasks)."""
     shown = spread.head(top)
+    if shown.empty:
+        return None
     fig = _figure(8.0, max(3.0, 1.2 + 0.28 * len(shown)))
     ax = fig.subplots()
     ax.set_title("Speedup spread of the same kernel across GPUs (max / min)")
-    if shown.empty:
-        _placeholder(ax, "no kernel was timed on two or more GPU pools" if timed else NO_TIMING)
-        return _save(fig, path)
     labels = shown["task_id"] if shown["sweep_id"].nunique() == 1 else (
         shown["sweep_id"] + ": " + shown["task_id"])
     ax.barh(range(len(shown)), shown["spread"] - 1, left=1, color="tab:orange")  # 1 = no spread
@@ -160,23 +164,22 @@ def gpu_spread(spread: pd.DataFrame, path: Path, timed: bool, top: int = 30) -> 
     return _save(fig, path)
 
 
-def sol_fraction(df: pd.DataFrame, path: Path, colors: dict[str, str]) -> Path:
+def sol_fraction(df: pd.DataFrame, path: Path, colors: dict[str, str]) -> Path | None:
     """Histogram of the SOL (speed-of-light) fraction of correct timed kernels, per variant."""
     rows = _with_variant(final_rows(df))
     rows = rows[rows["exec_ok"] & rows["sol_fraction"].map(math.isfinite).astype(bool)]
+    if rows.empty:
+        return None
     fig = _figure()
     ax = fig.subplots()
     ax.set_title("SOL fraction of correct kernels (share of the GPU's peak)")
-    if rows.empty:
-        _placeholder(ax, NO_TIMING)
-        return _save(fig, path)
     bins = [i / 20 for i in range(21)]
     for variant, g in rows.groupby("variant", sort=True):
         ax.hist(g["sol_fraction"].clip(0, 1), bins=bins, alpha=0.55, color=colors.get(variant),
                 label=f"{variant} (n={len(g)}, mean {g['sol_fraction'].mean():.0%})")
     ax.set_xlabel("SOL fraction: max(GB/s / peak, TFLOP/s / peak)")
     ax.set_ylabel("kernels")
-    ax.legend(fontsize=8)
+    fig.legend(loc="outside lower center", fontsize=8)
     return _save(fig, path)
 
 
@@ -205,5 +208,5 @@ def study_rounds(curve: pd.DataFrame, path: Path, columns: tuple[str, ...] = (
     return _save(fig, path)
 
 
-__all__ = ["FIGURES", "NO_TIMING", "gpu_spread", "palette", "pass_heatmap", "repair_rounds",
+__all__ = ["FIGURES", "gpu_spread", "palette", "pass_heatmap", "repair_rounds",
            "sol_fraction", "speedup_cdf", "study_rounds"]
