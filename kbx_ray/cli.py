@@ -20,11 +20,14 @@ import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from kbx_ray import cli_help
 from kbx_ray.cli_eval import cmd_eval
 from kbx_ray.config import ConfigError, load_config
+
+if TYPE_CHECKING:
+    from kbx_ray.plan import Sweep
 
 log = logging.getLogger("kbx")
 
@@ -62,7 +65,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     before = p.n_cells - p.n_todo
     try:
-        engine.run_sweep(cfg, p)
+        engine.run_sweep(p)
     except KeyboardInterrupt:
         print(f"kbx: interrupted: {_where(p, before)}", file=sys.stderr)
         return 130
@@ -85,7 +88,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _where(p: Any, before: int) -> str:
+def _where(p: Sweep, before: int) -> str:
     """What a stopped sweep kept and how to go on, alike for Ctrl-C and a failure."""
     if not p.sweep_dir.exists():  # nothing was recorded, and the folder was removed again
         return "no cell was recorded, nothing kept; re-run the same command to start again"
@@ -121,7 +124,7 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
-def _recorded_cells(p: Any) -> int:
+def _recorded_cells(p: Sweep) -> int:
     """Cells of this sweep's grid with rows in its folder now."""
     from kbx_ray.sinks import done_cells
 

@@ -16,10 +16,11 @@ import logging
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from kbx_ray.errors import ConfigError
-from kbx_ray.grid import methods, models
+if TYPE_CHECKING:
+    from kbx_ray.hardware import HardwarePool
+    from kbx_ray.plan import Sweep
 
 log = logging.getLogger(__name__)
 CLUSTER_YAML = Path(__file__).resolve().parents[1] / "cluster.yaml"
@@ -42,7 +43,7 @@ class _Line:
     cpu_s: float = 0.0
 
 
-def cpu_eval_s(p: Any) -> tuple[float, str]:
+def cpu_eval_s(p: Sweep) -> tuple[float, str]:
     """(seconds per evaluation on a CPU pool, where that figure comes from): the median
     `eval_wall_s` of the sweep's own CPU rows when it is resumed, else CPU_EVAL_S."""
     import math
@@ -60,13 +61,12 @@ def cpu_eval_s(p: Any) -> tuple[float, str]:
     return CPU_EVAL_S, "measured on a 2-core CPU box"
 
 
-def _count(p: Any, pools: dict[str, Any]) -> tuple[dict[str, _Line], dict[str, _Line]]:
+def _count(p: Sweep, pools: dict[str, HardwarePool]) -> tuple[dict[str, _Line], dict[str, _Line]]:
     """Evaluations and GPU-seconds at most, per method variant and per pool, of the cells to run
     on these pools (the first primary)."""
-    cfg = p.cfg
-    variants = {m.name: m for m in methods(cfg)}
+    variants = {m.name: m for m in p.axes.methods}
     cases = sum(len(t.cases) for t in p.tasks.values()) / max(1, len(p.tasks))
-    per_eval_s = cases * (2 * cfg.evaluation.timing.budget_s + 0.2)
+    per_eval_s = cases * (2 * p.evaluation.timing.budget_s + 0.2)
     cpu_s = cpu_eval_s(p)[0]
     todo = Counter(c.method.name for c in p.todo())
     names = list(pools)
@@ -87,12 +87,11 @@ def _count(p: Any, pools: dict[str, Any]) -> tuple[dict[str, _Line], dict[str, _
     return by_method, by_pool
 
 
-def estimate(p: Any) -> str:
+def estimate(p: Sweep) -> str:
     """Cells and GPU-hours, in total, per method and per pool (multi-line, for `--dry-run`); with
     no pool named, also on each GPU pool of cluster.yaml."""
-    cfg = p.cfg
-    variants = {m.name: m for m in methods(cfg)}
-    n_models, n_samples = len(models(cfg)), cfg.sweep.samples
+    variants = {m.name: m for m in p.axes.methods}
+    n_models, n_samples = len(p.axes.models), p.axes.samples
     names = list(p.pools)
     primary = names[0]
     by_method, by_pool = _count(p, p.pools)
@@ -103,7 +102,7 @@ def estimate(p: Any) -> str:
             f"(primary {primary}); {p.n_cells - n_todo} already recorded, {n_todo} to run")
     if any(pool.is_gpu for pool in p.pools.values()):
         head += (f"; at most {total_s / 3600:.2f} GPU-hours (timing budget "
-                 f"{cfg.evaluation.timing.budget_s:g} s per case and side)")
+                 f"{p.evaluation.timing.budget_s:g} s per case and side)")
     cpu_total = sum(line.cpu_s for line in by_pool.values())
     if cpu_total:
         per, source = cpu_eval_s(p)
@@ -119,9 +118,9 @@ def estimate(p: Any) -> str:
         kind = "GPU" if p.pools[name].is_gpu else "CPU, no timing"
         lines.append(f"  pool {name} ({kind}; {role}): {line.evaluations} evaluations, "
                      f"{_hours(line)}")
-    if list(cfg.hardware) == ["auto"] and cfg.engine.ray_address:
+    if p.named_pools == ("auto",) and p.engine.ray_address:
         lines += cluster_estimate(p)  # the cluster it runs on: cluster.yaml's pools exist there
-    elif list(cfg.hardware) == ["auto"] and _eval_node_types(CLUSTER_YAML):
+    elif p.named_pools == ("auto",) and _eval_node_types(CLUSTER_YAML):
         lines.append(f"  (GPU-hours on a cluster: name its pools, e.g. hardware=["
                      f"{','.join(_eval_node_types(CLUSTER_YAML))}], or engine.ray_address=auto "
                      "for every pool of cluster.yaml)")
@@ -143,7 +142,7 @@ def _cpu(seconds: float) -> str:
         f"{seconds / 60:.1f} CPU-minutes"
 
 
-def cluster_estimate(p: Any, path: Path = CLUSTER_YAML) -> list[str]:
+def cluster_estimate(p: Sweep, path: Path = CLUSTER_YAML) -> list[str]:
     """The same cells on each GPU pool of cluster.yaml (alone: every round on it), and on all of
     them at once (the first primary), with the least wall time its node types allow."""
     from kbx_ray.hardware import get_pool
@@ -188,17 +187,17 @@ def _eval_node_types(path: Path) -> dict[str, tuple[str, int, int]]:
     return out
 
 
-def describe(p: Any) -> str:
+def describe(p: Sweep) -> str:
     """The estimate, then what the sweep will compile ahead and how it loads its pools."""
     return estimate(p) + _aot_line(p) + _balance_line(p)
 
 
-def _balance_line(p: Any) -> str:
+def _balance_line(p: Sweep) -> str:
     """Every round of a cell is evaluated on its primary pool; the others see its final candidate
     only. Said up front, since a repair sweep then loads the primary pool many times over."""
     if len(p.pools) < 2:
         return ""
-    per_cell = max((max(1, m.branches) * (m.rounds + 1) for m in methods(p.cfg)), default=1)
+    per_cell = max((max(1, m.branches) * (m.rounds + 1) for m in p.axes.methods), default=1)
     if per_cell <= 1:
         return ""
     primary = next(iter(p.pools))
@@ -207,41 +206,12 @@ def _balance_line(p: Any) -> str:
             "evaluators, or put the pool with the most GPUs first in hardware=")
 
 
-def _aot_line(p: Any) -> str:
-    if p.cfg.engine.aot_compile == "off":
+def _aot_line(p: Sweep) -> str:
+    if p.engine.aot_compile == "off":
         return ""
     archs = sorted({pool.compute_capability for pool in p.pools.values() if pool.compute_capability})
     if not archs:
         return "; engine.aot_compile: no pool has a compute_capability, nothing is compiled ahead"
     return (f"; ahead-of-time compiles for {', '.join(f'sm_{a}' for a in archs)} on "
-            f"{p.cfg.engine.compile_workers} CPU compile worker(s) (engine.aot_compile="
-            f"{p.cfg.engine.aot_compile})")
-
-
-def check_replay(p: Any) -> None:
-    """A replay model whose source cannot answer a cell's first round stops here, in one line
-    (with `on_missing=skip`: one warning naming how many cells will be recorded as empty)."""
-    from kbx_ray.llm.base import REGISTRY, replays
-
-    for model in models(p.cfg):
-        if not replays(model):
-            continue
-        backend = REGISTRY.build(model.backend, model)
-        missing, total, first = backend.unanswered(
-            c for c in p.todo() if c.model.name == model.name)
-        if not missing:
-            continue
-        where = backend.source
-        others = {o for m in methods(p.cfg) for o in backend.other_methods(m.name)}
-        hint = (f"the source's rows are of method {', '.join(sorted(others))}: set "
-                "model.options.match_method=false to replay them under another method, or "
-                if others else "")
-        if backend.skips_missing:
-            log.warning("replay: %d of the %d cells to run have no completion in %s (first: %s); "
-                        "on_missing=skip records them as no_code_block", missing, total, where,
-                        first)
-            continue
-        raise ConfigError(f"replay source {where} cannot answer {missing} of the {total} cells to "
-                          f"run (first: {first}): {hint}narrow suite.include to the tasks it holds, "
-                          "or add model.options.on_missing=skip to run anyway (the unanswered "
-                          "cells are recorded as no_code_block)")
+            f"{p.engine.compile_workers} CPU compile worker(s) (engine.aot_compile="
+            f"{p.engine.aot_compile})")

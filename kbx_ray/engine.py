@@ -1,6 +1,6 @@
 """The driver: cells -> method -> generate / evaluate -> writer.
 
-`run_sweep` plans (config, tasks, pools, the grid, resume), starts Ray and the sinks, and drives:
+`run_sweep` takes the planned `Sweep` (plan.py), starts Ray and the sinks, and drives:
 every hardware pool's evaluator group is started (evaluator_groups.py), worker coroutines take
 the cells to run, and each cell runs its method with `generate` (a backend, through the generation
 log) and `evaluate` (its primary pool's evaluators) injected, then its final candidates on every
@@ -13,97 +13,66 @@ import asyncio
 import logging
 import shutil
 import time
-from dataclasses import dataclass, replace
-from functools import cached_property, partial
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Sequence
 
 from kbx_ray import evaluator_groups, hardware, provenance, ray_session, scaling, sweep_folder
-from kbx_ray.config import Config
+from kbx_ray.config import Config, ModelConfig
 from kbx_ray.errors import ConfigError
-from kbx_ray.grid import Cell, count_cells, iter_cells
+from kbx_ray.grid import Cell
 from kbx_ray.genlog import FILE as WAL_FILE
 from kbx_ray.genlog import GenerationLog
-from kbx_ray.llm.base import GenParams, build_backend
-from kbx_ray.methods.base import Attempt, build_method
+from kbx_ray.llm.base import Backend, GenParams, build_backend
+from kbx_ray.methods.base import Attempt, Generate, Method, build_method
+from kbx_ray.plan import Sweep, resolve
+from kbx_ray.prompts import Prompt
 from kbx_ray.records import evaluation_row, generation_row
-from kbx_ray.sinks import build_sinks, clean_tmp, done_cells, written_generations
+from kbx_ray.sinks import build_sinks, clean_tmp, written_generations
 from kbx_ray.sinks.wandb_runs import replica_gauges
-from kbx_ray.suite import load_suite
 from kbx_ray.types import Generation, Task, stable_hash
 from kbx_ray.writer import CellWriter, flush_when_due
+
+if TYPE_CHECKING:
+    from kbx_ray.evaluator_group import EvaluatorGroup
+    from kbx_ray.sinks.base import FanOut
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class SweepPlan:
-    sweep_id: str
-    sweep_dir: Path
-    tasks: dict[str, Task]
-    pools: dict[str, hardware.HardwarePool]
-    n_cells: int
-    done: set[str]
-    cfg: Config
-    samples: dict[str, int] | None = None  # task id -> samples, where a replay source says
-
-    def cells(self) -> Iterator[Cell]:
-        return iter_cells(self.cfg, list(self.tasks.values()), list(self.pools), self.samples)
-
-    def todo(self) -> Iterator[Cell]:
-        return (c for c in self.cells() if c.cell_id not in self.done)
-
-    @cached_property
-    def n_todo(self) -> int:
-        """Cells not yet recorded (counted once: `done` is fixed when the plan is made)."""
-        done = sum(1 for c in self.cells() if c.cell_id in self.done) if self.done else 0
-        return self.n_cells - done
+def plan(cfg: Config) -> Sweep:
+    """The sweep `cfg` asks for, resolved and checked before Ray starts (plan.py)."""
+    return resolve(cfg)
 
 
-def resolve_pools(names: list[str]) -> dict[str, hardware.HardwarePool]:
-    pools = {}
-    for name in names:
-        try:
-            pool = hardware.detect_local() if name == "auto" else hardware.get_pool(name)
-        except KeyError as e:
-            raise ConfigError(str(e)) from None
-        pools[pool.name] = pool
-    return pools
-
-
-def plan(cfg: Config) -> SweepPlan:
-    """Everything that can be checked before Ray starts: config, tasks, pools, the grid, resume,
-    and that a replay source answers every cell (another harness's kernels name the tasks)."""
-    from kbx_ray.preflight import validate
-    from kbx_ray.dry_run import check_replay
-    from kbx_ray.grid import narrow_to_sources
-
-    validate(cfg)
-    include, samples = narrow_to_sources(cfg)
-    tasks = load_suite(cfg.suite.path, include, cfg.suite.name)
-    pools = resolve_pools(cfg.hardware)
-    sid = sweep_folder.sweep_id(cfg)
-    sweep_dir = Path(cfg.output_dir) / sid
-    sweep_folder.check_folder(cfg, sweep_dir)
-    done = done_cells(sweep_dir) if sweep_dir.exists() else set()
-    p = SweepPlan(sid, sweep_dir, {t.task_id: t for t in tasks}, pools,
-                  count_cells(cfg, tasks, samples), done, cfg, samples)
-    check_replay(p)
-    return p
-
-
-def describe(p: SweepPlan) -> str:
+def describe(p: Sweep) -> str:
     from kbx_ray.dry_run import describe as what_it_will_do
 
     return what_it_will_do(p)
 
 
-async def _run_cell(cell: Cell, p: SweepPlan, backends: dict, groups: dict,
+@dataclass
+class _Built:
+    """Each grid variant's backend and method, built once: its cells share its config."""
+
+    backends: dict[int, Backend] = field(default_factory=dict)
+    methods: dict[int, Method] = field(default_factory=dict)
+
+    def of(self, cell: Cell) -> tuple[Backend, Method]:
+        if id(cell.model) not in self.backends:
+            self.backends[id(cell.model)] = build_backend(cell.model)
+        if id(cell.method) not in self.methods:
+            self.methods[id(cell.method)] = build_method(cell.method)
+        return self.backends[id(cell.model)], self.methods[id(cell.method)]
+
+
+async def _run_cell(cell: Cell, p: Sweep, built: _Built, groups: dict[str, EvaluatorGroup],
                     genlog: GenerationLog, writer: CellWriter) -> None:
     """One cell: its method, with `generate` and `evaluate` (its primary pool) injected; its final
     candidates on the other pools; its rows, to the writer."""
     task = p.tasks[cell.task_id]
-    backend, method = _built(backends, cell)
+    backend, method = built.of(cell)
     primary, others = cell.hardware[0], cell.hardware[1:]
     started = time.time()
     attempts: list[Attempt] = await method(task, _generator(cell, task, backend, genlog),
@@ -118,21 +87,11 @@ async def _run_cell(cell: Cell, p: SweepPlan, backends: dict, groups: dict,
     writer.add(cell.cell_id, [generation_row(p.sweep_id, cell, a) for a in attempts], rows)
 
 
-def _built(backends: dict, cell: Cell) -> tuple[Any, Any]:
-    """The cell's backend and method: model and method configs are shared by the cells of one
-    grid variant, so each is built once."""
-    if id(cell.model) not in backends:
-        backends[id(cell.model)] = build_backend(cell.model)
-    if id(cell.method) not in backends:
-        backends[id(cell.method)] = build_method(cell.method)
-    return backends[id(cell.model)], backends[id(cell.method)]
-
-
-def _generator(cell: Cell, task: Task, backend: Any, genlog: GenerationLog) -> Any:
+def _generator(cell: Cell, task: Task, backend: Backend, genlog: GenerationLog) -> Generate:
     """The cell's `generate`: the backend's answer, logged first (a resumed driver asks the log,
     not the model, for a call it made before it stopped)."""
 
-    async def generate(prompt: Any, rnd: int, branch: int = 0) -> Generation:
+    async def generate(prompt: Prompt, rnd: int, branch: int = 0) -> Generation:
         logged = genlog.lookup(cell.cell_id, rnd, branch)
         if logged is not None:
             return logged
@@ -147,7 +106,7 @@ def _generator(cell: Cell, task: Task, backend: Any, genlog: GenerationLog) -> A
     return generate
 
 
-async def _drive(p: SweepPlan, sinks: Any) -> None:
+async def _drive(p: Sweep, sinks: FanOut) -> None:
     """The cells, beside a watch on the cluster (ray_session.watch): a lost GCS stops them with
     `ClusterLost` before Ray ends this process without a word."""
     async with evaluator_groups.started(p) as groups:
@@ -164,14 +123,14 @@ async def _drive(p: SweepPlan, sinks: Any) -> None:
         run.result()
 
 
-async def _run_cells(p: SweepPlan, sinks: Any, groups: dict) -> None:
+async def _run_cells(p: Sweep, sinks: FanOut, groups: dict[str, EvaluatorGroup]) -> None:
     """`engine.max_concurrency` workers take the cells one by one from the lazy iterator (driver
     memory does not grow with the grid); the first error stops them, keeping what is recorded."""
-    cfg = p.cfg
-    genlog = GenerationLog(p.sweep_dir, cfg.engine.wal_fsync)
-    writer = CellWriter(sinks, genlog, cfg.engine.flush_every, cfg.engine.flush_s,
-                        cfg.engine.flush_min_s, written_generations(p.sweep_dir, p.done))
-    backends: dict = {}
+    eng = p.engine
+    genlog = GenerationLog(p.sweep_dir, eng.wal_fsync)
+    writer = CellWriter(sinks, genlog, eng.flush_every, eng.flush_s, eng.flush_min_s,
+                        written_generations(p.sweep_dir, p.done))
+    built = _Built()
     cells = p.todo()
     errors: list[BaseException] = []
 
@@ -180,7 +139,7 @@ async def _run_cells(p: SweepPlan, sinks: Any, groups: dict) -> None:
             if errors:
                 return
             try:
-                await _run_cell(cell, p, backends, groups, genlog, writer)
+                await _run_cell(cell, p, built, groups, genlog, writer)
             except BaseException as e:  # noqa: BLE001 - stop cleanly, keep what is recorded
                 errors.append(e)
                 return
@@ -188,29 +147,29 @@ async def _run_cells(p: SweepPlan, sinks: Any, groups: dict) -> None:
     async def report() -> None:
         while True:
             await asyncio.sleep(30)
-            sinks.write_metrics(replica_gauges(list(backends.values())))
+            sinks.write_metrics(replica_gauges(list(built.backends.values())))
             evaluator_groups.tick(groups)
 
     reporter = asyncio.create_task(report())
-    ticker = asyncio.create_task(flush_when_due(writer, max(0.5, cfg.engine.flush_s / 2), errors))
+    ticker = asyncio.create_task(flush_when_due(writer, max(0.5, eng.flush_s / 2), errors))
     try:
-        n = evaluator_groups.cells_in_flight(cfg, groups)
+        n = evaluator_groups.cells_in_flight(eng, p.axes.models, groups)
         await asyncio.gather(*(worker() for _ in range(n)))
     finally:
         reporter.cancel()
         ticker.cancel()
         writer.flush()
         genlog.close()
-        sinks.write_metrics(replica_gauges(list(backends.values())))
+        sinks.write_metrics(replica_gauges(list(built.backends.values())))
     if errors:
         raise errors[0]
 
 
-def _wait_for_pools(p: SweepPlan) -> None:
+def _wait_for_pools(p: Sweep) -> None:
     """Fail at start, naming the pool, unless the autoscaler brings it up within pool_wait_s.
     On a role cluster (cluster.yaml) a GPU pool is not waited for here: its pending evaluators
     and the sweep's resource request make the autoscaler start its nodes (EvaluatorGroup.start)."""
-    deadline = time.monotonic() + p.cfg.engine.pool_wait_s
+    deadline = time.monotonic() + p.engine.pool_wait_s
     roles = scaling.role_cluster()
     for pool in p.pools.values():
         if roles and pool.is_gpu:
@@ -221,17 +180,16 @@ def _wait_for_pools(p: SweepPlan) -> None:
             log.info("waiting for the autoscaler to start a node for pool %s", pool.name)
             time.sleep(5)
     if not roles:
-        _check_replicas(p)
+        _check_replicas(p.axes.models)
 
 
-def _check_replicas(p: SweepPlan) -> None:
+def _check_replicas(models: Sequence[ModelConfig]) -> None:
     """On a cluster without kbx-role labels (one machine; no autoscaler adds generation nodes) a
     vLLM replica that no node can hold would stay pending forever: stop now, in one line."""
-    from kbx_ray.grid import models
     from kbx_ray.llm.base import replicas_of
     from kbx_ray.llm.vllm_spec import VLLMSpec, for_cluster, placement_hint
 
-    for model in models(p.cfg):
+    for model in models:
         spec = replicas_of(model)
         if isinstance(spec, VLLMSpec):
             why = placement_hint(for_cluster(spec), autoscaled=False)
@@ -239,29 +197,28 @@ def _check_replicas(p: SweepPlan) -> None:
                 raise ConfigError(why)
 
 
-def run_sweep(cfg: Config, p: SweepPlan | None = None) -> SweepPlan:
-    """Plan (unless given the plan), start Ray, run every pending cell, and return the plan (rows
-    are on disk)."""
+def run_sweep(what: Config | Sweep) -> Sweep:
+    """Plan (a config; a `Sweep` is already planned), start Ray, run every pending cell, and
+    return the sweep (rows are on disk)."""
     import ray
 
-    p = p or plan(cfg)
+    p = what if isinstance(what, Sweep) else resolve(what)
     log.info(describe(p))
     n_todo = p.n_todo
     if not n_todo:
         log.info("nothing to do: every cell of %s is already recorded in %s", p.sweep_id, p.sweep_dir)
         return p
     if not ray.is_initialized():
-        ray.init(address=cfg.engine.ray_address, include_dashboard=False, configure_logging=False)
+        ray.init(address=p.engine.ray_address, include_dashboard=False, configure_logging=False)
     _wait_for_pools(p)
     fresh = not p.sweep_dir.exists()
     p.sweep_dir.mkdir(parents=True, exist_ok=True)
     clean_tmp(p.sweep_dir)  # a killed run's torn parts; only this run writes here from now on
-    sweep_folder.write_folder(cfg, p.sweep_dir)
-    config = provenance.resolved(cfg, list(p.pools))
-    provenance.write_config(p.sweep_dir, config)
+    sweep_folder.write_folder(p.identity, p.sweep_dir, p.force_resume)
+    provenance.write_config(p.sweep_dir, p.config)
     record = provenance.RunRecord(p.sweep_dir, p.sweep_id)
-    sinks = build_sinks(p.sweep_dir, p.sweep_id, cfg, extra=[record])
-    sinks.start(n_todo, config)
+    sinks = build_sinks(p.sweep_dir, p.sweep_id, p.sinks, extra=[record])
+    sinks.start(n_todo, p.config)
     try:
         with ray_session.worker_output_to(p.sweep_dir / ray_session.LOG_FILE):
             asyncio.run(_drive(p, sinks))

@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from functools import partial
 from math import inf
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Sequence
 
 from kbx_ray import hardware, scaling
 from kbx_ray.actor_group import ActorGroup, Member, Revival
 from kbx_ray.compile_workers import ready_result
-from kbx_ray.config import Config, ConfigError
+from kbx_ray.config import ConfigError, EngineConfig, ModelConfig
 from kbx_ray.evaluate.settings import Device, EvalConfig
 from kbx_ray.evaluator_loss import MOVES, EvaluatorLost, NodeLost, lost, worker_sigkilled
 from kbx_ray.per_loop import PerLoop
@@ -63,8 +63,8 @@ class GroupStats:
                 f"{self.done} done ({self.failed} failed, {self.retried} retried), {rate:.2f}/s")
 
 
-def eval_config_for(pool: hardware.HardwarePool, cfg: Config) -> EvalConfig:
-    ecfg = copy.deepcopy(cfg.evaluation)
+def eval_config_for(pool: hardware.HardwarePool, evaluation: EvalConfig) -> EvalConfig:
+    ecfg = copy.deepcopy(evaluation)
     ecfg.peak_gbps = pool.peak_gbps
     ecfg.peak_tflops = hardware.peak_table(pool)
     if not pool.is_gpu:
@@ -116,10 +116,12 @@ class _FreshProcess:
 class EvaluatorGroup:
     probe_s = 10.0  # how long an evaluator whose worker was SIGKILLed has to say it still runs
 
-    def __init__(self, pool: hardware.HardwarePool, cfg: Config, n_todo: int = 0,
-                 handles: list[Any] | None = None, *, batch: int = 0, depth: int = 1) -> None:
-        """`handles`: evaluators to use instead of starting actors (scripts/bench/bench_scale.py
-        drives the real dispatch with simulated evaluators). `batch` (else engine.eval_batch, else
+    def __init__(self, pool: hardware.HardwarePool, engine: EngineConfig, evaluation: EvalConfig,
+                 n_todo: int = 0, handles: list[Any] | None = None, *,
+                 models: Sequence[ModelConfig] = (), batch: int = 0, depth: int = 1) -> None:
+        """`models`: the sweep's, whose vLLM replicas may hold GPUs of the pool. `handles`:
+        evaluators to use instead of starting actors (scripts/bench/bench_scale.py drives the real
+        dispatch with simulated evaluators). `batch` (else engine.eval_batch, else
         1) candidates per call and `depth` calls in flight per evaluator: with instant verdicts
         (the engine benchmark's `mode=noop`) the Ray round trip is the cost, so calls carry many
         and overlap; a real evaluator takes one at a time (timing has the GPU alone)."""
@@ -128,31 +130,32 @@ class EvaluatorGroup:
         self.elastic = handles is None and pool.is_gpu and scaling.role_cluster()
         if self.elastic:
             pool = hardware.on_role_cluster(pool)
-        self.ray, self.pool, self.mode = ray, pool, cfg.engine.mode
+        self.ray, self.pool, self.mode = ray, pool, engine.mode
         self.compiler: Any = None  # compile_workers.CompileWorkers, set once they are up
-        self.aot_always = cfg.engine.aot_compile == "always"
-        self.retries, self.stats = cfg.engine.retries, GroupStats()
-        self.ecfg = eval_config_for(pool, cfg)
+        self.aot_always = engine.aot_compile == "always"
+        self.retries, self.stats = engine.retries, GroupStats()
+        self.ecfg = eval_config_for(pool, evaluation)
         self.opts = dict(hardware.ray_options(pool), num_cpus=1)
-        self.per_gpu = max(1, cfg.engine.evaluators_per_gpu) if pool.is_gpu else 1
+        self.per_gpu = max(1, engine.evaluators_per_gpu) if pool.is_gpu else 1
         if self.per_gpu > 1:  # k evaluators per GPU: Ray packs them by the fractional request
             self.opts["num_gpus"] = self.opts["num_gpus"] / self.per_gpu
             self.opts["resources"] = {k: v / self.per_gpu
                                       for k, v in self.opts.get("resources", {}).items()}
-        self.reserved = 0 if self.elastic or handles is not None else generation_reserve(pool, cfg)
-        n = len(handles) if handles is not None else self._size(cfg, n_todo)
+        self.reserved = 0 if self.elastic or handles is not None else \
+            generation_reserve(pool, models)
+        n = len(handles) if handles is not None else self._size(engine, n_todo)
         self.demand = scaling.evaluator_demand(self.opts, n)
-        self.injected, self.fixed = handles is not None, cfg.engine.evaluators > 0
+        self.injected, self.fixed = handles is not None, engine.evaluators > 0
         self.restarts = self.mode != "task"  # actors (or handles like them), not task slots
         task_mode = self.mode == "task" and not self.injected
-        self.batch = 1 if task_mode else max(1, batch or cfg.engine.eval_batch or 1)
+        self.batch = 1 if task_mode else max(1, batch or engine.eval_batch or 1)
         self.members = ActorGroup(self._members(handles, n), cap=1 if task_mode else depth,
                                   ready="info", name=f"evaluator of pool {pool.name}",
                                   owned=not self.injected and not task_mode,
                                   revival=Revival(timeout_s=inf if self.elastic else 300.0),
                                   on_up=self._came_up)
-        self.ready_s = max(cfg.engine.actor_ready_s, cfg.engine.pool_wait_s) if self.elastic \
-            else cfg.engine.actor_ready_s
+        self.ready_s = max(engine.actor_ready_s, engine.pool_wait_s) if self.elastic \
+            else engine.actor_ready_s
         self._lane: PerLoop[_Lane] = PerLoop(self._bind)
         self._pids: dict[Any, int] = {}  # each evaluator's process, to tell a restarted one
 
@@ -172,11 +175,11 @@ class EvaluatorGroup:
     def actors(self) -> list[Any]:
         return self.members.handles
 
-    def _size(self, cfg: Config, n_todo: int) -> int:
+    def _size(self, engine: EngineConfig, n_todo: int) -> int:
         if self.elastic:  # generation has nodes of its own; pending evaluators are the demand
             live = actors_for(self.pool, 0, 0, self.per_gpu) if pool_gpus(self.pool) else 0
-            return scaling.evaluator_target(self.pool, cfg, live, n_todo)
-        return actors_for(self.pool, cfg.engine.evaluators, self.reserved, self.per_gpu)
+            return scaling.evaluator_target(engine, live, n_todo)
+        return actors_for(self.pool, engine.evaluators, self.reserved, self.per_gpu)
 
     def grow(self) -> int:
         """Elastic groups: one more evaluator per slot of the pool's nodes beyond those it has

@@ -10,38 +10,40 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator, Sequence
 
 from kbx_ray import scaling
-from kbx_ray.config import Config
-from kbx_ray.grid import models
+from kbx_ray.config import EngineConfig, ModelConfig
+from kbx_ray.evaluate.settings import EvalConfig
+from kbx_ray.hardware import HardwarePool
 
 if TYPE_CHECKING:  # imported when a sweep starts: the sandbox and the static checks come with them
     from kbx_ray.compile_workers import CompileWorkers
     from kbx_ray.evaluator_group import EvaluatorGroup
+    from kbx_ray.plan import Sweep
 
 log = logging.getLogger(__name__)
 
 
 @asynccontextmanager
-async def started(p: Any) -> AsyncIterator[dict[str, EvaluatorGroup]]:
-    """{pool name: its started EvaluatorGroup} for the plan `p` (engine.SweepPlan), ended after."""
+async def started(p: Sweep) -> AsyncIterator[dict[str, EvaluatorGroup]]:
+    """{pool name: its started EvaluatorGroup} for the sweep `p`, ended after."""
     from kbx_ray import evaluator_group  # looked up now: bench_scale.py swaps the class
 
-    cfg = p.cfg
-    groups = {name: evaluator_group.EvaluatorGroup(pool, cfg, p.n_todo)
+    groups = {name: evaluator_group.EvaluatorGroup(pool, p.engine, p.evaluation, p.n_todo,
+                                                   models=p.axes.models)
               for name, pool in p.pools.items()}
     compiler, attach = None, None
     elastic = any(g.elastic for g in groups.values())
     if elastic:  # a role cluster: say what the sweep needs, so its nodes start
         scaling.request(sum((g.demand for g in groups.values() if g.elastic),
-                            scaling.generation_demand(models(cfg))))
+                            scaling.generation_demand(p.axes.models)))
     try:
         await asyncio.gather(*(g.start() for g in groups.values()))
-        compiler = _compile_workers(cfg, p)
+        compiler = _compile_workers(p.engine, p.evaluation, list(p.pools.values()))
         if compiler is not None:  # after the evaluators have their CPUs; `on` does not wait
-            attach = asyncio.ensure_future(_attach(compiler, groups, cfg.engine.actor_ready_s))
-            if cfg.engine.aot_compile == "always":
+            attach = asyncio.ensure_future(_attach(compiler, groups, p.engine.actor_ready_s))
+            if p.engine.aot_compile == "always":
                 await attach
         yield groups
     finally:
@@ -55,15 +57,16 @@ async def started(p: Any) -> AsyncIterator[dict[str, EvaluatorGroup]]:
             scaling.release()
 
 
-def _compile_workers(cfg: Config, p: Any) -> CompileWorkers | None:
-    if cfg.engine.aot_compile == "off" or cfg.engine.mode == "noop" or not any(
-            pool.compute_capability for pool in p.pools.values()):
+def _compile_workers(engine: EngineConfig, evaluation: EvalConfig,
+                     pools: list[HardwarePool]) -> CompileWorkers | None:
+    if engine.aot_compile == "off" or engine.mode == "noop" or not any(
+            pool.compute_capability for pool in pools):
         return None
     from kbx_ray.compile_workers import CompileWorkers
 
-    return CompileWorkers(cfg.engine.compile_workers, cfg.engine.compile_timeout_s,
-                          cfg.engine.compile_resource, sandbox=cfg.evaluation.sandbox,
-                          seed=cfg.evaluation.base_seed)
+    return CompileWorkers(engine.compile_workers, engine.compile_timeout_s,
+                          engine.compile_resource, sandbox=evaluation.sandbox,
+                          seed=evaluation.base_seed)
 
 
 async def _attach(compiler: CompileWorkers, groups: dict[str, EvaluatorGroup],
@@ -85,10 +88,11 @@ def tick(groups: dict[str, EvaluatorGroup]) -> None:
         log.info(compiler.line())
 
 
-def cells_in_flight(cfg: Config, groups: dict[str, EvaluatorGroup]) -> int:
+def cells_in_flight(engine: EngineConfig, models: Sequence[ModelConfig],
+                    groups: dict[str, EvaluatorGroup]) -> int:
     """engine.max_concurrency, or (0) enough to keep every evaluator and vllm replica fed."""
     evaluators = sum(len(g.actors) for g in groups.values())
-    n = scaling.concurrency(cfg, evaluators, scaling.replica_slots(models(cfg)))
-    if cfg.engine.max_concurrency <= 0:
+    n = scaling.concurrency(engine, evaluators, scaling.replica_slots(models))
+    if engine.max_concurrency <= 0:
         log.info("%d cells in flight (engine.max_concurrency=0: from %d evaluators)", n, evaluators)
     return max(1, n)

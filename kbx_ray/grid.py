@@ -1,10 +1,9 @@
-"""Sweep expansion: a config's method and model variants, and the cells of its grid.
+"""Sweep expansion: a config's axes (method and model variants, samples), and the cells of its grid.
 
-Each variant is its preset as loaded with the command line's `method.*` / `model.*` keys applied,
-so a key given once reaches every variant of the axis; a rounds axis multiplies only the methods
-that run rounds. Cells are produced lazily, each with a stable id (resume skips recorded ones).
-A sweep that replays another harness's kernels covers the tasks and samples they hold
-(`narrow_to_sources`), not the whole suite.
+Each variant is its preset as loaded with the command line's `method.*` / `model.*` keys applied;
+`build_axes` loads them once per run (plan.py), and everything after reads the `Axes`. A rounds
+axis multiplies only the methods that run rounds. Cells are produced lazily, each with a stable id.
+A replay sweep covers the tasks and samples its source holds (`narrow_to_sources`).
 """
 from __future__ import annotations
 
@@ -14,18 +13,17 @@ import json
 import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
 from kbx_ray.config import (
-    Config, ConfigError, MethodConfig, ModelConfig, _load_group, _merge,
+    Config, ConfigError, MethodConfig, ModelConfig, SuiteConfig, _load_group, _merge,
 )
 from kbx_ray.suite import select_ids
+from kbx_ray.types import Task
 
 log = logging.getLogger(__name__)
-
-
 
 def runs_rounds(kind: str) -> bool:
     """Whether the method registered as `kind` declared `runs_rounds` (an unknown one is named by
@@ -46,6 +44,16 @@ class Cell:
     model: ModelConfig
     sample: int
     hardware: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Axes:
+    """The grid's axes beside the tasks and pools, each variant built once from its preset."""
+
+    methods: tuple[MethodConfig, ...]
+    models: tuple[ModelConfig, ...]
+    samples: int
+    per_task: Mapping[str, int] | None = None  # task id -> samples, where a replay source says
 
 
 def _cli_keys(overrides: list[str], group: str) -> DictConfig | None:
@@ -70,7 +78,7 @@ def _variants(group: str, names: list[str], default: Any, overrides: list[str]) 
     return out
 
 
-def methods(cfg: Config) -> list[MethodConfig]:
+def _methods(cfg: Config) -> list[MethodConfig]:
     """The method axis, times the sweep's `rounds` axis for methods that run rounds (a one-shot
     method at R0 and at R2 is one variant); a bad method setting stops here."""
     from kbx_ray.methods.base import check_method
@@ -91,23 +99,24 @@ def methods(cfg: Config) -> list[MethodConfig]:
     return variants
 
 
-def models(cfg: Config) -> list[ModelConfig]:
-    """The model axis: the sweep's `models`, else the `model`."""
-    return _variants("model", cfg.sweep.models, cfg.model, cfg.overrides)
+def build_axes(cfg: Config) -> Axes:
+    """The method axis (times the sweep's rounds, for methods that run rounds; a bad method
+    setting stops here), the model axis (the sweep's `models`, else the `model`), and samples:
+    each preset read once."""
+    methods = tuple(_methods(cfg))
+    models = tuple(_variants("model", cfg.sweep.models, cfg.model, cfg.overrides))
+    return Axes(methods, models, cfg.sweep.samples)
 
 
-def grid_axes(cfg: Config, tasks: list[Any]) -> tuple[list[Any], list[Any], list[Any], range]:
-    return tasks, methods(cfg), models(cfg), range(cfg.sweep.samples)
-
-
-def iter_cells(cfg: Config, tasks: list[Any], pools: list[str],
-               per_task: dict[str, int] | None = None) -> Iterator[Cell]:
+def iter_cells(axes: Axes, tasks: Sequence[Task], pools: Sequence[str]) -> Iterator[Cell]:
     """The grid task x method x model x sample, lazily, each with a stable cell id; `per_task`
-    (task id -> samples) replaces `sweep.samples` for the tasks it names."""
-    tasks, methods, models, samples = grid_axes(cfg, tasks)
+    (task id -> samples) replaces `samples` for the tasks it names."""
+    per_task, samples = axes.per_task, range(axes.samples)
     hw = tuple(pools)
-    keyed_methods = [(m, _json(OmegaConf.to_container(OmegaConf.structured(m)))) for m in methods]
-    keyed_models = [(m, _json(OmegaConf.to_container(OmegaConf.structured(m)))) for m in models]
+    keyed_methods = [(m, _json(OmegaConf.to_container(OmegaConf.structured(m))))
+                     for m in axes.methods]
+    keyed_models = [(m, _json(OmegaConf.to_container(OmegaConf.structured(m))))
+                    for m in axes.models]
     tail = f", {_json(hw)}]"
     # cell_id = stable_hash(task_id, task_hash, method, model, sample, hw); the JSON of the parts
     # that a grid repeats is made once, and the digest of the shared prefix is copied per sample
@@ -126,27 +135,29 @@ def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def count_cells(cfg: Config, tasks: list[Any], per_task: dict[str, int] | None = None) -> int:
-    t, m, mo, s = grid_axes(cfg, tasks)
-    n = sum(per_task.get(x.task_id, len(s)) for x in t) if per_task else len(t) * len(s)
-    return n * len(m) * len(mo)
+def count_cells(axes: Axes, tasks: Sequence[Task]) -> int:
+    per_task = axes.per_task
+    n = sum(per_task.get(t.task_id, axes.samples) for t in tasks) if per_task else \
+        len(tasks) * axes.samples
+    return n * len(axes.methods) * len(axes.models)
 
 
-def narrow_to_sources(cfg: Config) -> tuple[list[str] | None, dict[str, int] | None]:
+def narrow_to_sources(suite: SuiteConfig, models: Sequence[ModelConfig], cap: int | None
+                      ) -> tuple[list[str] | None, dict[str, int] | None]:
     """(the tasks to load, samples per task) of the sweep: `suite.include` as given, unless every
     model replays another harness's kernels (llm/replay_files.py). Then the grid covers the tasks
     those hold, each with as many samples as it holds kernels (at most `sweep.samples` where a
     config sets it), said in one log line. An explicit `suite.include` still chooses: it is
-    intersected with them, and a task id it names that no kernel answers is an error."""
+    intersected with them, and a task id it names that no kernel answers is an error. `cap`:
+    `sweep.samples` where a config sets it (`sample_cap`)."""
     from kbx_ray.llm.base import REGISTRY, replays
 
-    include = list(cfg.suite.include) or None
-    variants = models(cfg)
-    if not all(replays(m) for m in variants):
+    include = list(suite.include) or None
+    if not all(replays(m) for m in models):
         return include, None
-    backends = [REGISTRY.build(m.backend, m) for m in variants]
+    backends = [REGISTRY.build(m.backend, m) for m in models]
     helds = [b.held_tasks() for b in backends]
-    listing = _suite_ids(cfg)
+    listing = _suite_ids(suite)
     if any(h is None for h in helds) or listing is None:
         return include, None  # a sweep's generations answer the grid; a bad suite.path says so
     held: dict[str, int] = {}
@@ -157,9 +168,9 @@ def narrow_to_sources(cfg: Config) -> tuple[list[str] | None, dict[str, int] | N
     where = ", ".join(dict.fromkeys(b.source for b in backends))
     unknown = [t for t in held if t not in known]
     if unknown:
-        at = f" at {cfg.suite.path}" if cfg.suite.path else ""
+        at = f" at {suite.path}" if suite.path else ""
         raise ConfigError(f"replay source {where} holds kernels for {len(unknown)} task(s) that "
-                          f"suite={cfg.suite.name}{at} lacks "
+                          f"suite={suite.name}{at} lacks "
                           f"({', '.join(unknown[:5])}): fix their \"file\" fields, or point "
                           "suite.path at their tree")
     if include:
@@ -181,30 +192,30 @@ def narrow_to_sources(cfg: Config) -> tuple[list[str] | None, dict[str, int] | N
         ids = [i for i in known if i in held]
         log.info("replay: %d of %d tasks have kernels in %s; the sweep covers those", len(ids),
                  len(listed), where)
-    cap = cfg.sweep.samples if _sets_samples(cfg) else None
     return ids, {i: min(held.get(i, 1), cap or held.get(i, 1)) for i in ids}
 
 
-def _sets_samples(cfg: Config) -> bool:
-    """`sweep.samples` set by the command line or a sweep preset (1 is also the default)."""
-    return cfg.sweep.samples != 1 or any(o.lstrip("+").split("=")[0] == "sweep.samples"
-                                         for o in cfg.overrides)
+def sample_cap(cfg: Config) -> int | None:
+    """`sweep.samples` where the command line or a sweep preset sets it (1 is also the default)."""
+    given = cfg.sweep.samples != 1 or any(o.lstrip("+").split("=")[0] == "sweep.samples"
+                                          for o in cfg.overrides)
+    return cfg.sweep.samples if given else None
 
 
-def _suite_ids(cfg: Config) -> tuple[list[str], list[str]] | None:
+def _suite_ids(suite: SuiteConfig) -> tuple[list[str], list[str]] | None:
     """(the suite's listed task ids, every id it loads), listed without building a task; None where
     the suite's folder cannot be listed (loading it then names the problem)."""
     from kbx_ray.suite import DEFAULT_ROOT, SuiteError
 
-    root = Path(cfg.suite.path or DEFAULT_ROOT).expanduser().resolve()
+    root = Path(suite.path or DEFAULT_ROOT).expanduser().resolve()
     try:
-        if cfg.suite.name == "kbx":
+        if suite.name == "kbx":
             ids = [p.parent.relative_to(root).as_posix() for p in sorted(root.glob("*/*/task.py"))]
             return ids, ids
         from kbx_ray.suites import suite_format
 
-        fmt = suite_format(cfg.suite.name)
-        if fmt.ids is not None and cfg.suite.path:
+        fmt = suite_format(suite.name)
+        if fmt.ids is not None and suite.path:
             return fmt.ids(root)
     except (SuiteError, OSError):
         pass

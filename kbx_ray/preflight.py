@@ -1,40 +1,50 @@
-"""The checks `engine.plan` runs before Ray starts, beyond what loading a config checks.
+"""The checks `plan.resolve` runs before Ray starts, beyond what loading a config checks.
 
-Loading (config.py) types every setting against the schema: a choice outside its Enum, an unknown
-key or a value of the wrong type is one `ConfigError` line there. `validate` re-checks a `Config`
-made or edited in code against the same schema, then checks what only the registries know: the
-sinks, the grid's methods, and each model's backend settings. Every failure is one line.
+Loading (config.py) types every setting against the schema. `validate` re-checks a `Config` made
+or edited in code against the same schema, then checks what only the registries know: the sinks
+and their settings, the grid's methods, and each model's backend settings. Every failure is one
+line; what passes is returned, resolved, so that nothing is built twice. `check_replay` then asks
+a replay source for every cell's first round.
 """
 from __future__ import annotations
 
-from dataclasses import fields
+import logging
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Iterator
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from kbx_ray.config import Config, ModelConfig
 from kbx_ray.errors import ConfigError, unknown_keys
+from kbx_ray.grid import Axes, Cell, build_axes
 from kbx_ray.schema import explain, typed
 
+log = logging.getLogger(__name__)
 
-def validate(cfg: Config) -> None:
+
+@dataclass(frozen=True)
+class Checked:
+    """What `validate` resolved: the grid's axes, and each sink's typed settings in order."""
+
+    axes: Axes
+    sinks: dict[str, Any]
+
+
+def validate(cfg: Config) -> Checked:
     """Choices, the sinks, the grid's methods and models, and each model's backend settings; one
     line each."""
-    from kbx_ray.grid import methods, models
-    from kbx_ray.sinks import check_sinks, sink_settings
+    from kbx_ray.sinks import sink_settings
 
     try:
         OmegaConf.structured(cfg)  # the schema's types and choices, for a Config edited in code
     except OmegaConfBaseException as e:
         raise explain(e, Config, "the config") from None
-    problem = check_sinks(list(cfg.sinks))
-    if problem:
-        raise ConfigError(problem)
-    for name in cfg.sinks:
-        sink_settings(name, cfg)  # each sink's own settings, typed by what it registered
-    methods(cfg)  # each method variant passes check_method, or this raises its line
-    for model in models(cfg):
+    sinks = sink_settings(cfg)
+    axes = build_axes(cfg)  # each method variant passes check_method, or this raises its line
+    for model in axes.models:
         check_backend(model, local=cfg.engine.ray_address is None)
+    return Checked(axes, sinks)
 
 
 def check_backend(model: ModelConfig, local: bool = True) -> None:
@@ -57,3 +67,32 @@ def check_backend(model: ModelConfig, local: bool = True) -> None:
     if entry.options is None:
         unknown_keys(model, "options", model.options, set())
     unknown_keys(model, "engine", model.engine, set())
+
+
+def check_replay(axes: Axes, todo: Callable[[], Iterator[Cell]]) -> None:
+    """A replay model whose source cannot answer a cell's first round stops here, in one line
+    (with `on_missing=skip`: one warning naming how many cells will be recorded as empty)."""
+    from kbx_ray.llm.base import REGISTRY, replays
+
+    for model in axes.models:
+        if not replays(model):
+            continue
+        backend = REGISTRY.build(model.backend, model)
+        missing, total, first = backend.unanswered(
+            c for c in todo() if c.model.name == model.name)
+        if not missing:
+            continue
+        where = backend.source
+        others = {o for m in axes.methods for o in backend.other_methods(m.name)}
+        hint = (f"the source's rows are of method {', '.join(sorted(others))}: set "
+                "model.options.match_method=false to replay them under another method, or "
+                if others else "")
+        if backend.skips_missing:
+            log.warning("replay: %d of the %d cells to run have no completion in %s (first: %s); "
+                        "on_missing=skip records them as no_code_block", missing, total, where,
+                        first)
+            continue
+        raise ConfigError(f"replay source {where} cannot answer {missing} of the {total} cells to "
+                          f"run (first: {first}): {hint}narrow suite.include to the tasks it holds, "
+                          "or add model.options.on_missing=skip to run anyway (the unanswered "
+                          "cells are recorded as no_code_block)")

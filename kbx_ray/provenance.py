@@ -20,12 +20,15 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import OmegaConf
 
-from kbx_ray.config import Config
 from kbx_ray.sinks.base import Sink
+
+if TYPE_CHECKING:
+    from kbx_ray.config import Config
+    from kbx_ray.grid import Axes
 
 log = logging.getLogger(__name__)
 
@@ -34,18 +37,17 @@ PACKAGES = ("torch", "triton", "ray", "vllm", "wandb", "omegaconf", "pyarrow")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def resolved(cfg: Config, pools: list[str] | None = None) -> dict[str, Any]:
+def resolved(cfg: Config, axes: Axes, pools: list[str]) -> dict[str, Any]:
     """The resolved config plus `variants`: each method and model the cells run, as they run it,
     and `pools`: the pools `hardware` resolved to (`auto`: this machine's). What W&B is given and
     config.yaml holds."""
     from kbx_ray.config import to_dict
-    from kbx_ray.grid import methods, models
 
     out = to_dict(cfg)
-    out["pools"] = list(pools if pools is not None else cfg.hardware)
+    out["pools"] = list(pools)
     out["variants"] = {
-        "methods": [OmegaConf.to_container(OmegaConf.structured(m)) for m in methods(cfg)],
-        "models": [OmegaConf.to_container(OmegaConf.structured(m)) for m in models(cfg)]}
+        "methods": [OmegaConf.to_container(OmegaConf.structured(m)) for m in axes.methods],
+        "models": [OmegaConf.to_container(OmegaConf.structured(m)) for m in axes.models]}
     return out
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from kbx_ray import hardware
-from kbx_ray.config import Config
+from kbx_ray.config import EngineConfig, ModelConfig
 from kbx_ray.errors import ConfigError
 from kbx_ray.llm.base import generation_gpus, replicas_of
 
@@ -47,13 +47,13 @@ def role_cluster() -> bool:
     return has_roles()
 
 
-def evaluator_target(pool: hardware.HardwarePool, cfg: Config, live_slots: int, n_todo: int) -> int:
+def evaluator_target(engine: EngineConfig, live_slots: int, n_todo: int) -> int:
     """Evaluators a pool asks for on a role cluster: `engine.evaluators` if set; else what the
     live nodes hold, or up to `engine.max_evaluators` while the cluster is still scaling up, but
     never more than there are cells to run (each cell is one evaluation at a time per pool)."""
-    if cfg.engine.evaluators > 0:
-        return cfg.engine.evaluators
-    wanted = min(max(1, cfg.engine.max_evaluators), max(1, n_todo))
+    if engine.evaluators > 0:
+        return engine.evaluators
+    wanted = min(max(1, engine.max_evaluators), max(1, n_todo))
     return max(live_slots, wanted)
 
 
@@ -69,13 +69,13 @@ def evaluator_demand(opts: dict[str, Any], n: int) -> Demand:
     return Demand([dict(bundle) for _ in range(n)], [dict(selector) for _ in range(n)])
 
 
-def generation_demand(models: list[Any]) -> Demand:
+def generation_demand(models: Sequence[ModelConfig]) -> Demand:
     """One bundle per GPU of every replica of a backend that holds GPUs (registered `gpus=`: vllm;
     per replica on CPU engines), with the preset's
     `gen` resource and labels; other backends ask for what their `model.placement` names."""
     out = Demand([], [])
     for m in models:
-        placement = dict(getattr(m, "placement", {}) or {})
+        placement = dict(m.placement or {})
         spec = replicas_of(m)
         if spec is not None:
             per = max(spec.gpus_per_replica, 1)
@@ -88,7 +88,7 @@ def generation_demand(models: list[Any]) -> Demand:
         elif placement.get("resources") or placement.get("labels"):
             bundle = {"CPU": float(placement.get("num_cpus", 1)),
                       **{str(k): float(v) for k, v in (placement.get("resources") or {}).items()}}
-            n = int(getattr(m, "replicas", 1) or 1)
+            n = int(m.replicas or 1)
             labels = {str(k): str(v) for k, v in (placement.get("labels") or {}).items()}
         else:
             continue
@@ -114,23 +114,23 @@ def release() -> None:
         log.debug("autoscaler request not withdrawn: %s", e)
 
 
-def concurrency(cfg: Config, evaluators: int, replica_slots: int) -> int:
+def concurrency(engine: EngineConfig, evaluators: int, replica_slots: int) -> int:
     """Cells in flight: `engine.max_concurrency` if set; else enough to keep every evaluator fed
     with one cell queued behind each (1.5x), plus what the vllm replicas batch at once, and at
     least 64 (a laptop's default)."""
-    if cfg.engine.max_concurrency > 0:
-        return cfg.engine.max_concurrency
+    if engine.max_concurrency > 0:
+        return engine.max_concurrency
     return max(64, math.ceil(1.5 * evaluators) + replica_slots)
 
 
-def replica_slots(models: list[Any]) -> int:
+def replica_slots(models: Sequence[ModelConfig]) -> int:
     """Requests the replicas of the sweep's GPU-holding backends (registered `gpus=`; vllm's:
     each ~1.1 x max_num_seqs) take at once."""
     specs = [replicas_of(m) for m in models]
     return sum(s.max_inflight * s.replicas for s in specs if s is not None)
 
 
-def generation_reserve(pool: hardware.HardwarePool, cfg: Config) -> int:
+def generation_reserve(pool: hardware.HardwarePool, models: Sequence[ModelConfig]) -> int:
     """GPUs of the pool's type that the sweep's vLLM replicas will hold beside its evaluators.
 
     On a cluster laid out like cluster.yaml (kbx-role labels) generation has nodes of its own and
@@ -139,12 +139,11 @@ def generation_reserve(pool: hardware.HardwarePool, cfg: Config) -> int:
     """
     if not pool.is_gpu:
         return 0
-    from kbx_ray.grid import models
     from kbx_ray.llm.vllm_spec import has_roles
 
     if has_roles():
         return 0
-    return sum(generation_gpus(m, pool.accelerator_type) for m in models(cfg))
+    return sum(generation_gpus(m, pool.accelerator_type) for m in models)
 
 
 def pool_gpus(pool: hardware.HardwarePool) -> float:

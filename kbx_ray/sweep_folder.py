@@ -1,8 +1,8 @@
 """A config -> its sweep id, and the sweep folder's record of what the sweep is (identity.json).
 
-The id is a hash of `identity_key(cfg)`: every field marked `verdict` (kbx_ray/identity.py), the
-grid's method and model variants as loaded, and the prompt texts. A folder recorded under other
-verdict settings is never resumed into: `check_folder` refuses it in one line.
+The id is a hash of `identity_key`: every field marked `verdict` (kbx_ray/identity.py), the grid's
+method and model variants as loaded, and the prompt texts. A folder recorded under other verdict
+settings is never resumed into: `check_folder` refuses it in one line.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 from kbx_ray import config
 from kbx_ray.config import Config
 from kbx_ray.errors import ConfigError
-from kbx_ray.grid import methods, models
+from kbx_ray.grid import Axes, build_axes
 from kbx_ray.identity import differences, flatten, identity
 from kbx_ray.types import stable_hash
 
@@ -25,29 +25,33 @@ IDENTITY_FILE = "identity.json"
 log = logging.getLogger(__name__)
 
 
-def identity_key(cfg: Config) -> dict[str, Any]:
+def identity_key(cfg: Config, axes: Axes) -> dict[str, Any]:
     """What makes the sweep what it is, flat (`evaluation.fresh_sets` -> 2): every settings field
     marked `verdict` (kbx_ray/identity.py), each grid variant's method and model as loaded (an
     edited conf/method/*.yaml would otherwise add a second set of cells under the same names), and
     the prompt texts the methods render. Kept in the sweep folder as identity.json."""
     key = identity(cfg)
-    variants = methods(cfg)
-    for kind, vs in (("method", variants), ("model", models(cfg))):
+    for kind, vs in (("method", axes.methods), ("model", axes.models)):
         for v in vs:
             key.update(flatten(OmegaConf.to_container(OmegaConf.structured(v)),
                                f"variants.{kind}.{v.name}"))
-    key["prompts"] = _prompts_digest([v.templates_dir for v in variants])
+    key["prompts"] = _prompts_digest([v.templates_dir for v in axes.methods])
     return key
 
 
 def sweep_id(cfg: Config) -> str:
+    """The sweep id of a config on its own (a run resolves it once: plan.py)."""
+    return folder_name(cfg, identity_key(cfg, build_axes(cfg)))
+
+
+def folder_name(cfg: Config, key: dict[str, Any]) -> str:
     """Stable across re-runs of the same sweep; `suite.include` is left out so that adding tasks
     resumes into the same results folder. Settings that change what a cell's rows would say (every
     field marked `verdict`, `engine.mode=noop`'s made-up verdicts) make another sweep, so a re-run
     with them never skips cells that were judged otherwise."""
     if cfg.sweep_id:
         return cfg.sweep_id
-    digest = stable_hash(identity_key(cfg), n=8)
+    digest = stable_hash(key, n=8)
     legacy = f"{cfg.sweep.name}-{digest}"  # before readable names: such a folder still resumes
     if (Path(cfg.output_dir) / legacy).is_dir():
         return legacy
@@ -76,19 +80,18 @@ def _prompts_digest(override_dirs: list[str | None]) -> str:
     return h.hexdigest()[:16]
 
 
-def check_folder(cfg: Config, sweep_dir: Path) -> None:
+def check_folder(now: dict[str, Any], sweep_dir: Path, force_resume: bool = False) -> None:
     """A folder recorded under other verdict settings is never resumed into (its cells would be
     skipped though judged otherwise): one line says which settings differ and how to go on. Only
     `sweep_id=` or a legacy folder name lead here (a hashed name changes with the settings); a new
     folder beside one of the same name says in the log what made it another sweep."""
-    now = identity_key(cfg)
     recorded = _recorded(sweep_dir)
     if recorded is None:
         if not sweep_dir.exists():
             _name_the_sibling(sweep_dir, now)
         return
     diff = differences(recorded, now)
-    if diff and cfg.force_resume:
+    if diff and force_resume:
         log.warning("force_resume: resuming %s although %s", sweep_dir, "; ".join(diff))
     elif diff:
         more = f" (and {len(diff) - 2} more)" if len(diff) > 2 else ""
@@ -97,12 +100,12 @@ def check_folder(cfg: Config, sweep_dir: Path) -> None:
                           "add force_resume=true to resume it anyway (its verdicts would mix both)")
 
 
-def write_folder(cfg: Config, sweep_dir: Path) -> None:
+def write_folder(key: dict[str, Any], sweep_dir: Path, force_resume: bool = False) -> None:
     """identity.json, once (force_resume: the settings it now resumes with)."""
     path = sweep_dir / IDENTITY_FILE
-    if not path.exists() or cfg.force_resume:
+    if not path.exists() or force_resume:
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(identity_key(cfg), indent=1, sort_keys=True, default=str))
+        tmp.write_text(json.dumps(key, indent=1, sort_keys=True, default=str))
         tmp.replace(path)
 
 

@@ -62,7 +62,7 @@ class UnknownMethodError(RegistryError):
 
 
 def kind_of(cfg: MethodConfig) -> str:
-    return getattr(cfg, "kind", "") or cfg.name
+    return cfg.kind or cfg.name
 
 
 def check_method(cfg: MethodConfig) -> str | None:
@@ -70,13 +70,13 @@ def check_method(cfg: MethodConfig) -> str | None:
     kind = kind_of(cfg)
     if kind not in REGISTRY:
         return f"unknown method {kind!r}: choose one of {', '.join(REGISTRY)}"
-    bad = [f for f in getattr(cfg, "feedback", []) if f not in FEEDBACK_KINDS]
+    bad = [f for f in cfg.feedback if f not in FEEDBACK_KINDS]
     if bad:
         return f"method {cfg.name}: unknown feedback {bad}: choose from {', '.join(FEEDBACK_KINDS)}"
-    if getattr(cfg, "rounds", 0) < 0 or getattr(cfg, "branches", 1) < 1:
+    if cfg.rounds < 0 or cfg.branches < 1:
         return f"method {cfg.name}: rounds must be >= 0 and branches >= 1"
     try:
-        Templates(getattr(cfg, "templates_dir", None))
+        Templates(cfg.templates_dir)
     except TemplateError as e:
         return str(e)
     return None
@@ -109,11 +109,11 @@ def select_best(attempts: list[Attempt]) -> Attempt:
 def stop_reason(r: EvalResult, cfg: MethodConfig) -> str:
     """Why a chain stops after this result ("" = keep going). On a CPU speedup is None, so
     `fast` never stops early."""
-    when = getattr(cfg, "stop_when", "correct")
+    when = cfg.stop_when
     if when == "correct" and r.exec_ok:
         return "correct"
     if when == "fast" and r.exec_ok and r.speedup is not None and \
-            r.speedup >= getattr(cfg, "fast_speedup", 1.0):
+            r.speedup >= cfg.fast_speedup:
         return "fast"
     return ""
 

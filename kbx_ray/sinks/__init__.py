@@ -13,12 +13,13 @@ import importlib
 from dataclasses import replace
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from kbx_ray.registry import MissingDependencyError, registry
 
 if TYPE_CHECKING:  # only typed here: the sinks themselves import it when they are built
     from kbx_ray.config import Config
+    from kbx_ray.sinks.base import FanOut, Sink
 
 _EXPORTS = {
     "FanOut": "base", "Sink": "base", "SinkContext": "base", "ConsoleSink": "console",
@@ -27,7 +28,7 @@ _EXPORTS = {
     "done_cells": "parquet", "read_table": "parquet", "read_rows": "parquet",
     "written_generations": "parquet", "WandbSink": "wandb",
 }
-__all__ = sorted([*_EXPORTS, "build_sinks", "check_sinks"])
+__all__ = sorted([*_EXPORTS, "build_sinks", "check_sinks", "sink_settings"])
 RECORD = "parquet"  # always first: the record a sweep resumes from and the report reads
 log = logging.getLogger(__name__)
 
@@ -48,39 +49,44 @@ def check_sinks(names: list[str]) -> str | None:
     return None
 
 
-def sink_settings(name: str, cfg: Config) -> Any:
-    """The settings of sink `name`, typed by the dataclass it registered (`settings=`): from
-    `sink.<name>.*`, or from the config's own field of that name where it has one (`wandb.*`);
-    None for a sink that registered none. A bad key or value is one ConfigError line."""
+def sink_settings(cfg: Config) -> dict[str, Any]:
+    """Each sink of `cfg.sinks`, in order (Parquet left out: it always comes first) -> its
+    settings, typed by the dataclass it registered (`settings=`): from `sink.<name>.*`, or from the
+    config's own field of that name (`wandb.*`); None for a sink that registered none. An unknown
+    sink, key or value is one ConfigError line."""
+    from kbx_ray.errors import ConfigError
     from kbx_ray.schema import typed
 
-    schema = registry("sink").entry(name).settings
-    if schema is None:
-        return None
-    own = getattr(cfg, name, None)
-    at = f"{name}." if dataclasses.is_dataclass(own) else f"sink.{name}."
-    given = own if dataclasses.is_dataclass(own) else (getattr(cfg, "sink", None) or {}).get(name)
-    return typed(schema, given, at, f"sink {name}")
+    problem = check_sinks(list(cfg.sinks))
+    if problem:
+        raise ConfigError(problem)
+    out: dict[str, Any] = {}
+    for name in dict.fromkeys(cfg.sinks):
+        schema = registry("sink").entry(name).settings
+        own = getattr(cfg, name, None)  # a field of the config named for the sink (`wandb`)
+        at = f"{name}." if dataclasses.is_dataclass(own) else f"sink.{name}."
+        given = own if dataclasses.is_dataclass(own) else cfg.sink.get(name)
+        if name != RECORD:
+            out[name] = None if schema is None else typed(schema, given, at, f"sink {name}")
+    return out
 
 
-def build_sinks(sweep_dir: Path, sweep_id: str, cfg: Config,
-                extra: list[Any] | None = None) -> Any:
+def build_sinks(sweep_dir: Path, sweep_id: str, settings: Mapping[str, Any],
+                extra: list[Sink] | None = None) -> FanOut:
     """Parquet first (critical: a batch it cannot record stops the sweep before anyone shows it),
-    then `extra` (the engine's run record: it closes before W&B logs it), then `cfg.sinks` in their
-    order (W&B, then the console, by default). A factory that returns None is off by its settings
-    (wandb.mode=disabled); one whose package is missing is left out after a warning with the
-    install hint, since only the record may stop a sweep.
+    then `extra` (the engine's run record: it closes before W&B logs it), then the sinks of
+    `settings` (`sink_settings`) in their order (W&B, then the console, by default). A factory
+    that returns None is off by its settings (wandb.mode=disabled); one whose package is missing
+    is left out after a warning with the install hint, since only the record may stop a sweep.
     """
-    from kbx_ray.sinks.base import FanOut, Sink, SinkContext
+    from kbx_ray.sinks.base import FanOut, SinkContext
 
-    ctx = SinkContext(Path(sweep_dir), sweep_id, cfg)
+    ctx = SinkContext(Path(sweep_dir), sweep_id)
     known = registry("sink")
     sinks: list[Sink] = [known.build(RECORD, ctx), *(extra or [])]
-    for name in dict.fromkeys(cfg.sinks):
-        if name == RECORD:
-            continue
+    for name, own in settings.items():
         try:
-            sink = known.build(name, replace(ctx, settings=sink_settings(name, cfg)))
+            sink = known.build(name, replace(ctx, settings=own))
         except MissingDependencyError as e:
             log.warning("%s; the sweep goes on without it (results are still written to Parquet)",
                         e)

@@ -13,22 +13,18 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # the report reads Parquet through sinks/ without loading the config schema
-    from kbx_ray.config import Config
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class SinkContext:
-    """What a sink factory builds from: the sweep's folder and id, the whole config, and the
-    sink's own settings, typed by the dataclass it registered (`settings=`; None without one)."""
+    """What a sink factory builds from: the sweep's folder and id, and the sink's own settings,
+    typed by the dataclass it registered (`settings=`; None without one)."""
 
     sweep_dir: Path
     sweep_id: str
-    cfg: Config
     settings: Any = None
 
 

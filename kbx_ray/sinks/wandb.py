@@ -208,7 +208,7 @@ class WandbSink(Sink):
 @register("sink", "wandb", requires=("wandb",), settings=WandbConfig)
 def build(ctx: SinkContext) -> WandbSink | None:
     """Off with wandb.mode=disabled; a bad mode is one line naming the choices."""
-    cfg: WandbConfig = ctx.settings if ctx.settings is not None else ctx.cfg.wandb
+    cfg: WandbConfig = ctx.settings
     return None if cfg.mode == "disabled" else WandbSink(cfg, ctx.sweep_id, ctx.sweep_dir)
 
 

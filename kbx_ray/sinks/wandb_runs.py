@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kbx_ray.config import Config
 from kbx_ray.metrics import key_part
+from kbx_ray.wandb_settings import WandbConfig
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,8 @@ def tags_for(config: dict[str, Any], extra: list[str]) -> list[str]:
     return list(dict.fromkeys(t[:64] for t in tags if t))
 
 
-def init_args(cfg: Config, sweep_id: str, config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+def init_args(cfg: WandbConfig, sweep_id: str, config: dict[str, Any],
+              run_dir: Path) -> dict[str, Any]:
     """`wandb.init` keyword arguments for the sweep's one run."""
     return dict(project=cfg.project, entity=cfg.entity, group=cfg.group or readable(sweep_id),
                 job_type="sweep", name=sweep_id, id=run_id_for(sweep_id), resume="allow",

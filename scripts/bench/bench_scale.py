@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from kbx_ray import engine, evaluator_group  # noqa: E402
-from kbx_ray.config import Config, load_config  # noqa: E402
+from kbx_ray.config import EngineConfig, load_config  # noqa: E402
+from kbx_ray.evaluate.settings import EvalConfig  # noqa: E402
 from kbx_ray.hardware import HardwarePool  # noqa: E402
 from kbx_ray.types import EvalResult  # noqa: E402
 
@@ -100,11 +101,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     made: list[Any] = []
     queued: dict[str, list[float]] = {}
 
-    def simulated(pool: HardwarePool, cfg: Config, n_todo: int = 0,
-                  handles: Any = None) -> evaluator_group.EvaluatorGroup:
+    def simulated(pool: HardwarePool, eng: EngineConfig, evaluation: EvalConfig, n_todo: int = 0,
+                  handles: Any = None, **_: Any) -> evaluator_group.EvaluatorGroup:
         sims = [SimEvaluator(pool.gpu, rng, args.time_scale, args.stragglers, busy[pool.name])
                 for _ in range(per_pool)]
-        made.append(real_group(pool, cfg, n_todo, handles=sims))
+        made.append(real_group(pool, eng, evaluation, n_todo, handles=sims))
         return made[-1]
 
     samples = max(1, math.ceil(args.cells / 176))
@@ -157,7 +158,8 @@ def _summary(args: argparse.Namespace, p: Any, busy: dict, queued: dict, per_poo
                      "note": "a 2-core CPU box shared with other jobs: driver CPU is an upper bound"},
         "settings": {"evaluators": args.evaluators, "cells": p.n_cells, "time_scale": args.time_scale,
                      "stragglers": args.stragglers, "max_concurrency": "0 (derived)",
-                     "derived_concurrency": engine.scaling.concurrency(p.cfg, args.evaluators, 0)},
+                     "derived_concurrency": engine.scaling.concurrency(p.engine, args.evaluators,
+                                                                       0)},
         "busy_fraction": round(all_busy, 4),
         "pools": pools_out,
         "rows": int(len(ev)), "rows_expected": 2 * p.n_cells,

@@ -177,7 +177,7 @@ def test_elastic_group_grows_onto_joining_evaluation_nodes_only(tmp_path):
                        "engine.max_evaluators=1", "engine.eval_batch=1"])
     task = get_task("activation/relu")
     cand = make_candidate(task.task_id, task.name, open(task.solution_path).read())
-    group = EvaluatorGroup(get_pool("h100"), cfg, n_todo=100)
+    group = EvaluatorGroup(get_pool("h100"), cfg.engine, cfg.evaluation, n_todo=100)
 
     async def scenario() -> tuple[int, int, set[str]]:
         await group.start()

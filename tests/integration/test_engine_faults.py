@@ -36,7 +36,7 @@ def _group(retries: int):
     from kbx_ray.evaluator_group import EvaluatorGroup
 
     cfg = load_config(["engine.evaluators=1", f"engine.retries={retries}"])
-    return EvaluatorGroup(get_pool("cpu"), cfg)
+    return EvaluatorGroup(get_pool("cpu"), cfg.engine, cfg.evaluation)
 
 
 async def _evaluate_while_killing(group, task, cand, kills: int):
@@ -90,7 +90,7 @@ def test_batch_on_an_evaluator_that_dies_is_queued_again(local_ray):
     cfg = load_config(["engine.evaluators=1", "engine.retries=1", "engine.eval_batch=4"])
 
     async def main():
-        group = EvaluatorGroup(get_pool("cpu"), cfg)
+        group = EvaluatorGroup(get_pool("cpu"), cfg.engine, cfg.evaluation)
         await group.start()
         try:
             job = asyncio.gather(*(group.evaluate(task, c) for c in cands))
@@ -189,7 +189,8 @@ def _group_killed_after_its_worker(restarted: bool, *overrides: str):
                     await asyncio.sleep(0.2)
             return results
 
-    return Group(get_pool("cpu"), load_config(["engine.evaluators=1", *overrides]))
+    cfg = load_config(["engine.evaluators=1", *overrides])
+    return Group(get_pool("cpu"), cfg.engine, cfg.evaluation)
 
 
 @pytest.mark.parametrize("restarted", [False, True], ids=["dead", "restarted"])

@@ -30,7 +30,7 @@ def two_gpus():
 
 def started(cfg) -> EvaluatorGroup:
     async def main() -> EvaluatorGroup:
-        group = EvaluatorGroup(get_pool("h100"), cfg)
+        group = EvaluatorGroup(get_pool("h100"), cfg.engine, cfg.evaluation, models=[cfg.model])
         await group.start()
         return group
     return asyncio.run(main())

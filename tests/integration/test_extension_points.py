@@ -14,10 +14,10 @@ import pytest
 
 from kbx_ray import engine, scaling
 from kbx_ray.config import ConfigError, load_config
-from kbx_ray.grid import iter_cells, methods
+from kbx_ray.grid import build_axes, iter_cells
 from kbx_ray.llm.base import generation_gpus
 from kbx_ray.registry import registry
-from kbx_ray.sinks import build_sinks
+from kbx_ray.sinks import build_sinks, sink_settings
 
 MODULES = {
     "ext_gpu_backend": '''
@@ -134,9 +134,9 @@ def test_a_dry_run_plans_with_every_extension(extensions: Path) -> None:
     p = engine.plan(cfg)
     assert list(p.tasks) == ["activation/relu"]  # loaded through the registered suite format
     # the rounds axis multiplies the method that declared runs_rounds, as it does repair
-    assert [(m.name, m.rounds) for m in methods(cfg)] == [("ext_refine@R0", 0),
+    assert [(m.name, m.rounds) for m in build_axes(cfg).methods] == [("ext_refine@R0", 0),
                                                           ("ext_refine@R2", 2)]
-    assert {c.method.name for c in iter_cells(cfg, list(p.tasks.values()), ["cpu"])} == {
+    assert {c.method.name for c in iter_cells(p.axes, list(p.tasks.values()), ["cpu"])} == {
         "ext_refine@R0", "ext_refine@R2"}
     assert p.n_cells == 2 and "ext_refine@R2" in engine.describe(p)
 
@@ -153,7 +153,7 @@ def test_a_backend_that_holds_gpus_is_counted_and_placed(extensions: Path) -> No
 
 def test_a_sink_gets_its_own_typed_settings(extensions: Path, tmp_path: Path) -> None:
     cfg = load_config(overrides(extensions))
-    fan = build_sinks(tmp_path / "sweep", "sid", cfg)
+    fan = build_sinks(tmp_path / "sweep", "sid", sink_settings(cfg))
     tally = next(s for s in fan.sinks if type(s).__name__ == "Tally")
     assert tally.settings.every == 5 and tally.settings.label == "tally"
     bad = load_config([*overrides(extensions), "sink.ext_tally.evry=2"])

@@ -79,7 +79,7 @@ def test_evaluators_per_gpu_packs_several_evaluators_onto_one_gpu(cluster, tmp_p
     c.wait_for_nodes()
     cfg = load_config([f"output_dir={tmp_path}", "evaluation.device=cpu", "wandb.mode=disabled",
                        "engine.evaluators_per_gpu=2"])
-    group = EvaluatorGroup(get_pool("l40s"), cfg)
+    group = EvaluatorGroup(get_pool("l40s"), cfg.engine, cfg.evaluation)
     try:
         assert group.opts["num_gpus"] == 0.5 and len(group.actors) == 2
         asyncio.run(group.start())

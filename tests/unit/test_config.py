@@ -2,7 +2,7 @@ import pytest
 
 from kbx_ray.config import ConfigError, load_config
 from kbx_ray.sweep_folder import sweep_id
-from kbx_ray.grid import iter_cells
+from kbx_ray.grid import build_axes, iter_cells
 from kbx_ray.suite import SuiteError, load_suite, select_ids
 
 
@@ -81,10 +81,10 @@ def test_sweep_id_is_stable_and_ignores_task_selection(tmp_path, monkeypatch):
 def test_cells_are_stable_and_distinct():
     cfg = load_config(["sweep.samples=2"])
     tasks = load_suite(include=["activation/relu", "math/exp"])
-    cells = list(iter_cells(cfg, tasks, ["cpu", "h200"]))
+    cells = list(iter_cells(build_axes(cfg), tasks, ["cpu", "h200"]))
     assert len(cells) == 2 * 2 and all(c.hardware == ("cpu", "h200") for c in cells)
     assert len({c.cell_id for c in cells}) == len(cells)
-    again = iter_cells(cfg, tasks, ["cpu", "h200"])
+    again = iter_cells(build_axes(cfg), tasks, ["cpu", "h200"])
     assert [c.cell_id for c in cells] == [c.cell_id for c in again]
 
 
@@ -96,7 +96,7 @@ def test_cell_ids_are_the_stable_hash_of_their_parts():
 
     cfg = load_config(["sweep.samples=3", "sweep.methods=[one_shot,repair]", "sweep.rounds=[1,3]"])
     tasks = {t.task_id: t for t in load_suite(include=["activation/relu", "math/exp"])}
-    cells = list(iter_cells(cfg, list(tasks.values()), ["cpu", "h200"]))
+    cells = list(iter_cells(build_axes(cfg), list(tasks.values()), ["cpu", "h200"]))
     assert len(cells) == 2 * 3 * 3
     for c in cells:
         t = tasks[c.task_id]
@@ -110,12 +110,12 @@ def test_each_budget_of_a_rounds_axis_is_its_own_method_label():
     cfg = load_config(["sweep.methods=[one_shot,repair]", "sweep.rounds=[1,3]"])
     tasks = list(load_suite(include=["activation/relu"]))
     methods = {(c.method.name, c.method.kind, c.method.rounds)
-               for c in iter_cells(cfg, tasks, ["cpu"])}
+               for c in iter_cells(build_axes(cfg), tasks, ["cpu"])}
     # one_shot runs no rounds: one variant, not a duplicate per budget
     assert methods == {("one_shot", "", 0), ("repair@R1", "repair", 1), ("repair@R3", "repair", 3)}
     one = load_config(["method=repair", "sweep.rounds=[2]"])
     assert {(c.method.name, c.method.rounds)
-            for c in iter_cells(one, tasks, ["cpu"])} == {("repair", 2)}
+            for c in iter_cells(build_axes(one), tasks, ["cpu"])} == {("repair", 2)}
 
 
 def test_evaluators_per_gpu_is_bounded():

@@ -8,7 +8,7 @@ import pytest
 
 from kbx_ray.config import ConfigError, load_config
 from kbx_ray.sweep_folder import sweep_id
-from kbx_ray.grid import iter_cells, methods
+from kbx_ray.grid import build_axes, iter_cells
 from kbx_ray.preflight import validate
 from kbx_ray.llm.vllm_spec import engine_arg_names
 from kbx_ray.suite import load_suite
@@ -17,7 +17,8 @@ TASKS = ["activation/relu", "math/exp"]
 
 
 def cells(overrides: list[str], pools: tuple[str, ...] = ("cpu",)):
-    return list(iter_cells(load_config(overrides), load_suite(include=TASKS), list(pools)))
+    return list(iter_cells(build_axes(load_config(overrides)), load_suite(include=TASKS),
+                           list(pools)))
 
 
 def test_a_model_key_reaches_every_model_of_the_axis():
@@ -58,7 +59,7 @@ def test_what_an_axis_would_override_is_refused_in_one_line(overrides, needle):
 
 def test_a_rounds_axis_leaves_methods_without_rounds_alone():
     cfg = load_config(["sweep.methods=[few_shot,cot,repair,agentic]", "sweep.rounds=[0,2]"])
-    names = [m.name for m in methods(cfg)]
+    names = [m.name for m in build_axes(cfg).methods]
     assert names == ["few_shot", "cot", "repair@R0", "repair@R2", "agentic@R0", "agentic@R2"]
     got = cells(["sweep.methods=[few_shot,repair]", "sweep.rounds=[0,2]"])
     assert len(got) == len(TASKS) * 3 and len({c.cell_id for c in got}) == len(got)

@@ -9,6 +9,7 @@ import pytest
 
 from kbx_ray import identity, sweep_folder
 from kbx_ray.config import Config, ConfigError, load_config
+from kbx_ray.grid import build_axes
 from kbx_ray.sweep_folder import identity_key, sweep_id
 
 
@@ -63,26 +64,31 @@ def test_the_settings_the_old_list_lacked_are_in_the_identity():
                  "engine.flush_every=2", "wandb.mode=disabled", "sinks=[console]",
                  "evaluation.sandbox.memory_gb=8", "force_resume=true"):
         assert sweep_id(load_config([same])) == base, same
-    key = identity_key(load_config([]))
+    cfg = load_config([])
+    key = identity_key(cfg, build_axes(cfg))
     assert key["evaluation.fresh_sets"] == 2 and key["engine.mode"] is False
     assert "suite.include" not in key
     assert any(k.startswith("variants.method.one_shot.") for k in key)
 
 
 def test_a_folder_recorded_otherwise_is_refused_in_one_line(tmp_path: Path):
+    def key(cfg: Config) -> dict:
+        return identity_key(cfg, build_axes(cfg))
+
     old = load_config([f"output_dir={tmp_path}", "sweep_id=mine"])
     folder = tmp_path / "mine"
     folder.mkdir()
-    sweep_folder.write_folder(old, folder)
-    sweep_folder.check_folder(old, folder)  # the same settings: a resume
+    sweep_folder.write_folder(key(old), folder)
+    sweep_folder.check_folder(key(old), folder)  # the same settings: a resume
     new = load_config([f"output_dir={tmp_path}", "sweep_id=mine", "evaluation.fresh_sets=3"])
     with pytest.raises(ConfigError) as e:
-        sweep_folder.check_folder(new, folder)
+        sweep_folder.check_folder(key(new), folder)
     msg = str(e.value)
     assert len(msg.splitlines()) == 1 and "evaluation.fresh_sets=2 -> 3" in msg
     assert "drop sweep_id=" in msg and "force_resume=true" in msg
     forced = load_config([f"output_dir={tmp_path}", "sweep_id=mine", "evaluation.fresh_sets=3",
                           "force_resume=true"])
-    sweep_folder.check_folder(forced, folder)
-    sweep_folder.write_folder(forced, folder)  # the folder now carries the settings it resumed with
+    sweep_folder.check_folder(key(forced), folder, forced.force_resume)
+    sweep_folder.write_folder(key(forced), folder, forced.force_resume)  # the settings it resumed
+    #                                                                     with, recorded now
     assert json.loads((folder / "identity.json").read_text())["evaluation.fresh_sets"] == 3

@@ -252,12 +252,13 @@ def test_scaling_demand_target_and_concurrency() -> None:
                                "accelerator_type:L4": 0.001}] * 3
     assert demand.selectors == [{"kbx-role": "evaluation", "kbx-pool": "l4"}] * 3
     # while nodes are not up: up to max_evaluators, never more than cells to run
-    assert scaling.evaluator_target(get_pool("l4"), cfg, 0, 1000) == 16
-    assert scaling.evaluator_target(get_pool("l4"), cfg, 0, 5) == 5
-    assert scaling.evaluator_target(get_pool("l4"), cfg, 24, 1000) == 24  # the live nodes hold more
-    assert scaling.concurrency(cfg, 256, 0) == 384 and scaling.concurrency(cfg, 4, 0) == 64
-    assert scaling.concurrency(cfg, 16, 564) == 588  # replicas batch their max_num_seqs too
-    assert scaling.concurrency(load_config(["engine.max_concurrency=7"]), 256, 0) == 7
+    eng = cfg.engine
+    assert scaling.evaluator_target(eng, 0, 1000) == 16
+    assert scaling.evaluator_target(eng, 0, 5) == 5
+    assert scaling.evaluator_target(eng, 24, 1000) == 24  # the live nodes hold more
+    assert scaling.concurrency(eng, 256, 0) == 384 and scaling.concurrency(eng, 4, 0) == 64
+    assert scaling.concurrency(eng, 16, 564) == 588  # replicas batch their max_num_seqs too
+    assert scaling.concurrency(load_config(["engine.max_concurrency=7"]).engine, 256, 0) == 7
     gen = load_config(["model=qwen2.5-coder-7b"]).model
     g = scaling.generation_demand([gen])
     assert g.bundles and all(b.get("gen") == 1.0 and b.get("GPU") == 1.0 for b in g.bundles)

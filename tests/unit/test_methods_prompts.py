@@ -7,7 +7,7 @@ import pytest
 
 from kbx_ray import config as config_mod
 from kbx_ray.config import ConfigError, load_config
-from kbx_ray.grid import count_cells, iter_cells
+from kbx_ray.grid import build_axes, count_cells, iter_cells
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 from kbx_ray.extract import candidate_id
 from kbx_ray.methods.base import REGISTRY, check_method
@@ -108,7 +108,7 @@ def test_a_base_loop_is_one_clear_line(tmp_path, monkeypatch):
 def test_bad_method_settings_stop_before_anything_runs(overrides, needle):
     with pytest.raises(ConfigError) as e:  # a bad choice stops at loading, the others at the grid
         cfg = load_config(["suite.include=[math/exp]", *overrides])
-        count_cells(cfg, load_suite(include=["math/exp"]))
+        build_axes(cfg)
     assert needle in str(e.value) and "\n" not in str(e.value)
 
 
@@ -116,13 +116,13 @@ def test_sweep_presets_have_the_study_axes():
     tasks = load_suite(include=["activation/relu", "math/exp"])
     abl = load_config(["sweep=repair_ablation"])
     assert abl.sweep.rounds == list(range(11))
-    assert count_cells(abl, tasks) == 2 * len(abl.sweep.methods) * 11
-    cells = list(iter_cells(abl, tasks[:1], ["cpu"]))
+    assert count_cells(build_axes(abl), tasks) == 2 * len(abl.sweep.methods) * 11
+    cells = list(iter_cells(build_axes(abl), tasks[:1], ["cpu"]))
     assert sorted({c.method.rounds for c in cells}) == list(range(11))
     assert len({c.cell_id for c in cells}) == len(cells)
     paper = load_config(["sweep=kbx_paper"])
     assert paper.hardware == ["rtx4090", "rtx5090", "a100", "h20", "h800", "l20"]
-    assert len(paper.sweep.methods) == 5 and count_cells(paper, tasks) == 2 * 5
+    assert len(paper.sweep.methods) == 5 and count_cells(build_axes(paper), tasks) == 2 * 5
     assert load_config(["sweep=kbx_paper", "hardware=cpu"]).hardware == ["cpu"]  # CLI wins
 
 

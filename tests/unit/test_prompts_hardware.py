@@ -92,7 +92,8 @@ def test_engine_hands_the_cells_pool_to_the_method(tmp_path: Path):
     cell = next(p.todo())
     group, rows = _Evaluators(), _Rows()
     try:
-        asyncio.run(engine._run_cell(cell, p, {}, {"h100": group}, GenerationLog(tmp_path), rows))
+        asyncio.run(engine._run_cell(cell, p, engine._Built(), {"h100": group},
+                                     GenerationLog(tmp_path), rows))
     finally:
         group.ev.close()
     prompt = _user(json.loads(rows.gen[0]["prompt"]))

@@ -12,7 +12,8 @@ import pytest
 
 from kbx_ray import engine
 from kbx_ray.config import ConfigError, load_config
-from kbx_ray.grid import narrow_to_sources
+from kbx_ray.grid import build_axes, narrow_to_sources
+from kbx_ray.plan import Sweep
 from kbx_ray.suite import DEFAULT_ROOT
 
 SUITE_SIZE = len(list(DEFAULT_ROOT.glob("*/*/task.py")))
@@ -33,13 +34,13 @@ def preds(tmp_path: Path) -> Path:
     return path
 
 
-def plan(tmp_path: Path, source: Path, *extra: str) -> engine.SweepPlan:
+def plan(tmp_path: Path, source: Path, *extra: str) -> Sweep:
     return engine.plan(load_config([f"output_dir={tmp_path / 'out'}", "model=replay",
                                     f"model.options.path={source}", "wandb.mode=disabled",
                                     *extra]))
 
 
-def samples(p: engine.SweepPlan) -> dict[str, int]:
+def samples(p: Sweep) -> dict[str, int]:
     return dict(Counter(c.task_id for c in p.cells()))
 
 
@@ -96,6 +97,7 @@ def test_a_sweeps_generations_are_not_narrowed(tmp_path):
                                 "completion": "x"}) + "\n")
     cfg = load_config(["model=replay", f"model.options.path={gens}",
                        "suite.include=[math/exp,activation/relu]"])
-    assert narrow_to_sources(cfg) == (["math/exp", "activation/relu"], None)
+    assert narrow_to_sources(cfg.suite, build_axes(cfg).models, None) == (
+        ["math/exp", "activation/relu"], None)
     with pytest.raises(ConfigError, match="cannot answer 1 of the 2 cells"):
         plan(tmp_path, gens, "suite.include=[math/exp,activation/relu]")
