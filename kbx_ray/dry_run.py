@@ -41,6 +41,8 @@ class _Line:
     evaluations: int = 0
     gpu_s: float = 0.0
     cpu_s: float = 0.0
+    measured_s: float = 0.0  # GPU-seconds at the pools' measured cost (`eval_gpu_s`)
+    unmeasured: int = 0  # evaluations on GPU pools with no measured cost
 
 
 def cpu_eval_s(p: Sweep) -> tuple[float, str]:
@@ -82,6 +84,8 @@ def _count(p: Sweep, pools: dict[str, HardwarePool]) -> tuple[dict[str, _Line], 
                 line.evaluations += k
                 line.gpu_s += k * per_eval_s if gpu else 0.0
                 line.cpu_s += 0.0 if gpu else k * cpu_s
+                line.measured_s += k * pools[pool].eval_gpu_s if gpu else 0.0
+                line.unmeasured += k if gpu and not pools[pool].eval_gpu_s else 0
             by_pool[pool].cells += n
         by_method[name].cells = n
     return by_method, by_pool
@@ -102,7 +106,7 @@ def estimate(p: Sweep) -> str:
             f"(primary {primary}); {p.n_cells - n_todo} already recorded, {n_todo} to run")
     if any(pool.is_gpu for pool in p.pools.values()):
         head += (f"; at most {total_s / 3600:.2f} GPU-hours (timing budget "
-                 f"{p.evaluation.timing.budget_s:g} s per case and side)")
+                 f"{p.evaluation.timing.budget_s:g} s per case and side)") + _measured(p.pools, by_pool)
     cpu_total = sum(line.cpu_s for line in by_pool.values())
     if cpu_total:
         per, source = cpu_eval_s(p)
@@ -125,6 +129,19 @@ def estimate(p: Sweep) -> str:
                      f"{','.join(_eval_node_types(CLUSTER_YAML))}], or engine.ray_address=auto "
                      "for every pool of cluster.yaml)")
     return "\n".join(lines)
+
+
+def _measured(pools: dict[str, HardwarePool], by_pool: dict[str, _Line]) -> str:
+    """The GPU-hours at each pool's measured cost per evaluation, where it is measured."""
+    measured = {name: pools[name] for name, line in by_pool.items() if line.measured_s}
+    if not measured:
+        return "; no measured cost per evaluation for these GPUs (hardware eval_gpu_s)"
+    hours = sum(line.measured_s for line in by_pool.values()) / 3600
+    per = "; ".join(f"{name} {pool.eval_gpu_s:g} s an evaluation, {pool.eval_gpu_s_source}"
+                    for name, pool in measured.items())
+    left = sum(line.unmeasured for line in by_pool.values())
+    rest = f", plus {left} evaluations on GPUs with no measured cost" if left else ""
+    return f"; about {hours:.2f} GPU-hours at the measured cost ({per}){rest}"
 
 
 def _hours(line: _Line) -> str:

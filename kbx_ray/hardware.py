@@ -54,6 +54,8 @@ class HardwarePool:
     name_patterns: tuple[str, ...] = ()         # whole-word substrings of the device name
     num_gpus_per_actor: float = 1               # GPUs each evaluator actor holds; 0 = CPU pool
     compute_capability: int = 0                 # e.g. 90 for sm_90 (ahead-of-time compiles); 0 = none
+    eval_gpu_s: float = 0.0                     # measured GPU-seconds per evaluation; 0 = not measured
+    eval_gpu_s_source: str = ""                 # where eval_gpu_s comes from (run, commit, jobs)
 
     @property
     def is_gpu(self) -> bool:

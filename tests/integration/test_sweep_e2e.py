@@ -77,6 +77,24 @@ def test_dry_run_counts_cells(tmp_path):
     assert "6 cells" in text and "primary cpu" in text and "GPU-hours" in text
 
 
+def test_dry_run_prices_gpu_pools_at_their_measured_cost(tmp_path):
+    """A pool with a measured cost per evaluation (conf/hardware eval_gpu_s) is priced at it, with
+    its source named, beside the timing budget's bound; one without says it has none."""
+    from kbx_ray.hardware import get_pool
+
+    h100 = get_pool("h100")
+    assert h100.eval_gpu_s > 0 and "suite_gpu.py" in h100.eval_gpu_s_source
+    base = [f"output_dir={tmp_path}", INCLUDE, "sweep.samples=2", "method=repair",
+            "method.rounds=2"]
+    head = engine.describe(engine.plan(load_config([*base, "hardware=[h100]"]))).splitlines()[0]
+    evaluations = 3 * 2 * 3  # cells x rounds: every round on the primary pool
+    want = f"about {evaluations * h100.eval_gpu_s / 3600:.2f} GPU-hours at the measured cost " \
+           f"(h100 {h100.eval_gpu_s:g} s an evaluation, {h100.eval_gpu_s_source})"
+    assert want in head and "at most" in head, head
+    other = engine.describe(engine.plan(load_config([*base, "hardware=[l4]"]))).splitlines()[0]
+    assert "no measured cost per evaluation for these GPUs" in other and "about" not in other
+
+
 def test_missing_pool_is_a_clear_error(local_ray, tmp_path):
     from kbx_ray.config import ConfigError
 
