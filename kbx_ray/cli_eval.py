@@ -66,7 +66,7 @@ class _Judge:
     def ev(self) -> Any:
         """The Evaluator, built on first use around the worker already starting."""
         if self._ev is None:
-            from kbx_ray.engine import resolve_pools
+            from kbx_ray.plan import resolve_pools
             from kbx_ray.evaluate.parent.evaluator import Evaluator
             from kbx_ray.hardware import peak_table
 

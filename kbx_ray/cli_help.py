@@ -42,14 +42,14 @@ most used keys:
   model.base_url=http://host:8000/v1 (model=openai)  model.options.path=results/ID (model=replay)
   evaluation.seeds=N  evaluation.timing.budget_s=S
   engine.max_concurrency=N  engine.evaluators=N  engine.ray_address=auto
-  output_dir=DIR  wandb.project=NAME
+  output_dir=DIR  sink.wandb.project=NAME
   sweep_id=NAME (name the folder)  force_resume=true (resume it under other verdict settings)
 
 examples:
   python scripts/sweep.py                                   # the default sweep, this machine
   python scripts/sweep.py --dry-run hardware=[h100,a100]
   python scripts/sweep.py suite.include=[math] model=qwen2.5-coder-7b method=repair method.rounds=5
-  python scripts/sweep.py sweep=repair_ablation wandb.mode=online
+  python scripts/sweep.py sweep=repair_ablation sink.wandb.mode=online
 """
 
 EVAL = """\

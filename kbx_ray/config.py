@@ -20,7 +20,6 @@ from kbx_ray.errors import ConfigError
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.identity import RUN, exempt, verdict, walk
 from kbx_ray.schema import Choice, choice_fields, explain, spell_booleans
-from kbx_ray.wandb_settings import WandbConfig
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 GROUPS = ("suite", "model", "method", "sweep")
@@ -147,6 +146,7 @@ class EngineConfig:
 @dataclass
 class Config:
     """Each field marks whether it is part of the sweep's identity (kbx_ray/identity.py)."""
+    MOVED = {"wandb": "set sink.wandb.<key> (e.g. sink.wandb.mode=disabled)"}  # key -> its new place
     suite: SuiteConfig = walk(SuiteConfig)
     model: ModelConfig = verdict(factory=ModelConfig)     # the model and how it decodes
     method: MethodConfig = verdict(factory=MethodConfig)
@@ -154,11 +154,9 @@ class Config:
     hardware: list[str] = verdict(["auto"])  # pool names; auto: local
     evaluation: EvalConfig = walk(EvalConfig)
     engine: EngineConfig = walk(EngineConfig)
-    wandb: WandbConfig = exempt(factory=WandbConfig, why="where rows are mirrored to")  # the
-    #                                      W&B sink's settings (its registered `settings`)
-    sink: dict[str, Any] = exempt({}, why="each sink's own settings: where rows go")  # sink.<name>
-    #                                      .<key>=...: typed by the settings dataclass that sink
-    #                                      registered (sinks/__init__.py:sink_settings)
+    sink: dict[str, Any] = exempt({}, why="each sink's own options: where rows go")  # sink.<name>
+    #                                      .<key>=...: typed by the options dataclass that sink
+    #                                      registered (sinks/__init__.py:sink_options)
     sinks: list[str] = exempt(["wandb", "console"], why="where rows go after Parquet")  # in
     #                                      order, after Parquet (always first: the record): sinks/
     output_dir: str = exempt("results", why="where the sweep folder is")
@@ -282,14 +280,26 @@ _YAML_HEAD = """\
 
 def choice_keys() -> list[tuple[str, type[Enum], str]]:
     """(key, its Enum, its default) of every choice-valued key, in the schema's order (the help
-    text lists them)."""
+    text lists them), each registered sink's options' (`sink.<name>.<key>`) after them."""
+    from kbx_ray.sinks import option_types
+
     defaults = OmegaConf.structured(Config)
-    return [(k, e, str(OmegaConf.select(defaults, k))) for k, e in choice_fields(Config)]
+    out = [(k, e, str(OmegaConf.select(defaults, k))) for k, e in choice_fields(Config)]
+    for name, schema in option_types().items():
+        node = OmegaConf.structured(schema)
+        out += [(f"sink.{name}.{k}", e, str(OmegaConf.select(node, k)))
+                for k, e in choice_fields(schema)]
+    return out
 
 
 def default_yaml() -> str:
-    """conf/config.yaml's text: every field of `Config` at its default."""
-    return _YAML_HEAD + OmegaConf.to_yaml(OmegaConf.structured(Config))
+    """conf/config.yaml's text: every field of `Config` at its default, and under `sink` each
+    registered sink's options at theirs."""
+    from kbx_ray.sinks import option_defaults
+
+    node = OmegaConf.structured(Config)
+    node.sink = option_defaults()
+    return _YAML_HEAD + OmegaConf.to_yaml(node)
 
 
 def to_dict(cfg: Config) -> dict[str, Any]:

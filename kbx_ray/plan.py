@@ -30,7 +30,7 @@ class Sweep:
     pools: dict[str, hardware.HardwarePool]   # in `hardware` order: the first is the primary
     evaluation: EvalConfig
     engine: EngineConfig
-    sinks: dict[str, Any]                     # sink name -> its typed settings, in order
+    sinks: dict[str, Any]                     # sink name -> its typed options, in order
     identity: dict[str, Any]                  # identity.json: what makes the sweep what it is
     config: dict[str, Any]                    # config.yaml, and the W&B run's config
     named_pools: tuple[str, ...]              # `hardware` as given (`auto`: this machine's)

@@ -2,7 +2,7 @@
 
 Loading (config.py) types every setting against the schema. `validate` re-checks a `Config` made
 or edited in code against the same schema, then checks what only the registries know: the sinks
-and their settings, the grid's methods, and each model's backend settings. Every failure is one
+and their options, the grid's methods, and each model's backend settings. Every failure is one
 line; what passes is returned, resolved, so that nothing is built twice. `check_replay` then asks
 a replay source for every cell's first round.
 """
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Checked:
-    """What `validate` resolved: the grid's axes, and each sink's typed settings in order."""
+    """What `validate` resolved: the grid's axes, and each sink's typed options in order."""
 
     axes: Axes
     sinks: dict[str, Any]
@@ -34,13 +34,13 @@ class Checked:
 def validate(cfg: Config) -> Checked:
     """Choices, the sinks, the grid's methods and models, and each model's backend settings; one
     line each."""
-    from kbx_ray.sinks import sink_settings
+    from kbx_ray.sinks import sink_options
 
     try:
         OmegaConf.structured(cfg)  # the schema's types and choices, for a Config edited in code
     except OmegaConfBaseException as e:
         raise explain(e, Config, "the config") from None
-    sinks = sink_settings(cfg)
+    sinks = sink_options(list(cfg.sinks), cfg.sink)
     axes = build_axes(cfg)  # each method variant passes check_method, or this raises its line
     for model in axes.models:
         check_backend(model, local=cfg.engine.ray_address is None)

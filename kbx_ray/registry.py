@@ -49,9 +49,9 @@ class Entry:
     replays: bool = False           # backend: answers from recorded completions (a `Replayer`)
     runs_rounds: bool = False       # method: runs `method.rounds` refinement rounds (a rounds axis
     #                                 multiplies it)
-    settings: type | None = None    # sink: its settings dataclass, typed from `sink.<name>.*`
-    options: type | None = None     # backend: its `model.options` dataclass (typed before
-    #                                 anything starts; None: its check says, or it takes none)
+    options: type | None = None     # its options dataclass, typed before anything starts from
+    #                                 `model.options` (backend), `method.options` (method) or
+    #                                 `sink.<name>` (sink); None: it takes none
 
     def missing(self) -> str | None:
         """One line naming what to install, or None when every required module is present."""
@@ -168,17 +168,16 @@ def add_kind(kind: str, packages: tuple[str, ...]) -> Registry:
 
 def register(kind: str, name: str, *, requires: tuple[str, ...] = (), extra: str = "",
              check: F | None = None, gpus: F | None = None, replays: bool = False,
-             runs_rounds: bool = False, settings: type | None = None,
-             options: type | None = None) -> Callable[[F], F]:
-    """Register the decorated factory as `name` of `kind`; it is returned unchanged. `check`, for
-    a backend: (model config, local) -> None, raising one ConfigError line for a setting the
-    backend does not take (preflight.check_backend calls it; without one, a backend takes no
-    model.options and no model.engine keys). The capabilities (`Entry`'s fields) are declared
-    here, so the engine asks the entry and never compares a name."""
+             runs_rounds: bool = False, options: type | None = None) -> Callable[[F], F]:
+    """Register the decorated factory as `name` of `kind`; it is returned unchanged. `options`:
+    the dataclass that types the entry's own settings (the structured schema checks them: an
+    unknown key or a bad value is one line). `check`, for a backend: (model config, local) ->
+    None, for what a type cannot say (a weights folder, vLLM's engine arguments). The capabilities
+    (`Entry`'s fields) are declared here, so the engine asks the entry and never compares a name."""
 
     def wrap(factory: F) -> F:
         registry(kind).add(Entry(kind, name, factory, tuple(requires), extra, check, gpus,
-                                 replays, runs_rounds, settings, options))
+                                 replays, runs_rounds, options))
         return factory
 
     return wrap

@@ -104,12 +104,16 @@ def choice_error(key: str, value: Any, enum: type[Enum]) -> ConfigError:
 def explain(e: OmegaConfBaseException, schema: type, where: str,
             prefix: str = "") -> ConfigError:
     """One line for an OmegaConf error met while merging `where` into `schema`, which sits at
-    `prefix` (e.g. "sink.tally.") of the whole config: keys are named from the config's top."""
+    `prefix` (e.g. "sink.tally.") of the whole config: keys are named from the config's top. A
+    key that a dataclass's `MOVED` lists is named with where it went."""
     key = str(getattr(e, "full_key", "") or "")
     first = str(e).splitlines()[0] if str(e) else type(e).__name__
     if isinstance(e, ConfigKeyError) and key:
         parent, _, leaf = key.rpartition(".")
         owner = _dataclass_of(type_at(schema, parent) if parent else schema)
+        moved = getattr(owner, "MOVED", {}).get(leaf) if owner is not None else None
+        if moved:
+            return ConfigError(f"{prefix}{key} in {where} has moved: {moved}")
         if owner is not None:
             known = list(field_types(owner))
             at = prefix + (f"{parent}." if parent else "")

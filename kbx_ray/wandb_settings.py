@@ -1,7 +1,6 @@
-"""The W&B sink's settings (`wandb.*`): part of the config schema, so a leaf beside config.py.
+"""The W&B sink's options (`sink.wandb.*`), the dataclass it registers.
 
-Loading a config imports this and nothing of kbx_ray/sinks/ (no pandas, pyarrow or wandb), and the
-sinks take the typed `Config` without an import back into config.py.
+A leaf: checking a config's sink options imports this and nothing of wandb, pandas or pyarrow.
 """
 from __future__ import annotations
 

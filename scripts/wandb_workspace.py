@@ -12,7 +12,8 @@ from kbx_ray.sinks.wandb_workspace import build
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--entity", required=True, help="W&B user or team")
-    ap.add_argument("--project", default="kbx_ray", help="the project sweeps log to (wandb.project)")
+    ap.add_argument("--project", default="kbx_ray",
+                    help="the project sweeps log to (sink.wandb.project)")
     args = ap.parse_args(argv)
     workspace = build(args.entity, args.project).save()
     sys.stdout.write(f"{workspace.url}\n")

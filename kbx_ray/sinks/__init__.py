@@ -3,12 +3,11 @@
 The engine builds one `FanOut` with `build_sinks` and calls `start`, `write_generations`,
 `write_evaluations` and `close` on it. Each sink is a module here whose factory carries
 `@register("sink", name)` (kbx_ray/registry.py); `sinks` in conf/config.yaml names the ones a sweep
-uses. Names are resolved lazily, so that importing this package does not import pandas and pyarrow.
-The W&B sink's settings are part of the config schema (kbx_ray/wandb_settings.py).
+uses, and `sink.<name>.*` its options. Names are resolved lazily, so that importing this package
+does not import pandas and pyarrow.
 """
 from __future__ import annotations
 
-import dataclasses
 import importlib
 from dataclasses import replace
 import logging
@@ -18,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Mapping
 from kbx_ray.registry import MissingDependencyError, registry
 
 if TYPE_CHECKING:  # only typed here: the sinks themselves import it when they are built
-    from kbx_ray.config import Config
     from kbx_ray.sinks.base import FanOut, Sink
 
 _EXPORTS = {
@@ -28,7 +26,8 @@ _EXPORTS = {
     "done_cells": "parquet", "read_table": "parquet", "read_rows": "parquet",
     "written_generations": "parquet", "WandbSink": "wandb",
 }
-__all__ = sorted([*_EXPORTS, "build_sinks", "check_sinks", "sink_settings"])
+__all__ = sorted([*_EXPORTS, "build_sinks", "check_sinks", "option_defaults", "option_types",
+                  "sink_options"])
 RECORD = "parquet"  # always first: the record a sweep resumes from and the report reads
 log = logging.getLogger(__name__)
 
@@ -49,34 +48,46 @@ def check_sinks(names: list[str]) -> str | None:
     return None
 
 
-def sink_settings(cfg: Config) -> dict[str, Any]:
-    """Each sink of `cfg.sinks`, in order (Parquet left out: it always comes first) -> its
-    settings, typed by the dataclass it registered (`settings=`): from `sink.<name>.*`, or from the
-    config's own field of that name (`wandb.*`); None for a sink that registered none. An unknown
-    sink, key or value is one ConfigError line."""
+def sink_options(names: list[str], given: Mapping[str, Any]) -> dict[str, Any]:
+    """Each sink of `names` (the config's `sinks`), in order (Parquet left out: it always comes
+    first) -> its options from `given` (the config's `sink`), typed by the dataclass it registered
+    (`options=`); None for a sink that registered none. An unknown sink, key or value is one
+    ConfigError line."""
     from kbx_ray.errors import ConfigError
     from kbx_ray.schema import typed
 
-    problem = check_sinks(list(cfg.sinks))
+    problem = check_sinks(list(names))
     if problem:
         raise ConfigError(problem)
     out: dict[str, Any] = {}
-    for name in dict.fromkeys(cfg.sinks):
-        schema = registry("sink").entry(name).settings
-        own = getattr(cfg, name, None)  # a field of the config named for the sink (`wandb`)
-        at = f"{name}." if dataclasses.is_dataclass(own) else f"sink.{name}."
-        given = own if dataclasses.is_dataclass(own) else cfg.sink.get(name)
+    for name in dict.fromkeys(names):
+        schema = registry("sink").entry(name).options
         if name != RECORD:
-            out[name] = None if schema is None else typed(schema, given, at, f"sink {name}")
+            out[name] = None if schema is None else typed(schema, given.get(name), f"sink.{name}.",
+                                                          f"sink {name}")
     return out
 
 
-def build_sinks(sweep_dir: Path, sweep_id: str, settings: Mapping[str, Any],
+def option_types() -> dict[str, type]:
+    """sink name -> the options dataclass it registered, for each registered sink that takes any."""
+    known = registry("sink")
+    return {n: known.entry(n).options for n in known if known.entry(n).options is not None}
+
+
+def option_defaults() -> dict[str, Any]:
+    """sink name -> its options at their defaults (conf/config.yaml shows them under `sink`)."""
+    from omegaconf import OmegaConf
+
+    return {n: OmegaConf.to_container(OmegaConf.structured(t), enum_to_str=True)
+            for n, t in option_types().items()}
+
+
+def build_sinks(sweep_dir: Path, sweep_id: str, options: Mapping[str, Any],
                 extra: list[Sink] | None = None) -> FanOut:
     """Parquet first (critical: a batch it cannot record stops the sweep before anyone shows it),
     then `extra` (the engine's run record: it closes before W&B logs it), then the sinks of
-    `settings` (`sink_settings`) in their order (W&B, then the console, by default). A factory
-    that returns None is off by its settings (wandb.mode=disabled); one whose package is missing
+    `options` (`sink_options`) in their order (W&B, then the console, by default). A factory
+    that returns None is off by its options (sink.wandb.mode=disabled); one whose package is missing
     is left out after a warning with the install hint, since only the record may stop a sweep.
     """
     from kbx_ray.sinks.base import FanOut, SinkContext
@@ -84,9 +95,9 @@ def build_sinks(sweep_dir: Path, sweep_id: str, settings: Mapping[str, Any],
     ctx = SinkContext(Path(sweep_dir), sweep_id)
     known = registry("sink")
     sinks: list[Sink] = [known.build(RECORD, ctx), *(extra or [])]
-    for name, own in settings.items():
+    for name, own in options.items():
         try:
-            sink = known.build(name, replace(ctx, settings=own))
+            sink = known.build(name, replace(ctx, options=own))
         except MissingDependencyError as e:
             log.warning("%s; the sweep goes on without it (results are still written to Parquet)",
                         e)

@@ -2,7 +2,7 @@
 
 The engine talks to one `FanOut` and never to a concrete sink, so adding a sink is one module in
 sinks/ whose factory carries `@register("sink", name)` (it takes a `SinkContext`, and returns the
-sink, or None when its settings turn it off), plus its name in conf/config.yaml's `sinks`. A
+sink, or None when its options turn it off), plus its name in conf/config.yaml's `sinks`. A
 dashboard that breaks must not stop a sweep that may have run for hours, so a failing sink is
 disabled; the Parquet sink is the record, and its failure must stop the sweep, so sinks marked
 `critical` propagate.
@@ -20,12 +20,12 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class SinkContext:
-    """What a sink factory builds from: the sweep's folder and id, and the sink's own settings,
-    typed by the dataclass it registered (`settings=`; None without one)."""
+    """What a sink factory builds from: the sweep's folder and id, and the sink's own options,
+    typed by the dataclass it registered (`options=`; None without one)."""
 
     sweep_dir: Path
     sweep_id: str
-    settings: Any = None
+    options: Any = None
 
 
 class Sink:

@@ -55,8 +55,8 @@ class WandbSink(Sink):
 
     def __init__(self, cfg: WandbConfig, sweep_id: str, sweep_dir: Path) -> None:
         if cfg.mode not in MODES:
-            raise ValueError(f"wandb.mode={cfg.mode!r} is not one of {MODES}; "
-                             "set wandb.mode=offline|online|disabled")
+            raise ValueError(f"sink.wandb.mode={cfg.mode!r} is not one of {MODES}; "
+                             "set sink.wandb.mode=offline|online|disabled")
         self.cfg = cfg
         self.sweep_id = sweep_id
         self.sweep_dir = Path(sweep_dir)
@@ -205,10 +205,10 @@ class WandbSink(Sink):
                 logger.debug("W&B finish after a failure also failed", exc_info=True)
 
 
-@register("sink", "wandb", requires=("wandb",), settings=WandbConfig)
+@register("sink", "wandb", requires=("wandb",), options=WandbConfig)
 def build(ctx: SinkContext) -> WandbSink | None:
-    """Off with wandb.mode=disabled; a bad mode is one line naming the choices."""
-    cfg: WandbConfig = ctx.settings
+    """Off with sink.wandb.mode=disabled."""
+    cfg: WandbConfig = ctx.options
     return None if cfg.mode == "disabled" else WandbSink(cfg, ctx.sweep_id, ctx.sweep_dir)
 
 

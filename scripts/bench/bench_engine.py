@@ -169,7 +169,8 @@ def run(n_cells: int, out_dir: str, args: argparse.Namespace) -> dict:
     samples = max(1, n_cells // N_TASKS)
     extra = [f"engine.eval_batch={args.eval_batch}"]
     extra += [f"engine.flush_every={args.flush_every}"] if args.flush_every else []
-    cfg = load_config([f"output_dir={out_dir}", f"suite.include=[{FIFTEEN}]", "wandb.mode=disabled",
+    cfg = load_config([f"output_dir={out_dir}", f"suite.include=[{FIFTEEN}]",
+                       "sink.wandb.mode=disabled",
                        "hardware=[cpu]", "engine.mode=noop", f"engine.evaluators={args.evaluators}",
                        f"engine.max_concurrency={args.concurrency}", *extra,
                        f"sweep.samples={samples}", f"sweep_id=bench{n_cells}"])

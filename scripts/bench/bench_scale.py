@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     samples = max(1, math.ceil(args.cells / 176))
     out = Path(tempfile.mkdtemp(prefix="bench_scale_"))
-    cfg = load_config([f"output_dir={out}", "hardware=[h100,a100]", "wandb.mode=disabled",
+    cfg = load_config([f"output_dir={out}", "hardware=[h100,a100]", "sink.wandb.mode=disabled",
                        f"sweep.samples={samples}", "engine.max_concurrency=0",
                        "engine.flush_every=256", "engine.flush_s=5", "engine.flush_min_s=1"])
     evaluator_group.EvaluatorGroup = simulated  # the engine imports it from the module at sweep start

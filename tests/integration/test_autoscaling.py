@@ -297,7 +297,7 @@ def test_sweep_scales_up_places_by_role_survives_a_node_loss_and_resumes(fake_cl
     monkeypatch.setitem(GEN_OPTIONS, "delay_s", 1.5)
     monkeypatch.setitem(GEN_OPTIONS, "stop_file", str(stop_file))
     overrides = [f"output_dir={tmp_path}", "hardware=[h100,a100]", "engine.mode=noop",
-                 "evaluation.device=cpu", "wandb.mode=disabled", f"suite.include=[{','.join(TASKS)}]",
+                 "evaluation.device=cpu", "sink.wandb.mode=disabled", f"suite.include=[{','.join(TASKS)}]",
                  "model.backend=gen_test", "model.name=gen_test",
                  "model.placement={resources: {gen: 1}, labels: {kbx-role: generation}}",
                  "engine.max_evaluators=2", "engine.max_concurrency=2", "engine.flush_every=1",
@@ -376,7 +376,7 @@ def test_dry_run_states_the_repair_imbalance_across_pools(tmp_path):
     from kbx_ray import engine
     from kbx_ray.config import load_config
 
-    base = [f"output_dir={tmp_path}", "suite.include=[activation/relu]", "wandb.mode=disabled"]
+    base = [f"output_dir={tmp_path}", "suite.include=[activation/relu]", "sink.wandb.mode=disabled"]
     repair = engine.describe(engine.plan(load_config(
         [*base, "method=repair", "method.rounds=4", "hardware=[h100,a100]"])))
     assert "imbalance: pool h100 evaluates up to 5 candidates per cell" in repair

@@ -102,7 +102,7 @@ def test_sweep_help_shows_overrides_presets_and_the_most_used_keys():
     assert r.returncode == 0, r.stderr
     out = r.stdout
     for needle in ("overrides (key=value", "GROUP=NAME", "most used keys:", "suite.include=",
-                   "sweep.samples=", "model.options.path=", "wandb.mode=", "force_resume=true",
+                   "sweep.samples=", "model.options.path=", "sink.wandb.mode=", "force_resume=true",
                    "presets (GROUP=NAME", "--dry-run"):
         assert needle in out, needle
     presets: dict[str, list[str]] = {}

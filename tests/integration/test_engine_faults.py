@@ -278,7 +278,7 @@ def test_driver_killed_with_sigkill_then_resumed(tmp_path):
     """Kill -9 the whole driver mid-sweep; the re-run records every cell exactly once and makes
     no generation twice (the log holds one line per cell)."""
     args = [sys.executable, str(ROOT / "scripts/sweep.py"), f"output_dir={tmp_path}", SIX,
-            "wandb.mode=disabled", "engine.flush_every=1", "engine.max_concurrency=1",
+            "sink.wandb.mode=disabled", "engine.flush_every=1", "engine.max_concurrency=1",
             "engine.evaluators=1"]
     env = dict(os.environ, RAY_ADDRESS="")
     proc = subprocess.Popen(args, cwd=ROOT, start_new_session=True, env=env,
@@ -316,7 +316,7 @@ def test_a_batch_torn_between_its_two_parts_is_not_written_twice(local_ray, tmp_
     from kbx_ray import engine
 
     args = [f"output_dir={tmp_path}", "suite.include=[activation/relu,math/exp]",
-            "wandb.mode=disabled", "method=repair", "method.rounds=1"]
+            "sink.wandb.mode=disabled", "method=repair", "method.rounds=1"]
     p = engine.run_sweep(load_config(args))
     gens = read_table(p.sweep_dir, "generations")
     assert len(gens) >= 2 and len(read_table(p.sweep_dir, "evaluations")) >= 2

@@ -17,7 +17,7 @@ from kbx_ray.hardware import get_pool
 from kbx_ray.llm.vllm_spec import actor_options, for_cluster, spec_from
 from kbx_ray.evaluator_group import EvaluatorGroup
 
-H100 = ["hardware=[h100]", "engine.mode=noop", "wandb.mode=disabled"]
+H100 = ["hardware=[h100]", "engine.mode=noop", "sink.wandb.mode=disabled"]
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from kbx_ray.config import ConfigError, load_config
 from kbx_ray.grid import build_axes, iter_cells
 from kbx_ray.llm.base import generation_gpus
 from kbx_ray.registry import registry
-from kbx_ray.sinks import build_sinks, sink_settings
+from kbx_ray.sinks import build_sinks, sink_options
 
 MODULES = {
     "ext_gpu_backend": '''
@@ -77,9 +77,9 @@ MODULES = {
             def write_evaluations(self, rows):
                 self.rows += rows
 
-        @register("sink", "ext_tally", settings=TallySettings)
+        @register("sink", "ext_tally", options=TallySettings)
         def build(ctx):
-            return Tally(ctx.settings)
+            return Tally(ctx.options)
     ''',
     "ext_suite": '''
         from pathlib import Path
@@ -126,7 +126,7 @@ def overrides(tmp_path: Path) -> list[str]:
             f"suite.path={DEFAULT_ROOT}",
             "suite.include=[activation/relu]", "model.backend=ext_gpu", "model.name=ext",
             "model.replicas=3", "method.name=ext_refine", "sweep.rounds=[0,2]",
-            "sinks=[console,ext_tally]", "sink.ext_tally.every=5", "wandb.mode=disabled"]
+            "sinks=[console,ext_tally]", "sink.ext_tally.every=5", "sink.wandb.mode=disabled"]
 
 
 def test_a_dry_run_plans_with_every_extension(extensions: Path) -> None:
@@ -153,7 +153,7 @@ def test_a_backend_that_holds_gpus_is_counted_and_placed(extensions: Path) -> No
 
 def test_a_sink_gets_its_own_typed_settings(extensions: Path, tmp_path: Path) -> None:
     cfg = load_config(overrides(extensions))
-    fan = build_sinks(tmp_path / "sweep", "sid", sink_settings(cfg))
+    fan = build_sinks(tmp_path / "sweep", "sid", sink_options(cfg.sinks, cfg.sink))
     tally = next(s for s in fan.sinks if type(s).__name__ == "Tally")
     assert tally.settings.every == 5 and tally.settings.label == "tally"
     bad = load_config([*overrides(extensions), "sink.ext_tally.evry=2"])

@@ -198,7 +198,7 @@ def test_replay_of_peer_predictions_rejudges_them_with_both_verdicts(tmp_path: P
         p = engine.run_sweep(load_config([
             f"output_dir={tmp_path / 'out'}", "suite=kernelbenchx", f"suite.path={KBX}",
             "suite.include=[Activation/relu,Math/sub]", "model=replay",
-            f"model.options.path={preds}", "sweep.samples=2", "wandb.mode=disabled"]))
+            f"model.options.path={preds}", "sweep.samples=2", "sink.wandb.mode=disabled"]))
     finally:
         ray.shutdown()
     ev = read_table(p.sweep_dir, "evaluations").sort_values(["task_id", "sample"])

@@ -115,7 +115,7 @@ def test_missing_weights_is_one_line(tiny):
 def test_sweep_with_the_tiny_model_records_real_token_counts(tiny, tmp_path):
     served = sum(tiny.backend.replicas.served)
     overrides = [f"output_dir={tmp_path}", "model=tiny", f"model.path={tiny.path}",
-                 "suite.include=[activation/relu,math/exp]", "wandb.mode=disabled"]
+                 "suite.include=[activation/relu,math/exp]", "sink.wandb.mode=disabled"]
     p = engine.run_sweep(load_config(overrides))
     gen = read_table(p.sweep_dir, "generations")
     ev = read_table(p.sweep_dir, "evaluations")

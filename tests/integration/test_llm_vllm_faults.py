@@ -65,7 +65,7 @@ def config(out: Path, path: Path):
         "model.temperature=1.0", f"suite.include=[{','.join(TASKS)}]", "method=repair",
         f"method.rounds={ROUNDS}", "method.stop_when=never", "engine.max_concurrency=1",
         "engine.flush_every=1", "engine.flush_min_s=0", "engine.evaluators=1", "evaluation.seeds=1",
-        "wandb.mode=disabled"])
+        "sink.wandb.mode=disabled"])
 
 
 def wal_lines(sweep_dir: Path) -> list[dict]:

@@ -21,7 +21,7 @@ from kbx_ray.sinks import read_table
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "replay"
 RELU = "suite.include=[activation/relu]"
 PRESETS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
-FAST = ["wandb.mode=disabled", "evaluation.seeds=1"]
+FAST = ["sink.wandb.mode=disabled", "evaluation.seeds=1"]
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,7 @@ def swept(tiny_engine, tmp_path_factory):
         f"output_dir={out}", "model=tiny", f"model.path={tiny_engine.path}",
         f"model.max_tokens={MAX_TOKENS}", "model.temperature=1.0",
         f"suite.include=[{','.join(TASKS)}]", f"sweep.methods=[{','.join(EXPECTED)}]",
-        "sweep.rounds=[2]", "wandb.mode=disabled", "evaluation.seeds=1",
+        "sweep.rounds=[2]", "sink.wandb.mode=disabled", "evaluation.seeds=1",
         "engine.evaluators=1"]))
     return SimpleNamespace(dir=p.sweep_dir, backend=backend, served_before=served,
                            gen=read_table(p.sweep_dir, "generations"),

@@ -40,7 +40,7 @@ def test_rows_land_on_the_requested_types_and_a_node_loss_loses_nothing(cluster,
     c, nodes = cluster
     cfg = load_config([f"output_dir={tmp_path}", "hardware=[a100,l4,h100]", "evaluation.device=cpu",
                        "suite.include=[activation/relu,math/exp,fusion/add_gelu,reduce/sum]",
-                       "wandb.mode=disabled", "engine.evaluators=1", "engine.flush_every=1",
+                       "sink.wandb.mode=disabled", "engine.evaluators=1", "engine.flush_every=1",
                        "engine.max_concurrency=1"])
 
     def kill_one_a100() -> None:  # mid-sweep: as soon as the first cell is recorded
@@ -77,7 +77,7 @@ def test_evaluators_per_gpu_packs_several_evaluators_onto_one_gpu(cluster, tmp_p
     c, _ = cluster
     node = c.add_node(num_cpus=2, num_gpus=1, resources={"accelerator_type:L40S": 1})
     c.wait_for_nodes()
-    cfg = load_config([f"output_dir={tmp_path}", "evaluation.device=cpu", "wandb.mode=disabled",
+    cfg = load_config([f"output_dir={tmp_path}", "evaluation.device=cpu", "sink.wandb.mode=disabled",
                        "engine.evaluators_per_gpu=2"])
     group = EvaluatorGroup(get_pool("l40s"), cfg.engine, cfg.evaluation)
     try:
@@ -103,7 +103,7 @@ def test_aot_compile_workers_run_on_compile_nodes_and_seed_each_arch(cluster, tm
     node = c.add_node(num_cpus=1, resources={"compile": 1})
     c.wait_for_nodes()
     cfg = load_config([f"output_dir={tmp_path}", "hardware=[a100,h100]", "evaluation.device=cpu",
-                       "suite.include=[activation/relu,math/exp]", "wandb.mode=disabled",
+                       "suite.include=[activation/relu,math/exp]", "sink.wandb.mode=disabled",
                        "engine.evaluators=1", "engine.aot_compile=always",
                        "engine.compile_workers=1"])
     try:

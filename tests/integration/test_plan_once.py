@@ -43,7 +43,7 @@ def reads(monkeypatch) -> Counter:
 def sweep_args(out: Path) -> list[str]:
     return ["sweep", "-q", f"output_dir={out}", "suite.include=[activation/relu]",
             "sweep.methods=[one_shot,repair]", "sweep.models=[replay]",
-            f"model.options.path={RELU_REPAIR}", "evaluation.seeds=1", "wandb.mode=disabled"]
+            f"model.options.path={RELU_REPAIR}", "evaluation.seeds=1", "sink.wandb.mode=disabled"]
 
 
 def test_a_dry_run_reads_each_preset_once(reads, tmp_path, capsys):

@@ -17,7 +17,7 @@ import pytest
 from kbx_ray.sinks import read_table
 
 ROOT = Path(__file__).resolve().parents[2]
-NARROW = ["suite.include=[activation/relu,math/exp]", "wandb.mode=disabled"]
+NARROW = ["suite.include=[activation/relu,math/exp]", "sink.wandb.mode=disabled"]
 
 
 def readme_command(needle: str) -> list[str]:
@@ -71,7 +71,7 @@ def test_a_source_that_cannot_answer_a_cell_stops_before_ray(default_sweep):
     cwd, sid = default_sweep
     argv = [a.replace("<sweep_id>", sid) for a in
             readme_command("model=replay model.options.path=results/<sweep_id>")]
-    wider = ["suite.include=[activation/relu,math/exp,reduce/sum]", "wandb.mode=disabled",
+    wider = ["suite.include=[activation/relu,math/exp,reduce/sum]", "sink.wandb.mode=disabled",
              "output_dir=elsewhere"]
     r = run(argv + wider, cwd)
     assert r.returncode == 2 and "Traceback" not in r.stderr

@@ -35,7 +35,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
                COLUMNS="400", WANDB_SILENT="true", WANDB_DIR=str(tmp), HOME=str(tmp / "home"))
     env.pop("WANDB_API_KEY", None)
     argv = ["sweep=rejudge_kbx", "suite=kernelbenchx", f"suite.path={KBX}",
-            f"suite.include={TASKS}", f"output_dir={tmp / 'results'}", "wandb.mode=offline"]
+            f"suite.include={TASKS}", f"output_dir={tmp / 'results'}", "sink.wandb.mode=offline"]
     r = subprocess.run([sys.executable, str(REPO / "scripts" / "sweep.py"), *argv], cwd=tmp,
                        capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 0, r.stderr[-4000:]

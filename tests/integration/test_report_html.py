@@ -33,7 +33,7 @@ needs_chromium = pytest.mark.skipif(
 
 
 def cpu_sweep(out: Path, *overrides: str) -> Path:
-    r = run("scripts/sweep.py", f"output_dir={out}", "wandb.mode=disabled", "evaluation.seeds=1",
+    r = run("scripts/sweep.py", f"output_dir={out}", "sink.wandb.mode=disabled", "evaluation.seeds=1",
             "suite.include=[activation/relu,math/exp]", *overrides, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     return Path(r.stdout.splitlines()[-1].removeprefix("results: "))
@@ -181,7 +181,7 @@ def test_results_browser_works_in_headless_chromium(two_sweeps: Path, tmp_path: 
 def test_cpu_sweep_then_report(tmp_path: Path) -> None:
     """README steps 2 and 4 on this machine: no GPU, so every timed figure says why it is empty."""
     sweep = run("scripts/sweep.py", f"output_dir={tmp_path}", "suite.include=[math/exp]",
-                "wandb.mode=disabled", timeout=600)
+                "sink.wandb.mode=disabled", timeout=600)
     assert sweep.returncode == 0, sweep.stderr[-2000:]
     report = run("scripts/report.py", str(tmp_path))
     assert report.returncode == 0, report.stderr

@@ -22,7 +22,7 @@ def local_ray():
 
 
 def test_sweep_then_resume(local_ray, tmp_path):
-    overrides = [f"output_dir={tmp_path}", INCLUDE, "wandb.mode=disabled"]
+    overrides = [f"output_dir={tmp_path}", INCLUDE, "sink.wandb.mode=disabled"]
     p = engine.run_sweep(load_config(overrides))
     assert p.n_todo == 3
     ev = read_table(p.sweep_dir, "evaluations")
@@ -47,7 +47,7 @@ def test_sweep_then_resume(local_ray, tmp_path):
 
     # Adding a task resumes into the same sweep and runs only the new cell.
     more = load_config([f"output_dir={tmp_path}", "suite.include=[activation/relu,math/exp,"
-                        "reduce/sum,linear_algebra/matvec]", "wandb.mode=disabled"])
+                        "reduce/sum,linear_algebra/matvec]", "sink.wandb.mode=disabled"])
     p3 = engine.run_sweep(more)
     assert [c.task_id for c in p3.todo()] == ["linear_algebra/matvec"]
     assert len(read_table(p.sweep_dir, "evaluations")) == 4
@@ -56,7 +56,7 @@ def test_sweep_then_resume(local_ray, tmp_path):
 def test_noop_sweep_batches_evaluations_and_records_every_cell_once(local_ray, tmp_path):
     """mode=noop sends many candidates per evaluator call (engine.eval_batch): each cell still gets
     its own verdict, one row, and a re-run finds them all done."""
-    overrides = [f"output_dir={tmp_path}", INCLUDE, "wandb.mode=disabled", "engine.mode=noop",
+    overrides = [f"output_dir={tmp_path}", INCLUDE, "sink.wandb.mode=disabled", "engine.mode=noop",
                  "engine.eval_batch=16", "sweep.samples=40", "engine.flush_every=25"]
     p = engine.run_sweep(load_config(overrides))
     ev = read_table(p.sweep_dir, "evaluations")
@@ -99,7 +99,7 @@ def test_missing_pool_is_a_clear_error(local_ray, tmp_path):
     from kbx_ray.config import ConfigError
 
     cfg = load_config([f"output_dir={tmp_path}", "suite.include=[math/exp]", "hardware=h100",
-                       "wandb.mode=disabled"])
+                       "sink.wandb.mode=disabled"])
     with pytest.raises(ConfigError, match="no node in the Ray cluster offers hardware pool 'h100'"):
         engine.run_sweep(cfg)
 
@@ -109,7 +109,7 @@ def test_a_changed_verdict_setting_is_another_sweep_or_refused(local_ray, tmp_pa
     resumed and mixed verdicts. Now it is a new sweep; under sweep_id= it is refused in one line."""
     from kbx_ray import cli
 
-    base = [f"output_dir={tmp_path}", "suite.include=[activation/relu]", "wandb.mode=disabled"]
+    base = [f"output_dir={tmp_path}", "suite.include=[activation/relu]", "sink.wandb.mode=disabled"]
     p = engine.run_sweep(load_config(base))
     assert p.n_todo == 1 and (p.sweep_dir / "identity.json").is_file()
     caplog.set_level("INFO", logger="kbx_ray.sweep_folder")
@@ -130,7 +130,7 @@ def test_an_undecodable_replayed_kernel_is_a_record_not_a_traceback(local_ray, t
     kernels = tmp_path / "kernels" / "activation"
     kernels.mkdir(parents=True)
     (kernels / "relu.py").write_bytes(b'import triton\n\ndef relu(x):\n    return "\xff"\n')
-    p = engine.run_sweep(load_config([f"output_dir={tmp_path}/results", "wandb.mode=disabled",
+    p = engine.run_sweep(load_config([f"output_dir={tmp_path}/results", "sink.wandb.mode=disabled",
                                       "suite.include=[activation/relu]", "model=replay",
                                       f"model.options.path={tmp_path / 'kernels'}"]))
     ev, gen = read_table(p.sweep_dir, "evaluations"), read_table(p.sweep_dir, "generations")

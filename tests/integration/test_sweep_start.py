@@ -28,7 +28,7 @@ def sweep(*args: str, timeout: float = 120) -> tuple[subprocess.CompletedProcess
 
 @pytest.mark.parametrize("bad, needle", [
     ("evaluation.torch_compute=fial", "evaluation.torch_compute='fial' is not a choice"),
-    ("wandb.mode=onlin", "wandb.mode='onlin' is not a choice"),
+    ("sink.wandb.mode=onlin", "sink.wandb.mode='onlin' is not a choice"),
 ])
 def test_a_bad_choice_exits_2_in_one_line_before_ray(tmp_path: Path, bad: str, needle: str):
     out = tmp_path / "results"
@@ -115,7 +115,7 @@ def test_a_replica_no_node_can_hold_stops_the_sweep_at_once(tmp_path: Path):
         pytest.skip("a GPU machine may hold the replica")
     out = tmp_path / "results"
     r, took = sweep(f"output_dir={out}", "suite.include=[activation/relu]",
-                    "model=qwen2.5-coder-7b", "wandb.mode=disabled", timeout=300)
+                    "model=qwen2.5-coder-7b", "sink.wandb.mode=disabled", timeout=300)
     assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr, r.stderr
     errors = [ln for ln in r.stderr.splitlines() if ln.startswith("kbx:")]
     assert errors == [r.stderr.strip().splitlines()[-1]] and errors[0].startswith(
@@ -140,7 +140,7 @@ def test_a_failed_start_leaves_no_folder_and_no_wandb_run(local_ray, tmp_path: P
     monkeypatch.setenv("WANDB_SILENT", "true")
     cfg = load_config([f"output_dir={tmp_path / 'results'}", "suite.include=[math/exp]",
                        "model=openai", "model.base_url=http://127.0.0.1:9/v1",
-                       "model.options.retries=0", "wandb.mode=offline"])
+                       "model.options.retries=0", "sink.wandb.mode=offline"])
     sweep_dir = tmp_path / "results" / sweep_id(cfg)
     with caplog.at_level("INFO", logger="kbx_ray.engine"), pytest.raises(ConfigError):
         engine.run_sweep(cfg)
@@ -165,7 +165,7 @@ def test_ctrl_c_prints_one_line_and_the_same_command_resumes(tmp_path: Path):
     import signal
 
     out = tmp_path / "results"
-    args = [f"output_dir={out}", "suite.include=[activation,math]", "wandb.mode=disabled",
+    args = [f"output_dir={out}", "suite.include=[activation,math]", "sink.wandb.mode=disabled",
             "engine.flush_every=1", "engine.flush_min_s=0"]
     proc = subprocess.Popen([sys.executable, "-c", IGNORING_SIGINT, sys.executable,
                              str(ROOT / "scripts/sweep.py"), *args], cwd=ROOT,
@@ -194,7 +194,7 @@ def test_ctrl_c_prints_one_line_and_the_same_command_resumes(tmp_path: Path):
 
 def test_the_results_folder_and_sweep_id_end_a_sweep_on_stdout(tmp_path: Path):
     out = tmp_path / "results"
-    r, _ = sweep(f"output_dir={out}", "suite.include=[math/exp]", "wandb.mode=disabled",
+    r, _ = sweep(f"output_dir={out}", "suite.include=[math/exp]", "sink.wandb.mode=disabled",
                  timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     (folder,) = out.iterdir()
@@ -271,7 +271,7 @@ def test_a_lost_ray_head_ends_the_sweep_in_one_line_and_run_json_says_failed(tmp
 
     out = tmp_path / "results"
     proc = subprocess.Popen([sys.executable, str(ROOT / "scripts/sweep.py"), f"output_dir={out}",
-                             "suite.include=[activation,math]", "wandb.mode=disabled",
+                             "suite.include=[activation,math]", "sink.wandb.mode=disabled",
                              "engine.flush_every=1", "engine.flush_min_s=0"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)

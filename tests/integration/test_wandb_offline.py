@@ -211,7 +211,7 @@ def _table_rows(run_dir: Path, records: list[dict]) -> list[dict]:
 
 
 def test_real_sweep_and_resume_one_run_with_artifacts_and_provenance(tmp_path: Path) -> None:
-    """A real CPU sweep (scripts/sweep.py) with wandb.mode=offline, then its resume with one more
+    """A real CPU sweep (scripts/sweep.py) with sink.wandb.mode=offline, then its resume with one more
     task: both parts are one W&B run; their table rows equal the Parquet rows one for one; each
     part holds the results and report artifacts and a flat summary; config.yaml and run.json
     record what ran, one run.json entry per run; the committed workspace names only logged keys."""
@@ -222,7 +222,7 @@ def test_real_sweep_and_resume_one_run_with_artifacts_and_provenance(tmp_path: P
     runs = []
     for include in ("[activation/relu]", "[activation/relu,math/exp]"):
         args = [f"output_dir={tmp_path / 'results'}", f"suite.include={include}",
-                "wandb.mode=offline", "wandb.group=ci", "wandb.table_log_interval_s=0"]
+                "sink.wandb.mode=offline", "sink.wandb.group=ci", "sink.wandb.table_log_interval_s=0"]
         sweep = subprocess.run([sys.executable, str(root / "scripts/sweep.py"), *args], cwd=root,
                                capture_output=True, text=True, timeout=900, env=dict(os.environ))
         assert sweep.returncode == 0, sweep.stderr[-2000:]

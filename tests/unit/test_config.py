@@ -9,7 +9,7 @@ from kbx_ray.suite import SuiteError, load_suite, select_ids
 def test_defaults():
     cfg = load_config([])
     assert (cfg.model.backend, cfg.method.name, cfg.hardware) == ("reference", "one_shot", ["auto"])
-    assert cfg.output_dir == "results" and cfg.wandb.mode == "offline"
+    assert cfg.output_dir == "results" and cfg.sink["wandb"]["mode"] == "offline"
 
 
 def test_overrides_and_groups():
@@ -26,6 +26,8 @@ def test_overrides_and_groups():
     (["model=gpt-17"], "unknown model 'gpt-17'"),
     (["method=nope"], "unknown method 'nope'"),
     (["justaword"], "not key=value"),
+    (["wandb.mode=disabled"], "wandb in the command line has moved: set sink.wandb.<key> (e.g. "
+     "sink.wandb.mode=disabled)"),
 ])
 def test_bad_config_is_one_clear_line(overrides, needle):
     with pytest.raises(ConfigError) as e:

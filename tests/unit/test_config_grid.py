@@ -71,13 +71,13 @@ def test_a_rounds_axis_leaves_methods_without_rounds_alone():
     ("evaluation.timing_cases=some", "evaluation.timing_cases='some'"),
     ("evaluation.sandbox.landlock=strict", "evaluation.sandbox.landlock='strict'"),
     ("evaluation.device=tpu", "evaluation.device='tpu'"),
-    ("wandb.mode=onlin", "wandb.mode='onlin'"),
+    ("sink.wandb.mode=onlin", "sink.wandb.mode='onlin'"),
     ("engine.mode=fast", "engine.mode='fast'"),
     ("evaluation.timing.feed=pushed", "timing feed 'pushed'"),
 ])
 def test_every_choice_key_is_checked(override, key):
     with pytest.raises(ConfigError) as e:
-        load_config([override])
+        validate(load_config([override]))  # a sink's options are typed when they are checked
     msg = str(e.value)
     assert key in msg and "\n" not in msg and "one of" in msg, msg
 

@@ -61,7 +61,7 @@ def test_the_settings_the_old_list_lacked_are_in_the_identity():
                     "evaluation.sandbox.network=true", "model.temperature=0.5"):
         assert sweep_id(load_config([changed])) != base, changed
     for same in ("evaluation.eval_budget_s=900", "evaluation.ref_cache_mb=1",
-                 "engine.flush_every=2", "wandb.mode=disabled", "sinks=[console]",
+                 "engine.flush_every=2", "sink.wandb.mode=disabled", "sinks=[console]",
                  "evaluation.sandbox.memory_gb=8", "force_resume=true"):
         assert sweep_id(load_config([same])) == base, same
     cfg = load_config([])

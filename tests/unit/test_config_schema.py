@@ -13,23 +13,27 @@ from kbx_ray.config import (
 )
 from kbx_ray.evaluate.parent.sandbox import Landlock
 from kbx_ray.preflight import validate
-from kbx_ray.wandb_settings import WandbMode
+from kbx_ray.wandb_settings import WandbConfig, WandbMode
 
 
 def test_conf_config_yaml_shows_every_default_of_the_schema():
-    """Generate-and-compare: conf/config.yaml holds exactly the schema's keys at their defaults
-    (regenerate it with config.default_yaml() after changing one)."""
+    """Generate-and-compare: conf/config.yaml holds exactly the schema's keys at their defaults,
+    and under `sink` each registered sink's options at theirs (regenerate it with
+    config.default_yaml() after changing one)."""
     on_disk = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "config.yaml"))
     schema = OmegaConf.to_container(OmegaConf.structured(Config), enum_to_str=True)
+    schema["sink"] = {"wandb": OmegaConf.to_container(OmegaConf.structured(WandbConfig),
+                                                      enum_to_str=True)}
     assert on_disk == schema, "conf/config.yaml differs from the schema's defaults: regenerate it"
     assert OmegaConf.to_container(OmegaConf.create(default_yaml())) == schema
 
 
 def test_choice_fields_are_enums_and_their_values_read_as_text():
-    cfg = load_config(["engine.mode=task", "method.stop_when=fast", "wandb.mode=disabled",
+    cfg = load_config(["engine.mode=task", "method.stop_when=fast", "sink.wandb.mode=disabled",
                        "evaluation.sandbox.landlock=off"])
     assert cfg.engine.mode is EngineMode.task and cfg.method.stop_when is StopWhen.fast
-    assert cfg.wandb.mode is WandbMode.disabled and cfg.evaluation.sandbox.landlock is Landlock.off
+    assert validate(cfg).sinks["wandb"].mode is WandbMode.disabled
+    assert cfg.evaluation.sandbox.landlock is Landlock.off
     # a member is its spelling wherever the code compares, formats or hashes it
     assert cfg.engine.mode == "task" and f"{cfg.method.stop_when}" == "fast"
 
@@ -89,7 +93,7 @@ def test_the_help_lists_every_choice_key_of_the_schema_with_its_default():
     text = sweep.format_help()
     keys = choice_keys()
     assert {k for k, _, _ in keys} >= {"engine.mode", "engine.aot_compile", "method.stop_when",
-                                       "wandb.mode", "evaluation.device",
+                                       "sink.wandb.mode", "evaluation.device",
                                        "evaluation.sandbox.landlock"}
     for key, enum, default in keys:
         assert f"{key}={'|'.join(enum.__members__)}  (default: {default})" in text

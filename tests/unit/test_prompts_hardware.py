@@ -87,7 +87,7 @@ class _Rows:
 
 def test_engine_hands_the_cells_pool_to_the_method(tmp_path: Path):
     cfg = load_config([f"output_dir={tmp_path}", "suite.include=[activation/relu]", "model=reference",
-                       "method=one_shot", "hardware=[h100]", "wandb.mode=disabled"])
+                       "method=one_shot", "hardware=[h100]", "sink.wandb.mode=disabled"])
     p = engine.plan(cfg)
     cell = next(p.todo())
     group, rows = _Evaluators(), _Rows()

@@ -257,7 +257,7 @@ def test_a_sink_from_a_new_module_receives_a_sweeps_rows(plugin, local_ray, tmp_
     cfg = load_config([f"output_dir={tmp_path / 'results'}", "suite.name=tmp_list",
                        f"suite.path={tmp_path}", "model.name=echo", "model.backend=tmp_echo",
                        "method.name=twice", "method.kind=tmp_twice", "engine.mode=noop",
-                       "wandb.mode=disabled", "sinks=[tmp_sink_needs_pkg,tmp_rows]"])
+                       "sink.wandb.mode=disabled", "sinks=[tmp_sink_needs_pkg,tmp_rows]"])
     with caplog.at_level(logging.WARNING, logger="kbx_ray.sinks"):
         p = engine.run_sweep(cfg)
     (sink,) = plugin.SEEN

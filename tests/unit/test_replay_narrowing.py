@@ -36,7 +36,7 @@ def preds(tmp_path: Path) -> Path:
 
 def plan(tmp_path: Path, source: Path, *extra: str) -> Sweep:
     return engine.plan(load_config([f"output_dir={tmp_path / 'out'}", "model=replay",
-                                    f"model.options.path={source}", "wandb.mode=disabled",
+                                    f"model.options.path={source}", "sink.wandb.mode=disabled",
                                     *extra]))
 
 

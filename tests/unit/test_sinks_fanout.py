@@ -7,13 +7,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from kbx_ray.config import Config, ConfigError, load_config
+from kbx_ray.config import ConfigError, load_config
 from kbx_ray.preflight import validate
 from kbx_ray.sinks import (
     ConsoleSink, FanOut, ParquetSink, ParquetWriteError, Sink, WandbSink, build_sinks, read_table,
-    sink_settings,
+    sink_options,
 )
-from kbx_ray.wandb_settings import WandbConfig
 
 
 class Recorder(Sink):
@@ -86,20 +85,20 @@ def test_close_reaches_every_sink_then_reraises_critical() -> None:
 
 
 def test_build_sinks_puts_parquet_first(tmp_path: Path) -> None:
-    fan = build_sinks(tmp_path, "sw", sink_settings(Config(wandb=WandbConfig(mode="disabled"))))
+    fan = build_sinks(tmp_path, "sw", sink_options(["wandb", "console"],
+                                                   {"wandb": {"mode": "disabled"}}))
     assert [type(s) for s in fan.sinks] == [ParquetSink, ConsoleSink]
     assert fan.critical
-    fan = build_sinks(tmp_path, "sw",
-                      sink_settings(Config(wandb=WandbConfig(mode="offline"), sinks=["wandb"])))
+    fan = build_sinks(tmp_path, "sw", sink_options(["wandb"], {"wandb": {"mode": "offline"}}))
     assert [type(s) for s in fan.sinks] == [ParquetSink, WandbSink]
-    with pytest.raises(ValueError, match="wandb.mode='cloud'"):
-        sink_settings(Config(wandb=WandbConfig(mode="cloud")))
+    with pytest.raises(ValueError, match=r"^sink.wandb.mode='cloud' is not a choice"):
+        sink_options(["wandb"], {"wandb": {"mode": "cloud"}})
 
 
 def test_sinks_come_from_config_in_order_after_parquet_and_the_extra(tmp_path: Path) -> None:
     rec = Recorder()
-    cfg = load_config(["wandb.mode=disabled", "sinks=[console,parquet,wandb]"])
-    fan = build_sinks(tmp_path, "sw", sink_settings(cfg), extra=[rec])
+    cfg = load_config(["sink.wandb.mode=disabled", "sinks=[console,parquet,wandb]"])
+    fan = build_sinks(tmp_path, "sw", sink_options(cfg.sinks, cfg.sink), extra=[rec])
     assert [type(s) for s in fan.sinks] == [ParquetSink, Recorder, ConsoleSink]
     with pytest.raises(ConfigError, match=r"^unknown sink 'jsonl' in sinks=\['jsonl'\]: choose "
                        r"from console, parquet, wandb, or add kbx_ray/sinks/jsonl.py$"):
