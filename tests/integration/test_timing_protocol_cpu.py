@@ -41,8 +41,13 @@ def test_every_case_is_timed_then_rechecked(timed_ev):
 def test_a_cache_switched_on_during_timing_is_caught_by_the_recheck(timed_ev):
     code = (FIXTURES / "exploits" / "timed_pointer_cache.py").read_text()
     res = timed_ev.evaluate(RELU, make_candidate(RELU.task_id, "relu", code))
-    assert (res.exec_ok, res.error_kind, res.stage) == (False, "mismatch", "timing"), res.error_msg
-    assert "after timing" in res.error_msg
+    # its cache is keyed by the tensor object's id: whether the recheck's call hits it depends on
+    # which objects the worker's allocator reuses; when it misses, the cached timed calls are still
+    # far faster than the recorded program timed alone (the replay's timing check)
+    assert (res.exec_ok, res.stage) == (False, "timing"), res.error_msg
+    assert (res.error_kind == "mismatch" and "after timing" in res.error_msg) or (
+        res.error_kind == "timing_invalid" and "its own recorded kernel program" in res.error_msg), \
+        res.error_msg
     follow = timed_ev.evaluate(RELU, make_candidate(RELU.task_id, "relu", GOOD))
     assert follow.exec_ok, follow.error_msg
 

@@ -300,8 +300,9 @@ def test_a_content_cache_passes_the_rotation_alone_and_the_fresh_sets_catch_it()
     timing = TimingConfig(min_reps=40, max_reps=40, budget_s=0.0)
     for fresh, replay, want in ((0, "off", (True, "")), (2, "off", (False, "timing_invalid")),
                                 (0, "on", (False, "timing_invalid"))):
+        # 40 timed reps of the program under the interpreter: room for a loaded 2-core box
         e = Evaluator(EvalConfig(device="cpu", cpu_timing=True, fresh_sets=fresh, replay=replay,
-                                 case_timeout_s=120, load_timeout_s=60, timing=timing))
+                                 case_timeout_s=300, load_timeout_s=60, timing=timing))
         try:
             res = _judge(e, task, path)
         finally:
