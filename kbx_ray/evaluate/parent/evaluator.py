@@ -24,7 +24,7 @@ from kbx_ray.evaluate.static.checks import static_check
 from kbx_ray.evaluate.parent.correctness import Verdict
 from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger
 from kbx_ray.evaluate.parent.gpulock import GpuLock, NoLock
-from kbx_ray.evaluate.worker.inputs import InputCache
+from kbx_ray.evaluate.common.inputs import InputCache
 from kbx_ray.evaluate.reply import RunReply
 from kbx_ray.evaluate.parent.reference_cache import References
 from kbx_ray.evaluate.parent.replay_check import Pending, Replay

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kbx_ray.evaluate.parent import case_checks
 from kbx_ray.evaluate.parent.case_checks import Fail as _Fail
@@ -12,8 +12,8 @@ from kbx_ray.evaluate.parent.timing_judgement import judge_timing, timing_groups
 from kbx_ray.evaluate.reply import RecheckReply, TimeReply
 from kbx_ray.types import CaseResult, EvalResult, Task
 
-if TYPE_CHECKING:
-    from kbx_ray.evaluate.parent.evaluator import Evaluator
+# `ev` is the `evaluator.Evaluator` running the evaluation (not imported: it imports this module)
+Evaluator = Any
 
 
 def time_cases(ev: Evaluator, ref_mod: Any, task: Task, cases: list[dict],

@@ -20,14 +20,15 @@ import torch
 
 from kbx_ray.evaluate.reply import (CallReport, RecheckReply, RunReply, TimedCheck, TimedSample,
                                     TimeReply, wire)
+from kbx_ray.evaluate.common import timing
 from kbx_ray.evaluate.worker import (dispatch_monitor, host_values, ledger, poison, recorder,
-                                     rotation, sentinels, timing, triton_hooks, value_readers)
+                                     rotation, sentinels, triton_hooks, value_readers)
 from kbx_ray.evaluate.worker.call_checks import observe, refill, same, scalars
 from kbx_ray.evaluate.worker.candidate_errors import (CandidateError, candidate_tb, cuda_suspect,
                                                       error_kind, import_path)
 from kbx_ray.evaluate import program
 from kbx_ray.evaluate.worker import replayer
-from kbx_ray.evaluate.worker.inputs import InputCache, replay_inputs
+from kbx_ray.evaluate.common.inputs import InputCache, replay_inputs
 from kbx_ray.evaluate.worker.outputs import encode
 
 DEVICE = os.environ.get("KBX_DEVICE", "cpu")

@@ -16,7 +16,7 @@ from typing import Any
 from kbx_ray.evaluate.worker.aten_ops import (ALLOC, CONST_FILLS, EXACT_MOVES, LIFTS, META, READS,
                                               VIEWS, lossless)
 from kbx_ray.evaluate.worker.frames import trial
-from kbx_ray.evaluate.worker.trees import tensors
+from kbx_ray.evaluate.common.trees import tensors
 
 
 def _ptr(t: Any) -> int:

@@ -12,7 +12,8 @@ from kbx_ray.evaluate.worker.ledger import Monitor
 
 def _guard_namespaces() -> tuple[dict[str, Any], ...]:
     """The globals of the runtime guards' modules and of the tensor walk they rely on."""
-    from kbx_ray.evaluate.worker import (aten_ops, dispatch_monitor, frames, ledger, trees,
+    from kbx_ray.evaluate.common import trees
+    from kbx_ray.evaluate.worker import (aten_ops, dispatch_monitor, frames, ledger,
                                          triton_hooks, value_readers)
 
     return tuple(vars(m) for m in (aten_ops, ledger, frames, dispatch_monitor, value_readers,

@@ -14,7 +14,7 @@ from kbx_ray.evaluate.worker import grid_capture
 from kbx_ray.evaluate.worker.host_values import launch_values
 from kbx_ray.evaluate.worker.ledger import MONITOR
 from kbx_ray.evaluate.worker.recorder import RECORDER
-from kbx_ray.evaluate.worker.trees import tensors
+from kbx_ray.evaluate.common.trees import tensors
 
 
 def _side_stream_probe() -> Any:
