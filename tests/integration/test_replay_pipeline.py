@@ -1,5 +1,6 @@
-"""The replay runs beside the next seed's call (evaluator._check_case): a seed's replay is still
-judged before any later seed's outputs, and a reply nobody read never answers a later request.
+"""The replay runs beside the next seed's call (parent/correctness_stage.py): a seed's replay is
+still judged before any later seed's outputs, and a reply nobody read never answers a later
+request.
 
 Real parts: the evaluator with its two sandbox workers on the CPU, the monitor and the static
 layer off (as in test_replay_design), so only the replay tells the first seed's host answer.

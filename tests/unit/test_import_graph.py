@@ -148,7 +148,7 @@ def test_what_both_sides_import_reaches_neither_side() -> None:
     _unreached("kbx_ray.evaluate.common", ("kbx_ray.evaluate.parent", "kbx_ray.evaluate.worker",
                                            "kbx_ray.evaluate.static"))
     g = graph()
-    assert "kbx_ray.evaluate.common.timing" in g["kbx_ray.evaluate.worker.handlers"]
+    assert "kbx_ray.evaluate.common.timing" in g["kbx_ray.evaluate.worker.main"]
     assert "kbx_ray.evaluate.common.inputs" in g["kbx_ray.evaluate.parent.reference_cache"]
 
 
