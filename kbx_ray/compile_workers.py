@@ -21,7 +21,7 @@ from typing import Any
 
 from kbx_ray.actor_group import ActorGroup
 from kbx_ray.evaluate.parent.aot import AotResult
-from kbx_ray.evaluate.parent.sandbox import SandboxConfig
+from kbx_ray.evaluate.settings import SandboxConfig
 from kbx_ray.per_loop import PerLoop
 from kbx_ray.types import Candidate, Task
 

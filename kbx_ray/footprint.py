@@ -48,7 +48,7 @@ _CACHE: dict[tuple, tuple[int, str]] = {}
 
 def _tensors(obj: Any) -> list:
     """The tensors in `obj` (the evaluator's one walk, imported here on first use: torch)."""
-    from kbx_ray.evaluate.worker.trees import tensors
+    from kbx_ray.evaluate.common.trees import tensors
 
     return tensors(obj)
 

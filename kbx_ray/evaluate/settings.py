@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kbx_ray.evaluate.parent.sandbox import SandboxConfig
-from kbx_ray.evaluate.worker.timing import TimingConfig
+from kbx_ray.evaluate.common.timing import TimingConfig
 from kbx_ray.identity import FILLED, LIMIT, RUN, exempt, verdict, walk
 from kbx_ray.schema import Choice
 
@@ -51,6 +50,31 @@ class Monitor(Choice):
 class TimingCases(Choice):
     large = "large"          # time the non-small cases
     all = "all"
+
+
+class Landlock(Choice):
+    auto = "auto"            # on for CPU workers; off for GPU workers until validated there
+    on = "on"                # required: a worker where it does not take is refused
+    off = "off"
+
+
+@dataclass
+class SandboxConfig:
+    device: str = verdict("cpu")                # "cuda" or "cpu" (Triton interpreter)
+    cpu_seconds: int = exempt(900, why=LIMIT)   # RLIMIT_CPU over the worker's life
+    file_mb: int = exempt(64, why=LIMIT)        # RLIMIT_FSIZE: caps the log and anything the
+    #                                             candidate writes
+    open_files: int = exempt(1024, why=LIMIT)   # RLIMIT_NOFILE
+    extra_procs: int = exempt(64, why=LIMIT)    # RLIMIT_NPROC above the processes this user already
+    #                                             runs
+    memory_gb: float = exempt(0.0, why=LIMIT)   # RLIMIT_AS on CPU workers (0 = off; CUDA reserves
+    #                                             huge VA)
+    network: bool = verdict(False)              # allow network (off: a private network namespace if
+    #                                             possible)
+    landlock: Landlock = verdict(Landlock.auto)  # auto: on for CPU workers (GPU once validated)
+    max_output_mb: int = exempt(0, why=LIMIT)   # cap on bytes a reply may carry (0 = auto:
+    #                                             reply_cap_bytes)
+    extra_env: dict[str, str] = verdict(factory=dict)
 
 
 @dataclass

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch.overrides import TorchFunctionMode
 
-from kbx_ray.evaluate.worker import trees
+from kbx_ray.evaluate.common import trees
 from kbx_ray.errors import SuiteError
 from kbx_ray.task_import import load_module
 from kbx_ray.types import Task, stable_hash
@@ -85,7 +85,7 @@ def header(doc: str, adapter: str, origin: str) -> str:
 
 # ---- run-time helpers --------------------------------------------------------------------------
 # tensors(obj): the tensors of a nested value, in order; tree_map(fn, obj): `obj` with `fn` applied
-# to each tensor. One walk for the harness and the adapters (`evaluate/worker/trees.py`, torch's
+# to each tensor. One walk for the harness and the adapters (`evaluate/common/trees.py`, torch's
 # pytree).
 tensors, tree_map = trees.tensors, trees.map_tensors
 

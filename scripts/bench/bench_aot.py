@@ -91,7 +91,7 @@ def gpu(args: argparse.Namespace, save: Any = None) -> dict:
 
     from kbx_ray.evaluate.parent.aot import compile_candidate
     from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
-    from kbx_ray.evaluate.parent.sandbox import SandboxConfig
+    from kbx_ray.evaluate.settings import SandboxConfig
 
     major, minor = torch.cuda.get_device_capability()
     arch = major * 10 + minor

@@ -9,7 +9,7 @@ dispatch, ledger.py; a secret share of watched timed calls) landed after `--base
 timing protocol is skipped, so the watched timed calls cost nothing here; the rest does.
 
 How: each tree gets a warm Evaluator(EvalConfig(device="cpu")) in its own process whose PYTHONPATH
-is that tree (its sandbox worker imports the same tree, sandbox._PKG_ROOT; checked in the hello),
+is that tree (its sandbox worker imports the same tree, spawn._PKG_ROOT; checked in the hello),
 and the current tree a second one with unseen_cases=0, so the unseen cases' share shows. Each
 evaluates the task's own solution.py on the small cases, as tests/integration/test_conformance.py
 does (its fixed unseen seed per task, so every run draws the same case). Per task the three run
@@ -63,7 +63,8 @@ def serve(unseen: int) -> None:
     ev._unseen_seed = lambda t: int(stable_hash(t.task_id), 16)  # as test_conformance: fixed
     out = sys.stdout
     sys.stdout = sys.stderr  # anything else printed stays off the reply channel
-    reply(out, {"kbx_ray": kbx_ray.__file__, "pkg_root": str(sandbox._PKG_ROOT),
+    spawn = sys.modules.get("kbx_ray.evaluate.parent.spawn", sandbox)  # older trees: the sandbox
+    reply(out, {"kbx_ray": kbx_ray.__file__, "pkg_root": str(spawn._PKG_ROOT),
                 "torch": torch.__version__, "triton": triton.__version__})
     for line in sys.stdin:
         tid = line.strip()

@@ -160,7 +160,8 @@ METHODS = ["ours", "do_bench", "graph"]
 def _timed_by(method: str, call: Any, cfg: Any) -> float:
     import triton.testing
 
-    from kbx_ray.evaluate.worker.timing import bench, graph_median_ms
+    from graph_timing import graph_median_ms
+    from kbx_ray.evaluate.common.timing import bench
 
     if method == "ours":
         return bench(call, cfg.timing).median_ms

@@ -63,7 +63,8 @@ def _call(task_id: str, case_name: str):  # noqa: ANN202
 def variants(names: list[str]) -> dict:
     import triton.testing
 
-    from kbx_ray.evaluate.worker.timing import TimingConfig, bench, graph_median_ms
+    from graph_timing import graph_median_ms
+    from kbx_ray.evaluate.common.timing import TimingConfig, bench
 
     base = TimingConfig()
     every = {
@@ -88,7 +89,7 @@ def probe_case(task_id: str, case_name: str, rounds: int, names: list[str]) -> d
             t0 = time.time()
             got.setdefault(name, []).append(run(call))
             marks.append((name, round(t0, 3), round(time.time(), 3)))
-    from kbx_ray.evaluate.worker.timing import TimingConfig, bench
+    from kbx_ray.evaluate.common.timing import TimingConfig, bench
 
     feed = bench(call, TimingConfig()).feed  # how our loop fed this case (queued or gated)
     torch.cuda.synchronize()

@@ -46,7 +46,7 @@ def _case(task_id: str, case_name: str | None):  # noqa: ANN202
 def placement(placements: int) -> dict:
     import torch
 
-    from kbx_ray.evaluate.worker.timing import TimingConfig, bench
+    from kbx_ray.evaluate.common.timing import TimingConfig, bench
 
     out = {}
     for task_id, name in PLACEMENT:
@@ -70,7 +70,8 @@ def agreement(rounds: int, tasks: list[str]) -> dict:
     import torch
     import triton.testing
 
-    from kbx_ray.evaluate.worker.timing import TimingConfig, bench, graph_median_ms
+    from graph_timing import graph_median_ms
+    from kbx_ray.evaluate.common.timing import TimingConfig, bench
     base = TimingConfig()
     variants = {"ours": base,
                 "unflushed_warmup": replace(base, warmup_flush=False),

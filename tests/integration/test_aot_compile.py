@@ -146,7 +146,8 @@ def test_a_seeding_failure_leaves_the_evaluation_alone(tmp_path):
     from types import SimpleNamespace
 
     from kbx_ray.evaluate.parent.actor import _seed
-    from kbx_ray.evaluate.parent.sandbox import Sandbox, SandboxConfig
+    from kbx_ray.evaluate.parent.sandbox import Sandbox
+    from kbx_ray.evaluate.settings import SandboxConfig
 
     box = Sandbox(SandboxConfig(device="cpu"))
     try:

@@ -1,5 +1,6 @@
-"""The replay runs beside the next seed's call (evaluator._check_case): a seed's replay is still
-judged before any later seed's outputs, and a reply nobody read never answers a later request.
+"""The replay runs beside the next seed's call (parent/correctness_stage.py): a seed's replay is
+still judged before any later seed's outputs, and a reply nobody read never answers a later
+request.
 
 Real parts: the evaluator with its two sandbox workers on the CPU, the monitor and the static
 layer off (as in test_replay_design), so only the replay tells the first seed's host answer.
@@ -10,7 +11,8 @@ import pytest
 
 from kbx_ray.evaluate.parent import evaluator as evaluator_mod
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
-from kbx_ray.evaluate.parent.sandbox import Sandbox, SandboxConfig
+from kbx_ray.evaluate.parent.sandbox import Sandbox
+from kbx_ray.evaluate.settings import SandboxConfig
 from kbx_ray.evaluate.static import checks
 from kbx_ray.suite import get_task
 from tests.conftest import make_candidate

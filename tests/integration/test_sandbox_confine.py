@@ -16,7 +16,8 @@ import pytest
 from kbx_ray.evaluate.static import checks
 from kbx_ray.evaluate.parent import evaluator as evaluator_mod
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
-from kbx_ray.evaluate.parent.sandbox import ConfinementError, Sandbox, SandboxConfig
+from kbx_ray.evaluate.parent.sandbox import ConfinementError, Sandbox
+from kbx_ray.evaluate.settings import SandboxConfig
 from kbx_ray.suite import get_task
 from tests.conftest import make_candidate
 

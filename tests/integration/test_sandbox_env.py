@@ -1,7 +1,8 @@
 """The worker's environment, limits and working directory."""
 import os
 
-from kbx_ray.evaluate.parent.sandbox import SandboxConfig, scrubbed_env
+from kbx_ray.evaluate.parent.spawn import scrubbed_env
+from kbx_ray.evaluate.settings import SandboxConfig
 
 
 def test_secrets_never_reach_the_worker(monkeypatch):

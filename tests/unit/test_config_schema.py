@@ -11,7 +11,7 @@ from kbx_ray.config import (
     CONF_DIR, AotCompile, Config, ConfigError, EngineMode, StopWhen, choice_keys, default_yaml,
     load_config,
 )
-from kbx_ray.evaluate.parent.sandbox import Landlock
+from kbx_ray.evaluate.settings import Landlock
 from kbx_ray.preflight import validate
 from kbx_ray.wandb_settings import WandbConfig, WandbMode
 

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import json
 
-from kbx_ray.evaluate.worker.confine import Spec, unmet
-from kbx_ray.evaluate.parent.sandbox import SandboxConfig, confine_spec
+from kbx_ray.evaluate.common.confine import Spec, unmet
+from kbx_ray.evaluate.parent.spawn import confine_spec
+from kbx_ray.evaluate.settings import SandboxConfig
 
 
 def _report(spec: Spec, **over: object) -> dict:

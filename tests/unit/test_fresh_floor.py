@@ -4,7 +4,7 @@ import pytest
 
 from kbx_ray.evaluate.parent.case_checks import Fail
 from kbx_ray.evaluate.reply import TimedCheck
-from kbx_ray.evaluate.worker.timing import Timing
+from kbx_ray.evaluate.common.timing import Timing
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.evaluate.parent.timing_judgement import check_fresh_calls
 
@@ -56,7 +56,8 @@ def test_a_host_bound_fresh_call_is_called_once_and_timed_by_its_events(monkeypa
     which hold its waits (as the timed calls' events held theirs)."""
     import torch
 
-    from kbx_ray.evaluate.worker import rotation, timing
+    from kbx_ray.evaluate.common import timing
+    from kbx_ray.evaluate.worker import rotation
 
     x = torch.zeros(8)
     calls, queued = [], []

@@ -3,11 +3,12 @@ the dispatch monitor (`frames.HARNESS_FILES`), and each one's globals are watche
 sentinels."""
 from __future__ import annotations
 
-from kbx_ray.evaluate.worker import (aten_ops, dispatch_monitor, frames, host_values, ledger,
-                                     sentinels, triton_hooks, value_readers)
+from kbx_ray.evaluate.worker import (aten_ops, bounds_checker, copy_rules, dispatch_monitor,
+                                     frames, host_values, ledger, sentinels, storages,
+                                     triton_hooks, value_readers)
 
-GUARD_MODULES = (aten_ops, dispatch_monitor, frames, ledger, sentinels, triton_hooks,
-                 value_readers)
+GUARD_MODULES = (aten_ops, dispatch_monitor, frames, ledger, copy_rules, storages, sentinels,
+                 triton_hooks, bounds_checker, value_readers)
 
 
 def test_the_guards_share_one_ledger() -> None:

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from kbx_ray.evaluate.worker import host_values as hv
+from kbx_ray.evaluate.worker import marked_numbers as mn
 from kbx_ray.evaluate.worker.ledger import MONITOR
 
 
@@ -32,8 +33,8 @@ def call():
 def test_ints_are_sizes_never_matched_against_kept_floats(call):
     _, alpha, _ = call
     kept = float(alpha)  # the conversion drops the mark and keeps the value
-    assert type(kept) is float and hv.find(kept) == hv.INPUT
-    assert hv.find(10) is None and hv.find([10, 10.0]) == hv.INPUT
+    assert type(kept) is float and hv.find(kept) == mn.INPUT
+    assert hv.find(10) is None and hv.find([10, 10.0]) == mn.INPUT
     assert torch.empty(10, 10).view(5, 20).shape == (5, 20)  # sizes equal to the argument
 
 
@@ -55,7 +56,7 @@ def test_a_new_tensor_may_hold_the_calls_own_arguments_verbatim(call):
 
 def test_numbers_read_back_never_fill_a_tensor(call):
     x, alpha, _ = call
-    total = hv.mark(66.0, hv.READ)  # what `x.sum().item()` returns inside a call
+    total = mn.mark(66.0, mn.READ)  # what `x.sum().item()` returns inside a call
     with pytest.raises(hv.HostValueError, match="read back"):
         torch.full_like(x, total)
     with pytest.raises(hv.HostValueError, match="read back"):

@@ -1,11 +1,15 @@
 """kbx_ray/ has no import cycle: every module's imports, function-level ones included, are parsed
 (no module is imported), with the package `__init__` each import runs first, and any strongly
 connected group of modules fails the test, named with one cycle through it. The sandbox worker's
-modules (kbx_ray/evaluate/worker/) reach nothing of the trusted parent's or the static checks'.
+modules (kbx_ray/evaluate/worker/) reach nothing of the trusted parent's or the static checks';
+what both sides import (evaluate/common/) reaches neither side, and the config reaches no side.
 """
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "kbx_ray"
@@ -114,19 +118,53 @@ def test_kbx_ray_has_no_import_cycle() -> None:
     assert not found, "import cycles: " + "; ".join(" -> ".join(c) for c in found)
 
 
+def reached(g: dict[str, set[str]], start: str) -> set[str]:
+    """Every module `start` imports, at any depth."""
+    seen, todo = set(), [start]
+    while todo:
+        for w in g[todo.pop()] - seen:
+            seen.add(w)
+            todo.append(w)
+    return seen
+
+
+def _unreached(prefix: str, banned: tuple[str, ...]) -> None:
+    g = graph()
+    starts = [m for m in g if m.startswith(prefix)]
+    assert len(starts) > 3, starts
+    for start in starts:
+        bad = sorted(m for m in reached(g, start) if m.startswith(banned))
+        assert not bad, (start, bad)
+
+
 def test_the_worker_reaches_nothing_of_the_parent_or_the_static_checks() -> None:
     """What runs beside the candidate (worker/) imports, at any depth, no module of parent/ or
     static/: they run only in the trusted parent."""
+    _unreached("kbx_ray.evaluate.worker", ("kbx_ray.evaluate.parent", "kbx_ray.evaluate.static"))
+
+
+def test_what_both_sides_import_reaches_neither_side() -> None:
+    """parent/ and worker/ may import common/; common/ imports none of parent/, worker/, static/."""
+    _unreached("kbx_ray.evaluate.common", ("kbx_ray.evaluate.parent", "kbx_ray.evaluate.worker",
+                                           "kbx_ray.evaluate.static"))
     g = graph()
-    for start in (m for m in g if m.startswith("kbx_ray.evaluate.worker")):
-        seen, todo = set(), [start]
-        while todo:
-            for w in g[todo.pop()] - seen:
-                seen.add(w)
-                todo.append(w)
-        bad = sorted(m for m in seen if m.startswith(("kbx_ray.evaluate.parent",
-                                                      "kbx_ray.evaluate.static")))
-        assert not bad, (start, bad)
+    assert "kbx_ray.evaluate.common.timing" in g["kbx_ray.evaluate.worker.main"]
+    assert "kbx_ray.evaluate.common.inputs" in g["kbx_ray.evaluate.parent.reference_cache"]
+
+
+def test_loading_the_evaluation_settings_imports_no_side_and_no_torch() -> None:
+    """A config load imports `evaluate/settings.py`: it must not start the sandbox's or the
+    worker's modules (nor torch), so it is checked in a fresh interpreter's `sys.modules`."""
+    code = ("import json, sys; import kbx_ray.evaluate.settings as s; s.EvalConfig(); "
+            "print(json.dumps(sorted(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=PACKAGE.parent)
+    assert out.returncode == 0, out.stderr[-2000:]
+    loaded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "kbx_ray.evaluate.settings" in loaded
+    bad = [m for m in loaded if m.startswith(("kbx_ray.evaluate.parent", "kbx_ray.evaluate.worker",
+                                              "kbx_ray.evaluate.static", "torch"))]
+    assert not bad, bad
 
 
 def test_the_checker_finds_a_cycle_through_a_function_level_import(tmp_path: Path) -> None:

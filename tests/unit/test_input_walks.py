@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from kbx_ray.evaluate.worker.inputs import _nbytes
+from kbx_ray.evaluate.common.inputs import _nbytes
 from kbx_ray.evaluate.parent.roofline import compute_dtype
 
 Pair = namedtuple("Pair", "a b")

@@ -229,7 +229,7 @@ def test_autotune_runs_first_config_once_with_its_hooks(results):
 def test_to_tf32_rounds_to_ten_mantissa_bits_nearest_even():
     import numpy as np
 
-    from kbx_ray.evaluate.worker.interp_compat import to_tf32
+    from kbx_ray.evaluate.worker.interp_bf16 import to_tf32
 
     one = np.float32(1.0)
     ulp = np.float32(2.0 ** -10)
@@ -247,7 +247,7 @@ TF32_SCRIPT = r'''
 import os
 os.environ["TRITON_INTERPRET"] = "1"
 import torch, triton, triton.language as tl
-from kbx_ray.evaluate.worker import interp_compat
+from kbx_ray.evaluate.worker import interp_bf16, interp_compat
 interp_compat.install()
 
 @triton.jit
@@ -268,7 +268,7 @@ def _dot(a_ptr, b_ptr, c_ptr, B: tl.constexpr, P: tl.constexpr):
 g = torch.Generator().manual_seed(0)
 a, b = torch.randn(32, 32, generator=g), torch.randn(32, 32, generator=g)
 exact = a.double() @ b.double()
-rt = lambda t: torch.from_numpy(interp_compat.to_tf32(t.numpy())).double()
+rt = lambda t: torch.from_numpy(interp_bf16.to_tf32(t.numpy())).double()
 tf = rt(a) @ rt(b)
 for p in range(4):
     c = torch.empty(32, 32)

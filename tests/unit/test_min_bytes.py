@@ -10,7 +10,7 @@ from kbx_ray.evaluate.parent.roofline import floor_fraction, roofline
 from kbx_ray.evaluate.parent.timing_judgement import judge_timing
 from kbx_ray.evaluate.reply import TimedCheck
 from kbx_ray.evaluate.settings import EvalConfig
-from kbx_ray.evaluate.worker.timing import Timing
+from kbx_ray.evaluate.common.timing import Timing
 from kbx_ray.types import CaseResult, EvalResult
 
 PEAK_GBPS = 1000.0   # 1 GB per ms

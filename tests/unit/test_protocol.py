@@ -115,7 +115,7 @@ def test_a_large_tensor_crosses_a_real_pipe_while_the_reader_reads():
 
 def test_reply_cap_follows_the_parents_memory_unless_the_config_sets_it():
     """A fixed 2 GiB cap failed KernelBench's 19_ReLU (6 GiB of output) on an H200 as a crash."""
-    from kbx_ray.evaluate.parent.sandbox import reply_cap_bytes
+    from kbx_ray.evaluate.parent.spawn import reply_cap_bytes
 
     assert reply_cap_bytes(8) == 8 << 20
     with open("/proc/meminfo") as f:

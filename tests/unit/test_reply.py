@@ -12,7 +12,7 @@ from kbx_ray.evaluate.parent import case_checks
 from kbx_ray.evaluate.parent.timing_judgement import timing_record
 from kbx_ray.evaluate.reply import CallReport, OutputMeta, ReplyError, RunReply, parse, wire
 from kbx_ray.evaluate.worker.outputs import encode
-from kbx_ray.evaluate.worker.timing import Timing
+from kbx_ray.evaluate.common.timing import Timing
 
 
 def _report(**kw) -> CallReport:

@@ -1,8 +1,8 @@
-"""correctness.seed_dependence: two outputs of a random task under different seeds must look like
+"""seed_dependence.seed_dependence: two outputs of a random task under different seeds must look like
 independent draws, position by position (continuous values, and discrete ones such as masks)."""
 import torch
 
-from kbx_ray.evaluate.parent.correctness import seed_dependence
+from kbx_ray.evaluate.parent.seed_dependence import seed_dependence
 
 
 def test_independent_draws_pass_in_every_dtype_and_for_discrete_values():

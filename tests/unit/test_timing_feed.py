@@ -11,7 +11,7 @@ import types
 import pytest
 import torch
 
-from kbx_ray.evaluate.worker import timing
+from kbx_ray.evaluate.common import timing
 
 
 class Sim:
@@ -193,19 +193,20 @@ def test_side_stream_wall_is_remeasured_while_suspect_and_keeps_the_least():
     """A stall from another process only adds time: a second try below the bound clears the call.
     Work hidden on a side stream costs its time in every try and stays suspect after all of them.
     The bound is on the wait after the call returned, not on the call's own host time."""
-    from kbx_ray.evaluate.worker import timing as T
+    from kbx_ray.evaluate.common import side_stream as S
+    from kbx_ray.evaluate.common import timing as T
 
     def walls(*values: tuple[float, float]):
         it = iter(values)
         return lambda fn, n, after: next(it)
 
     # 4 us by events; a stalled first read (0.33 ms tail), then 0.03 ms: cleared on the second try
-    got = T.side_stream_wall(None, 20, None, 0.004, measure=walls((0.4, 0.33), (0.1, 0.03), (9, 9)))
+    got = S.side_stream_wall(None, 20, None, 0.004, measure=walls((0.4, 0.33), (0.1, 0.03), (9, 9)))
     assert got == (0.1, 0.03, 2)
     # a host-heavy wrapper: 0.19 ms of Python, 0.02 ms of waiting: not suspect, one try
-    assert T.side_stream_wall(None, 20, None, 0.018, measure=walls((0.21, 0.02))) == (0.21, 0.02, 1)
+    assert S.side_stream_wall(None, 20, None, 0.018, measure=walls((0.21, 0.02))) == (0.21, 0.02, 1)
     # a side stream doing 0.3 ms of work per call after returning: suspect in every try
-    got = T.side_stream_wall(None, 20, None, 0.004,
+    got = S.side_stream_wall(None, 20, None, 0.004,
                              measure=walls((0.32, 0.31), (0.31, 0.30), (0.33, 0.32)))
     assert got == (0.31, 0.30, 3)
     assert T.side_stream_suspect(T.Timing(0.004, 0.004, 0.004, 10, 0.01, 0.1, 0.04,

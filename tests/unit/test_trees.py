@@ -1,4 +1,4 @@
-"""The one tensor walk (kbx_ray/evaluate/worker/trees.py): the order and leaves every hand-written walker
+"""The one tensor walk (kbx_ray/evaluate/common/trees.py): the order and leaves every hand-written walker
 gave, and a candidate that tampers with it (or with torch's pytree under it) is seen."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree
 
-from kbx_ray.evaluate.worker import trees
+from kbx_ray.evaluate.common import trees
 from kbx_ray.evaluate.worker.sentinels import Sentinels
 
 Pair = collections.namedtuple("Pair", "a b")

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from kbx_ray.evaluate.static import policy as P
+from kbx_ray.evaluate.static import value_attrs as V
 from kbx_ray.evaluate.static.checks import static_check
 
 HEAD = '''
@@ -67,6 +67,6 @@ def test_no_allowed_value_type_writes_files():
     """The allowlist is built from types: none of them has a file-writing method."""
     writers = {"dump", "dumps", "tofile", "tobytes", "write", "writelines", "save", "savez",
                "write_text", "write_bytes", "touch", "mkdir", "open"}
-    assert writers & P.value_attrs() == set()
-    assert {"dump", "tofile", "tobytes", "write"} <= P.foreign_attrs()
-    assert P.value_attr_refused("dump", {"dump"}) and P.value_attr_refused("block", {"block"}) is None
+    assert writers & V.value_attrs() == set()
+    assert {"dump", "tofile", "tobytes", "write"} <= V.foreign_attrs()
+    assert V.value_attr_refused("dump", {"dump"}) and V.value_attr_refused("block", {"block"}) is None

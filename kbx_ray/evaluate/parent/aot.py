@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from kbx_ray.evaluate.static.checks import static_check
-from kbx_ray.evaluate.parent.sandbox import (SandboxConfig, confine_spec, kill_group, redact,
-                                      scrubbed_env, spawn)
+from kbx_ray.evaluate.parent.redaction import redact
+from kbx_ray.evaluate.parent.spawn import confine_spec, kill_group, scrubbed_env, spawn
 from kbx_ray.evaluate.parent.triton_cache import ENTRY as _ENTRY
 from kbx_ray.evaluate.parent.triton_cache import seed_cache  # noqa: F401 - the seeding's home
+from kbx_ray.evaluate.settings import SandboxConfig
 from kbx_ray.types import Candidate, Task
 
 MAX_FILES_MB = 64  # what one candidate's compiles may bring back

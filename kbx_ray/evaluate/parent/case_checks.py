@@ -13,11 +13,12 @@ from typing import Any, Callable, TypeVar
 import torch
 
 from kbx_ray.evaluate.parent.correctness import (Verdict, compare, dtype_problem, layout_problem,
-                                                  numeric, recurring_strays, seed_dependence)
+                                                  numeric, recurring_strays)
 from kbx_ray.evaluate.parent.precise import admitted
 from kbx_ray.evaluate.protocol import tensor_from_wire
 from kbx_ray.evaluate.reply import CallReport, OutputMeta, ReplyError, TimedCheck, parse_reply
 from kbx_ray.evaluate.parent.redaction import scrub_paths
+from kbx_ray.evaluate.parent.seed_dependence import seed_dependence
 from kbx_ray.evaluate.parent.reference_cache import RefOutputs
 from kbx_ray.types import EvalResult, ErrorKind, trim
 

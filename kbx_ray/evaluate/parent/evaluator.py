@@ -22,18 +22,17 @@ from kbx_ray.evaluate.parent.admission import (Admission, device_ledger, file_sh
 from kbx_ray.evaluate.parent.case_checks import Fail as _Fail
 from kbx_ray.evaluate.static.checks import static_check
 from kbx_ray.evaluate.parent.correctness import Verdict
+from kbx_ray.evaluate.parent.correctness_stage import check_cases
 from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger
 from kbx_ray.evaluate.parent.gpulock import GpuLock, NoLock
-from kbx_ray.evaluate.worker.inputs import InputCache
-from kbx_ray.evaluate.reply import RunReply
+from kbx_ray.evaluate.common.inputs import InputCache
 from kbx_ray.evaluate.parent.reference_cache import References
-from kbx_ray.evaluate.parent.replay_check import Pending, Replay
+from kbx_ray.evaluate.parent.replay_check import Replay
 from kbx_ray.evaluate.parent.sandbox import Sandbox, WorkerDied, scrub_paths
 from kbx_ray.evaluate.settings import EvalConfig, resolve_device
 from kbx_ray.evaluate.parent.timing_stage import time_cases
-from kbx_ray.metrics import geomean
 from kbx_ray.suite import load_module
-from kbx_ray.types import Candidate, CaseResult, EvalResult, Task, trim
+from kbx_ray.types import Candidate, EvalResult, Task, trim
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +207,6 @@ class Evaluator:
         self.seeds.append(s)
         return s
 
-    # ---- stages ----------------------------------------------------------------------------
     def _run(self, task: Task, cand: Candidate, res: EvalResult) -> None:
         mark = self._static(task, cand, res)
         self._start_worker()
@@ -221,14 +219,7 @@ class Evaluator:
         mark = self._clock(res, "load", mark)
         ref_mod = load_module(task.path)
         cases = self.cases_for(task) + self._unseen(ref_mod, task, res)
-        for i, case in enumerate(cases):
-            n = self.cfg.seeds if case["small"] or task.random or case.get("unseen") else \
-                max(1, self.cfg.large_seeds)
-            seeds = [self._seed(j) for j in range(n)]  # fresh per case: no case tells another's
-            cr = self._check_case(ref_mod, task, case, seeds, res, first=i == 0)
-            res.cases.append(cr)
-            if not cr.ok:
-                raise _Fail("correctness", cr.error_kind, f"case {case['name']}: {cr.message}")
+        check_cases(self, ref_mod, task, cases, res)
         mark = self._clock(res, "correctness", mark)
         if self.device != "cuda" and not self.cfg.cpu_timing:
             res.timing_skipped = "no GPU: correctness ran under the Triton interpreter"
@@ -237,12 +228,6 @@ class Evaluator:
             res.flags.append("cpu_timing")  # the protocol ran; its figures mean nothing
         time_cases(self, ref_mod, task, cases, res)
         self._clock(res, "timing", mark)
-        timed = [c.speedup for c in res.cases if c.speedup]
-        if timed:
-            res.speedup = geomean(timed)
-        sols = [c.sol_fraction for c in res.cases if c.sol_fraction]
-        if sols:
-            res.sol_fraction = geomean(sols)
 
     def _static(self, task: Task, cand: Candidate, res: EvalResult) -> float:
         """The extraction's error, the syntax and the static checks; the clock after them."""
@@ -296,78 +281,6 @@ class Evaluator:
         if not reply.get("ok"):
             raise _Fail(stage, reply.get("error_kind", "infra_error"), reply.get("error_msg", ""))
         return reply, blobs
-
-    def _check_case(self, ref_mod: Any, task: Task, case: dict, seeds: list[int], res: EvalResult,
-                    first: bool) -> CaseResult:
-        """Each seed's call judged live, then its replay, which runs beside the next seed's call
-        (one GPU hold for the case): a seed's replay is judged before the next seed's outputs."""
-        cr = CaseResult(case=case["name"], seeds=len(seeds))
-        outs_by_seed, strays, pending = [], {}, None
-        with self.lock.shared():
-            try:
-                for i, seed in enumerate(seeds):  # one seed per request: a reply holds one seed's
-                    t0 = time.perf_counter()
-                    reply, blobs = self._ask({"op": "run", "case": case, "seeds": [seed],
-                                              "repeat": i == 0}, self.cfg.case_timeout_s,
-                                             "compile" if first and i == 0 else "correctness", res)
-                    res.stage, res.call_ok = "correctness", True
-                    info = case_checks.read(RunReply, reply, "run", res.stage).results[0]
-                    t1 = time.perf_counter()
-                    outs = case_checks.decode(info.outputs, blobs, self.device)
-                    outs_by_seed.append(outs)
-                    t2 = time.perf_counter()
-                    v = (case_checks.integrity(info, self.cfg.torch_compute, res, self.monitor)
-                         or case_checks.repeat_problem(info, outs, blobs, ref_mod, case, self.device)
-                         or case_checks.verdict(self.refs.outputs_for(ref_mod, task, case, seed),
-                                                outs, info, ref_mod, case, res,
-                                                self.refs.exact_for(ref_mod, task, case)(seed)))
-                    v = case_checks.strays_problem(strays, v, outs)  # an unseen case's, never twice
-                    earlier, pending = self._settle(pending, ref_mod, task, res), None
-                    if v.ok and not earlier:
-                        pending = self._replay_send(ref_mod, task, case, seed, info, res)
-                    for key, dt in (("worker_run", t1 - t0), ("decode", t2 - t1),
-                                    ("judge", time.perf_counter() - t2)):
-                        res.stage_s[key] = round(res.stage_s.get(key, 0.0) + dt, 4)
-                    failed = earlier or (None if v.ok else (seed, v)) or (
-                        (seed, pending) if isinstance(pending, Verdict) else None)
-                    cr.max_abs_err = max(cr.max_abs_err, v.max_abs_err)
-                    cr.max_rel_err = max(cr.max_rel_err, v.max_rel_err)
-                    if failed:
-                        break
-                else:
-                    failed = self._settle(pending, ref_mod, task, res)
-            except _Fail:
-                failed = self._settle(pending, ref_mod, task, res)  # an earlier seed's, first
-                if not failed:
-                    raise
-        if failed:
-            cr.error_kind, cr.message = failed[1].kind, f"seed {failed[0]}: {failed[1].message}"
-            return cr
-        if task.random and len(outs_by_seed) > 1:
-            why = case_checks.seed_problem(outs_by_seed)
-            if why:
-                cr.error_kind, cr.message = "mismatch", why
-                return cr
-        cr.ok = True
-        return cr
-
-    def _replay_send(self, ref_mod: Any, task: Task, case: dict, seed: int, info: Any,
-                     res: EvalResult) -> Any:
-        t0 = time.perf_counter()
-        got = self.replay.submit(self.refs, ref_mod, task, case, seed, info,
-                                 lambda: self.deadline - time.perf_counter())
-        res.stage_s["replay"] = round(res.stage_s.get("replay", 0.0) + time.perf_counter() - t0, 4)
-        return got
-
-    def _settle(self, pending: Any, ref_mod: Any, task: Task,
-                res: EvalResult) -> tuple[int, Verdict] | None:
-        """(seed, failing verdict) of a replay in flight; None when it agrees or none is."""
-        if not isinstance(pending, Pending):
-            return None
-        t0 = time.perf_counter()
-        v = self.replay.collect(pending, self.refs, ref_mod, task)
-        res.stage_s["replay"] = round(res.stage_s.get("replay", 0.0) + time.perf_counter() - t0, 4)
-        return (pending.seed, v) if v else None
 
     @property
     def monitor(self) -> bool:

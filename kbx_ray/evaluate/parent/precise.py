@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from kbx_ray.evaluate.parent.correctness import CHUNK, reference_outputs, tolerance_table
-from kbx_ray.evaluate.worker.trees import map_tensors
+from kbx_ray.evaluate.common.trees import map_tensors
 
 _WIDENED = (torch.float16, torch.bfloat16, torch.float32)
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kbx_ray.evaluate.worker import timing as timing_mod
+from kbx_ray.evaluate.common import timing as timing_mod
 from kbx_ray.evaluate.parent.correctness import flatten, reference_outputs
 from kbx_ray.evaluate.parent.precise import float64_outputs
-from kbx_ray.evaluate.worker.inputs import InputCache, replay_inputs
+from kbx_ray.evaluate.common.inputs import InputCache, replay_inputs
 from kbx_ray.evaluate.parent.roofline import compute_dtype
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.types import Task

@@ -52,7 +52,7 @@ def compute_dtype(inputs: Any) -> str:
     """
     import torch
 
-    from kbx_ray.evaluate.worker.trees import tensors
+    from kbx_ray.evaluate.common.trees import tensors
 
     for x in tensors(inputs):  # depth first, dicts in insertion order
         if x.dtype in (torch.int8, torch.uint8):

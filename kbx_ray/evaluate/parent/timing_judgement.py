@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from kbx_ray.evaluate.reply import ReplyError, TimedCheck, parse
-from kbx_ray.evaluate.worker import timing as timing_mod
+from kbx_ray.evaluate.common import timing as timing_mod
 from kbx_ray.evaluate.parent.case_checks import Fail
 from kbx_ray.evaluate.parent.roofline import floor_fraction, roofline
 from kbx_ray.evaluate.settings import EvalConfig

@@ -10,14 +10,17 @@ from kbx_ray.evaluate.parent import case_checks
 from kbx_ray.evaluate.parent.case_checks import Fail as _Fail
 from kbx_ray.evaluate.parent.timing_judgement import judge_timing, timing_groups, timing_record
 from kbx_ray.evaluate.reply import RecheckReply, TimeReply
+from kbx_ray.metrics import geomean
 from kbx_ray.types import CaseResult, EvalResult, Task
 
-Evaluator = Any  # parent/evaluator.Evaluator, which imports this module
+# `ev` is the `evaluator.Evaluator` running the evaluation (not imported: it imports this module)
+Evaluator = Any
 
 
 def time_cases(ev: Evaluator, ref_mod: Any, task: Task, cases: list[dict],
                res: EvalResult) -> None:
-    """Each timed case's loops under one exclusive GPU hold per group, then its checks."""
+    """Each timed case's loops under one exclusive GPU hold per group, then its checks; the
+    evaluation's speedup and fraction of peak (geometric means over the timed cases)."""
     res.stage = "timing"
     timed = [(c, cr) for c, cr in zip(cases, res.cases) if ev._timed(c, cases)]
     # consecutive timed cases that share one exclusive GPU hold (`timing_group_mb`)
@@ -28,6 +31,12 @@ def time_cases(ev: Evaluator, ref_mod: Any, task: Task, cases: list[dict],
             measured = [_time_case(ev, ref_mod, task, case) for case, _ in group]
         for (case, cr), m in zip(group, measured):
             _check_timed_case(ev, ref_mod, task, case, cr, res, *m)
+    timed_speedups = [c.speedup for c in res.cases if c.speedup]
+    if timed_speedups:
+        res.speedup = geomean(timed_speedups)
+    sols = [c.sol_fraction for c in res.cases if c.sol_fraction]
+    if sols:
+        res.sol_fraction = geomean(sols)
 
 
 def _time_case(ev: Evaluator, ref_mod: Any, task: Task,

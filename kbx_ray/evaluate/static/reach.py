@@ -11,6 +11,7 @@ from kbx_ray.evaluate.static import policy as P
 from kbx_ray.evaluate.static.aliases import AliasScope
 from kbx_ray.evaluate.static.resolve import resolve_chain, walk
 from kbx_ray.evaluate.static.scopes import COMPS, FUNCS, SCOPES, bindings, parts
+from kbx_ray.evaluate.static.value_attrs import value_attr_refused
 
 _BUILTINS = frozenset(dir(__import__("builtins"))) - P.BANNED_NAMES
 
@@ -96,12 +97,12 @@ class ReachChecks(AliasScope):
     def _value_attribute(self, node: ast.Attribute) -> None:
         """An attribute read on a runtime value (no module chain, not `self.x`/`cls.x`) must be
         one a value type the candidate may hold has, or one it defines itself
-        (`policy.value_attr_refused`): file writers of other types are refused as a class."""
+        (`value_attrs.value_attr_refused`): file writers of other types are refused as a class."""
         if not isinstance(node.ctx, ast.Load) or self._expand(node) or P.banned_attr_name(node.attr):
             return  # a module chain is resolved; a banned name is refused already
         if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
             return
-        why = P.value_attr_refused(node.attr, self._own_attrs())
+        why = value_attr_refused(node.attr, self._own_attrs())
         if why:
             self.bad(why)
 

@@ -89,7 +89,7 @@ REAL_INPUTS_MB = 512  # a case fake tensors cannot trace is retried with real CP
 
 
 def _call(task: Any, entry: Any, case: dict, seed: int) -> None:
-    from kbx_ray.evaluate.worker.inputs import fresh_copy
+    from kbx_ray.evaluate.common.inputs import fresh_copy
 
     # as the GPU worker calls it: a fresh copy of the inputs (offset 0, so the same alignment)
     args, kwargs = fresh_copy(task.make_inputs(case, seed, "cpu"))
@@ -110,7 +110,7 @@ def trace(req: dict) -> dict:
 
     from kbx_ray.suite import load_module
 
-    from kbx_ray.evaluate.worker import landlock
+    from kbx_ray.evaluate.common import landlock
 
     install(int(req["arch"]))
     landlock.confine("cpu")  # after every import: the paths needed are known
@@ -143,7 +143,7 @@ def trace(req: dict) -> dict:
 def main() -> None:
     import os
 
-    from kbx_ray.evaluate.worker import confine
+    from kbx_ray.evaluate.common import confine
 
     confine.from_env()  # first thing after exec: limits and network (sandbox.spawn, confine.py)
     req = json.loads(sys.stdin.read())

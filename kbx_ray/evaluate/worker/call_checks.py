@@ -16,7 +16,7 @@ import torch
 from kbx_ray.evaluate.reply import CallReport
 from kbx_ray.evaluate.worker import ledger, recorder, rotation
 from kbx_ray.evaluate.worker.outputs import flatten_output, structure
-from kbx_ray.evaluate.worker.trees import tensors
+from kbx_ray.evaluate.common.trees import tensors
 
 
 # dtypes whose values torch compares on every device; any other (bits16, float8, uint32, ...) is

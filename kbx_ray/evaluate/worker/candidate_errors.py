@@ -52,8 +52,10 @@ def _chain(e: BaseException) -> list[BaseException]:
     return out
 
 
-# The interpreter's compatibility layer (interp_compat.py and the libdevice table it dispatches to)
-_COMPAT = ("kbx_ray.evaluate.worker.interp_compat", "kbx_ray.evaluate.worker.interp_libdevice")
+# The interpreter's compatibility layer (interp_compat.py, its bf16 part and the libdevice table
+# it dispatches to)
+_COMPAT = ("kbx_ray.evaluate.worker.interp_compat", "kbx_ray.evaluate.worker.interp_bf16",
+           "kbx_ray.evaluate.worker.interp_libdevice")
 
 
 def _interpreter_files() -> tuple[str, ...]:

@@ -25,8 +25,9 @@ INTERNAL = frozenset({
 # The frames of the runtime guards and of the interpreter's compatibility layer: the ops they
 # dispatch are the harness's.
 HARNESS_FILES = tuple(f"kbx_ray/evaluate/worker/{m}.py" for m in (
-    "aten_ops", "ledger", "frames", "dispatch_monitor", "value_readers", "triton_hooks",
-    "sentinels", "interp_compat", "interp_libdevice", "recorder", "replayer"))
+    "aten_ops", "ledger", "copy_rules", "storages", "frames", "dispatch_monitor", "value_readers",
+    "triton_hooks", "bounds_checker", "sentinels", "interp_compat", "interp_bf16",
+    "interp_libdevice", "recorder", "replayer"))
 # The value readers' wrappers and the host-values mode: skipped to find whose read it is.
 READER_FILES = tuple(f"kbx_ray/evaluate/worker/{m}.py" for m in ("value_readers", "host_values"))
 

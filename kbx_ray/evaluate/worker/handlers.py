@@ -1,10 +1,11 @@
-"""The worker's requests (hello, load, run, time, recheck) -> replies: what runs the candidate.
+"""The worker's requests (hello, load, run, probe; time and recheck in `timed_ops.py`, the replay
+process's in `replay_ops.py`) -> replies: what runs the candidate.
 
 Each handler takes a request header and returns the reply header and its raw blobs; a
 `CandidateError` is the candidate's failure (the entry, `main.py`, turns it into the reply).
-The candidate runs in this process, so this module's globals and the `Worker` class are watched by
-the sentinels with the rest of the harness. Imported by `main.py` after it set up the process
-(confinement, `TRITON_INTERPRET` on the CPU). Standard library, torch and triton only.
+The candidate runs in this process, so this module's globals, the `Worker` class and the globals
+of its two parts are watched by the sentinels with the rest of the harness. Imported by `main.py`
+after it set up the process (confinement, `TRITON_INTERPRET` on the CPU).
 """
 from __future__ import annotations
 
@@ -18,16 +19,14 @@ from typing import Any
 
 import torch
 
-from kbx_ray.evaluate.reply import (CallReport, RecheckReply, RunReply, TimedCheck, TimedSample,
-                                    TimeReply, wire)
-from kbx_ray.evaluate.worker import (dispatch_monitor, host_values, ledger, poison, recorder,
-                                     rotation, sentinels, timing, triton_hooks, value_readers)
-from kbx_ray.evaluate.worker.call_checks import observe, refill, same, scalars
+from kbx_ray.evaluate.common.inputs import InputCache
+from kbx_ray.evaluate.reply import CallReport, RunReply, wire
+from kbx_ray.evaluate.worker import (bounds_checker, dispatch_monitor, host_values, ledger, poison,
+                                     recorder, replay_ops, rotation, sentinels, timed_ops,
+                                     triton_hooks, value_readers)
+from kbx_ray.evaluate.worker.call_checks import observe, refill, same
 from kbx_ray.evaluate.worker.candidate_errors import (CandidateError, candidate_tb, cuda_suspect,
                                                       error_kind, import_path)
-from kbx_ray.evaluate import program
-from kbx_ray.evaluate.worker import replayer
-from kbx_ray.evaluate.worker.inputs import InputCache, replay_inputs
 from kbx_ray.evaluate.worker.outputs import encode
 
 DEVICE = os.environ.get("KBX_DEVICE", "cpu")
@@ -53,7 +52,7 @@ class Worker:
         triton_hooks.install_launch_counter()
         value_readers.install()
         if DEVICE == "cpu":
-            triton_hooks.install_bounds_checker()
+            bounds_checker.install_bounds_checker()
             # bf16, autotune, libdevice as on a GPU
             from kbx_ray.evaluate.worker import interp_compat
 
@@ -62,7 +61,8 @@ class Worker:
         recorder.install_autotune_pause()
         self.mode = dispatch_monitor.make_dispatch_mode()
         self.values = host_values.make_mode()  # numbers read back: sizes only (host_values.py)
-        self.sentinels = sentinels.Sentinels((*harness, vars(sys.modules[__name__]), vars(Worker)))
+        self.sentinels = sentinels.Sentinels((*harness, vars(sys.modules[__name__]), vars(Worker),
+                                              vars(timed_ops), vars(replay_ops)))
         self.inputs = InputCache(int(os.environ.get("KBX_INPUT_CACHE_MB", "4096")) << 20)
         self.tasks: dict[str, Any] = {}
         self.last: tuple | None = None  # (case name, args, kwargs, reused): the last run's buffers
@@ -146,64 +146,11 @@ class Worker:
         self.entry = entry
         return {}, []
 
-    def _replay_setup(self, req: dict) -> tuple[Any, list[Any], Any]:
-        """The replay process's (program, fresh input tensors, kernel module) for `req`. This
-        process never loads a candidate's module; only its kernel module (`static/kernels.py`)."""
-        if self.entry is not None:
-            raise RuntimeError("a worker that loaded a candidate never replays")
-        self._load_task(req)
-        path = req["kernels_path"]
-        try:
-            if path not in self.replays:
-                self.replays[path] = import_path(f"kbx_kern_{req['module']}", path)
-            prog = program.parse(req["program"])
-        except program.ProgramError as e:
-            raise CandidateError("disqualified", f"the recorded program is outside the replay's "
-                                 f"instruction set: {e}") from None
-        except BaseException as e:  # noqa: BLE001 - the kernel module lacks a host name it used
-            raise CandidateError("replay_unsupported", "the candidate's kernels do not build "
-                                 f"without its host code: {candidate_tb(e, 'kbx_kern_')}") from None
-        args, kwargs, _ = replay_inputs(self.inputs, self.task, self.task_key, req["case"],
-                                        int(req["seed"]), int(req["fresh_seed"]), DEVICE,
-                                        req["entry"])
-        return prog, _tensors((args, kwargs)), self.replays[path]
-
-    @contextlib.contextmanager
-    def _replay_errors(self) -> Any:
-        try:
-            yield
-        except program.ProgramError as e:
-            raise CandidateError("disqualified", f"the recorded program is outside the replay's "
-                                 f"instruction set: {e}") from None
-        except replayer.ReplayUnsupported as e:
-            raise CandidateError("replay_unsupported", str(e)) from None
-        except CandidateError:
-            raise
-        except Exception as e:  # noqa: BLE001 - its kernels failed on fresh inputs
-            if "is not defined" in str(e):  # a kernel names host code the replay does not build
-                raise CandidateError("replay_unsupported", "a kernel uses a name the kernel "
-                                     f"module lacks: {candidate_tb(e, 'kbx_kern_')}") from None
-            raise CandidateError(error_kind(e, DEVICE), "the replay of its kernel program on "
-                                 f"fresh inputs raised: {candidate_tb(e, 'kbx_kern_')}",
-                                 cuda_suspect=cuda_suspect(e)) from None
-
     def replay(self, req: dict) -> tuple[dict, list[Any]]:
-        """The recorded program on fresh inputs (`replayer.py`): the outputs that are judged."""
-        with self._replay_errors():
-            prog, inputs, kernels = self._replay_setup(req)
-            outs = replayer.run(prog, inputs, kernels, DEVICE, ledger.movement_task(self.task))
-        blobs: list[Any] = []
-        return {"outputs": [wire(m) for m in encode(outs, blobs)]}, blobs
+        return replay_ops.replay(self, req)
 
     def replay_time(self, req: dict) -> tuple[dict, list[Any]]:
-        """The recorded program timed as the candidate's calls are (a CUDA graph on a GPU):
-        a live timed call faster than this did not run it (parent/replay_check.py)."""
-        with self._replay_errors():
-            prog, inputs, kernels = self._replay_setup(req)
-            call = replayer.timed_call(prog, inputs, kernels, DEVICE,
-                                       ledger.movement_task(self.task))
-            t = timing.bench(call, timing.TimingConfig(**req["timing"]), DEVICE)
-        return {"timing": t.to_dict()}, []
+        return replay_ops.replay_time(self, req)
 
     def probe(self, req: dict) -> tuple[dict, list[Any]]:
         """A tiny op and a synchronize, after a CUDA-looking failure: the parent files
@@ -255,86 +202,14 @@ class Worker:
         return wire(RunReply(results=tuple(results), prof=self._take_prof())), blobs
 
     def time(self, req: dict) -> tuple[dict, list[Any]]:
-        """Time the candidate on one case; its buffers are kept for `recheck`, which the parent asks
-        for next, outside the exclusive GPU lock (the check needs no quiet GPU). Between timed
-        calls the buffers get the next input set's values (`rotation.py`); the last output of each
-        set goes back, for the parent to compare."""
-        seeds = [int(s) for s in req.get("seeds") or [req["seed"]]]
-        args, kwargs = self._inputs(req["case"], seeds[0])
-        sets = [(seeds[0], self._inputs(req["case"], seeds[0]))]
-        sets += [(s, p) for s in seeds[1:] for p in [self._inputs(req["case"], s)]
-                 if rotation.same_layout(p, (args, kwargs), scalars)]
-        rot = rotation.Rotation(self.entry, args, kwargs, sets, self._mutated_args,
-                                lambda: ledger.MONITOR.launches, int(req.get("fresh", 0)),
-                                self._watched)
-        side0 = ledger.MONITOR.side_launches
-        self.timed_refusal = ""
-        try:
-            t = timing.bench(rot.call, timing.TimingConfig(**req["timing"]), DEVICE, rot.between)
-        except CandidateError:
-            raise
-        except Exception as e:  # noqa: BLE001 - a timed call raised: the candidate's error
-            self._check_tampering()
-            kind, msg = error_kind(e, DEVICE), candidate_tb(e, "kbx_cand_")
-            if self.timed_refusal:  # refused in a watched timed call
-                kind, msg = "disqualified", f"a timed call {self.timed_refusal}\n{msg}"
-            raise CandidateError(kind, msg, cuda_suspect=cuda_suspect(e)) from None
-        if self.timed_refusal:  # refused in a watched timed call, and the candidate caught it
-            raise CandidateError("disqualified", f"a timed call {self.timed_refusal}")
-        # the timed calls ran unguarded: a patch made only when called often enough shows up here
-        self._check_tampering()
-        if ledger.MONITOR.side_launches > side0:
-            raise CandidateError("disqualified", f"{ledger.MONITOR.side_launches - side0} timed "
-                                 "launches ran on a non-default CUDA stream: their time escapes "
-                                 "the timing events")
-        self.timed[req["case"]["name"]] = (args, kwargs)
-        blobs: list[Any] = []
-        samples = tuple(TimedSample(seed=int(seed), outputs=encode(outs, blobs))
-                        for seed, outs in rot.samples())
-        checked = TimedCheck(calls=rot.calls, launchless=rot.launchless, repeated=rot.repeated,
-                             error=rot.error, samples=samples, fresh_ms=tuple(rot.fresh_ms))
-        return wire(TimeReply(timing=t.to_dict(), timed_check=checked)), blobs
+        return timed_ops.time(self, req)
 
-    def _watched(self, entry: Any, args: tuple, kwargs: dict) -> Any:
-        """One timed call under the monitor, as a checked call runs (`Rotation.call` picks a
-        secret share of them): torch ops outside the allowlist are refused there too, and the
-        first refusal is kept (`timed_refusal`) even if the candidate catches it."""
-        ledger.MONITOR.reset((args, kwargs), keep_launches=True)
-        host_values.begin()
-        marked_args, marked_kwargs = host_values.mark_inputs(args, kwargs)
-        ledger.MONITOR.active = True
-        try:
-            with self.mode, self.values:
-                out = entry(*marked_args, **marked_kwargs)
-                host_values.check_output(out)
-        finally:
-            ledger.MONITOR.active = False
-            if (ledger.MONITOR.denied or host_values.REFUSED) and not self.timed_refusal:
-                ops = sorted(ledger.MONITOR.torch_ops)[:5]
-                self.timed_refusal = f"computed with torch ops {ops}"
-        return out
+    def recheck(self, req: dict) -> tuple[dict, list[Any]]:
+        return timed_ops.recheck(self, req)
 
     def _mutated_args(self, args: tuple, kwargs: dict) -> list[Any]:
         bound = self.sig.bind(*args, **kwargs).arguments if self.sig and self.mutates else {}
         return [bound[m] for m in self.mutates if m in bound]
-
-    def recheck(self, req: dict) -> tuple[dict, list[Any]]:
-        """Fresh values written into the very buffers that were just timed, then one checked call:
-        a cache keyed by pointer, shape or call count now returns a stale answer, which the parent
-        rejects."""
-        if req["case"]["name"] not in self.timed:
-            raise RuntimeError(f"recheck of case {req['case']['name']!r} without timing it first")
-        args, kwargs = self.timed.pop(req["case"]["name"])
-        fresh_args, fresh_kwargs = self._inputs(req["case"], req["fresh_seed"])
-        if not refill((args, kwargs), (fresh_args, fresh_kwargs)):
-            # the seed decides sizes (random sequence lengths): new buffers, so a cache keyed by
-            # pointer or shape misses anyway and must recompute
-            args, kwargs = fresh_args, fresh_kwargs
-        info, returned, mutated = self._call_checked(args, kwargs)
-        blobs: list[Any] = []
-        with self._step("encode"):
-            info = dataclasses.replace(info, outputs=encode(returned + mutated, blobs))
-        return wire(RecheckReply(check=info, prof=self._take_prof())), blobs
 
     # ---- one checked call ------------------------------------------------------------------
     def _call_checked(self, args: tuple, kwargs: dict) -> tuple[CallReport, list[Any], list[Any]]:

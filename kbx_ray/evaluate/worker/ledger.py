@@ -9,21 +9,15 @@ kernels may write the values of an output or of a declared-mutated input (INTEGR
 from __future__ import annotations
 
 import inspect
-import math
 import sys
 from typing import Any
 
+from kbx_ray.evaluate.common.trees import tensors
+from kbx_ray.evaluate.worker import copy_rules
 from kbx_ray.evaluate.worker.aten_ops import (ALLOC, CONST_FILLS, EXACT_MOVES, LIFTS, META, READS,
-                                              VIEWS, lossless)
+                                              VIEWS)
 from kbx_ray.evaluate.worker.frames import trial
-from kbx_ray.evaluate.worker.trees import tensors
-
-
-def _ptr(t: Any) -> int:
-    try:
-        return t.untyped_storage().data_ptr() if t.numel() else 0
-    except Exception:  # noqa: BLE001 - a tensor without storage (meta, sparse)
-        return 0
+from kbx_ray.evaluate.worker.storages import layout, one_value, ptr
 
 
 class Monitor:
@@ -70,14 +64,14 @@ class Monitor:
         self.torch_ops = set()
         self.written, self.fresh = {}, set()
         ts = tensors(inputs, wrapped=True)
-        self.tainted = {p for p in map(_ptr, ts) if p}
-        self.passed = {_layout(t) for t in ts}
-        self.scalars = {_ptr(t) for t in ts if _one_value(t)}  # scalar parameters as tensors
+        self.tainted = {p for p in map(ptr, ts) if p}
+        self.passed = {layout(t) for t in ts}
+        self.scalars = {ptr(t) for t in ts if one_value(t)}  # scalar parameters as tensors
         self.by_kernel, self.trials, self.sizes_read = set(), set(), 0
         self.meta, self.moved, self.identity = set(), set(), set()
         self.denied = self.launch_free = False
         args, kwargs = inputs if len(inputs) == 2 and isinstance(inputs[1], dict) else ((), {})
-        self.structure = {p for i, n in self.structure_at for p in map(_ptr, tensors(kwargs.get(
+        self.structure = {p for i, n in self.structure_at for p in map(ptr, tensors(kwargs.get(
             n, args[i] if i < len(args) else None), wrapped=True)) if p}
 
     def watching(self) -> bool:
@@ -93,34 +87,35 @@ class Monitor:
         operands = tensors((args, kwargs), wrapped=True)
         results = tensors(out, wrapped=True)
         if name in ALLOC:
-            for p in map(_ptr, results):
+            for p in map(ptr, results):
                 self._forget(p)
                 self.fresh.add(p)
             return
-        hot = any(p in self.tainted for p in map(_ptr, operands))
+        hot = any(p in self.tainted for p in map(ptr, operands))
         if name in READS:
             if hot and not all(self._may_read(t) for t in operands):
                 self.torch_ops.add(f"{name} read input values on the host")
             return
         if name in LIFTS:  # torch.tensor / as_tensor of Python values: a metadata tensor
-            for p in filter(None, map(_ptr, results)):
+            for p in filter(None, map(ptr, results)):
                 self._forget(p)
                 self.meta.add(p)
             return
         if full in CONST_FILLS:
-            self._fill(full, operands)
+            copy_rules.fill(self, full, operands)
             return
         if name in EXACT_MOVES or name == "constant_pad_nd":  # padding with a constant: F.pad
-            kind = self._move(name, full, operands, results)  # before a pooling kernel moves data
+            kind = copy_rules.move(self, name, full, operands, results)  # before a pooling kernel
+            #                                                              moves data
         else:
-            kind = self._compute(full, operands, results)
-        new = [_ptr(t) for t in results]
-        into = [_ptr(operands[0])] if name.endswith("_") and operands else []
-        into += [_ptr(t) for t in tensors((kwargs or {}).get("out"), wrapped=True)]
-        srcs = {_ptr(t) for t in operands}
+            kind = copy_rules.compute(self, full, operands, results)
+        new = [ptr(t) for t in results]
+        into = [ptr(operands[0])] if name.endswith("_") and operands else []
+        into += [ptr(t) for t in tensors((kwargs or {}).get("out"), wrapped=True)]
+        srcs = {ptr(t) for t in operands}
         for p in filter(None, into):  # an in-place write keeps only what both sides were
             if p in self.by_kernel and kind != "computed":
-                self._deny(f"{full} into a buffer a kernel was handed (only kernels write there)")
+                self.refuse(f"{full} into a buffer a kernel was handed (only kernels write there)")
             keep = ((p in self.fresh and p not in self.by_kernel)
                     or (p in self.meta and kind in ("meta", "fresh")))
             self._wrote(p, full, kind if keep else "written", hot, srcs)
@@ -163,7 +158,7 @@ class Monitor:
         for s in (self.meta, self.moved, self.identity, self.fresh):
             s.discard(p)
 
-    def _deny(self, what: str) -> None:
+    def refuse(self, what: str) -> None:
         """Record a refused op (so a candidate that catches the exception is still disqualified)
         and, when the evaluation fails torch compute, raise inside the call."""
         self.torch_ops.add(what)
@@ -172,100 +167,19 @@ class Monitor:
             raise DeniedOp(f"{what}: the candidate's host code may allocate, view and copy inputs "
                            "whole; everything else is the kernels' work (INTEGRITY.md, default deny)")
 
-    def _fill(self, full: str, operands: list[Any]) -> None:
-        """A constant fill is an allocation's init only on a whole buffer the call allocated and
-        no kernel was handed yet (`out.zero_()` before an atomic-add kernel), whoever calls it: the
-        candidate, or a Config `pre_hook` (`nargs["acc_ptr"].zero_()`) between the autotuner's
-        trial launches, whose results it throws away; metadata tensors may be filled too. Any
-        other fill writes values: refused."""
-        if not operands or operands[0].numel() == 0:
-            return
-        t = operands[0]
-        p = _ptr(t)
-        if p in self.meta:
-            return
-        if p in self.fresh and (p not in self.by_kernel or p in self.trials) and _whole(t):
-            return  # before the first real launch that writes it (a Config pre_hook between trials)
-        why = ("a buffer a kernel was handed" if p in self.by_kernel else
-               "part of a buffer" if p in self.fresh else "a buffer torch did not just allocate")
-        self._deny(f"{full} into {why}")
-
-    def _move(self, name: str, full: str, operands: list[Any], results: list[Any]) -> str:
-        """What a copy computes: its source decides. Returns the kind of its destination
-        ("meta", "fresh", "kernel", "moved", "identity"). A kernel's result may be copied, re-laid
-        out and cast between float types (`out.transpose(1, 2).contiguous()`, `acc.to(x.dtype)`):
-        its values stay the kernel's. Refused: a truncating or wrapping cast of a kernel's result,
-        a copy of values torch wrote, a lossy cast of input data, and on a data-movement task any
-        copy but the very input whole into a plain contiguous buffer."""
-        if name == "copy_" and len(operands) > 1:
-            dst, src = operands[0], operands[1]
-        elif operands and results:
-            dst, src = results[0], operands[0]
-        else:
-            return "moved"
-        p = _ptr(src)
-        if p == 0:
-            return "moved"  # nothing moved (an empty tensor)
-        if p in self.meta:
-            return "meta"
-        if p in self.fresh and p not in self.by_kernel:
-            return "fresh"
-        if p in self.by_kernel:  # a kernel's result, re-laid out or re-typed (`.to(x.dtype)`)
-            if self.movement:
-                self._deny(f"{full} of a buffer a kernel was handed (on a data-movement task "
-                           "torch's copy is the answer itself)")
-            elif not (lossless(src.dtype, dst.dtype)
-                      or (src.dtype.is_floating_point and dst.dtype.is_floating_point)):
-                self._deny(f"{full} (a cast {src.dtype} -> {dst.dtype} of a kernel's result "
-                           "truncates or wraps: it computes)")
-            return "kernel"
-        if p in self.written and p not in self.moved:
-            self._deny(f"{full} of values torch wrote")
-            return "moved"
-        if not lossless(src.dtype, dst.dtype):
-            self._deny(f"{full} (a lossy cast {src.dtype} -> {dst.dtype} computes)")
-            return "moved"
-        plain = (name in EXACT_MOVES and src.dtype == dst.dtype and dst.shape == src.shape
-                 and (name != "copy_" or (_ptr(dst) in self.fresh and _whole(dst))))
-        exact = plain and _layout(src) in self.passed
-        if self.movement and not (exact and dst.is_contiguous() and dst.storage_offset() == 0) \
-                and p not in self.structure:  # `mask.int()` sizes; it is not the answer
-            self._deny(f"{full} (on a data-movement task only a whole copy of an input into a "
-                       "plain contiguous buffer is not the answer itself)")
-        # elsewhere any whole view of an input copies it whole (`x.flatten().clone()`): the
-        # parent compares the values, and a launch-free call must equal an input (rotation)
-        return "identity" if exact or (plain and self._whole_input(src)) else "moved"
-
-    def _whole_input(self, t: Any) -> bool:
-        """`t` views every element of an input as the call received it, each once (any order)."""
-        p, n = _ptr(t), t.numel()
-        return _whole(t) and any(q == p and d == t.dtype and math.prod(shape) == n
-                                 for q, _, shape, _, d in self.passed)
-
-    def _compute(self, full: str, operands: list[Any], results: list[Any]) -> str:
-        """Computing ops are refused, whoever made their operands, except integer index
-        arithmetic on metadata tensors only (`strides[order] * 1`), whose results are metadata."""
-        if operands and all(_ptr(t) in self.meta and _integral(t) for t in operands) \
-                and all(_integral(t) for t in results):
-            return "meta"
-        if operands and all(_ptr(t) in self.structure for t in operands):
-            return "structure"  # `repeats.sum()`: sizes and grids only (see `launched`, `finish`)
-        self._deny(full)
-        return "computed"
-
     def read(self, t: Any, how: str) -> None:
         """Values of `t` leave torch for the host (`tolist`, `numpy`) without a dispatched op."""
-        if self.watching() and _ptr(t) in self.tainted and not self._may_read(t):
+        if self.watching() and ptr(t) in self.tainted and not self._may_read(t):
             self.torch_ops.add(f"{how}() read input values on the host")
 
     def _may_read(self, t: Any) -> bool:
         """Host reads allowed on input-derived data: a scalar parameter, and up to 8 one-value
         results of kernels per call (a count that sizes the next allocation, as masked_select
         needs); a one-value clone made by torch is neither."""
-        p = _ptr(t)
+        p = ptr(t)
         if p in self.scalars or p in self.structure:  # structure: its numbers come back marked
             return True
-        if p in self.by_kernel and p not in self.written and _one_value(t) and self.sizes_read < 8:
+        if p in self.by_kernel and p not in self.written and one_value(t) and self.sizes_read < 8:
             self.sizes_read += 1
             return True
         return False
@@ -276,20 +190,20 @@ class Monitor:
         if not self.watching():
             return
         ts = [t, *tensors(others, wrapped=True)]
-        if any(_ptr(x) in self.tainted for x in ts):
+        if any(ptr(x) in self.tainted for x in ts):
             self.torch_ops.add(f"{how}() computed on input values on the host")
-            self.tainted.add(_ptr(t))
-        self.written[_ptr(t)] = how
-        self.fresh.discard(_ptr(t))
+            self.tainted.add(ptr(t))
+        self.written[ptr(t)] = how
+        self.fresh.discard(ptr(t))
 
     def launched(self, args: Any, kwargs: Any) -> None:
         """A kernel may write anything it was handed: input taint spreads to all its tensors."""
-        ptrs = [p for p in map(_ptr, tensors((args, kwargs), wrapped=True)) if p]
+        ptrs = [p for p in map(ptr, tensors((args, kwargs), wrapped=True)) if p]
         sized = sorted({self.written[p] for p in ptrs if p in self.structure and p in self.written
                         and p not in self.moved})
         if sized:
-            self._deny(f"a kernel was handed what {', '.join(sized)} computed from structure "
-                       "inputs (torch over them may size outputs and grids, not feed kernels)")
+            self.refuse(f"a kernel was handed what {', '.join(sized)} computed from structure "
+                        "inputs (torch over them may size outputs and grids, not feed kernels)")
         handed = {p for p in ptrs if p in self.fresh}
         if trial(sys._getframe(1)):  # an autotuner's benchmark: the real launch follows it
             self.trials.update(handed - self.by_kernel)
@@ -308,11 +222,11 @@ class Monitor:
         output that is an exact whole copy of an input computes nothing and may stand (the answer
         `floor` gives on integers), except on a data-movement task, where that copy is the task.
         Sets `launch_free`: every output is empty or such a copy, so no launch was owed."""
-        own = {_ptr(t) for t in inputs}
+        own = {ptr(t) for t in inputs}
         free = True
         for kind, ts in (("output", returned), ("mutated input", mutated)):
             for t in ts:
-                p = _ptr(t)
+                p = ptr(t)
                 if not p:
                     continue  # an empty output holds no values
                 if kind == "output" and p in self.identity and not self.movement:
@@ -335,29 +249,6 @@ class Monitor:
 
 class DeniedOp(RuntimeError):
     """An aten op outside the allowlist, refused inside the candidate's call (default deny)."""
-
-
-def _whole(t: Any) -> bool:
-    """`t` covers its whole storage, each byte once (dense and non-overlapping, any order)."""
-    try:
-        if t.storage_offset() or t.numel() * t.element_size() != t.untyped_storage().nbytes():
-            return False
-        expected = 1
-        for stride, size in sorted((s, n) for s, n in zip(t.stride(), t.shape) if n > 1):
-            if stride != expected:
-                return False
-            expected *= size
-        return True
-    except Exception:  # noqa: BLE001 - a tensor without storage (meta, sparse)
-        return False
-
-
-def _integral(t: Any) -> bool:
-    return not (t.is_floating_point() or t.is_complex())
-
-
-def _layout(t: Any) -> tuple:
-    return (_ptr(t), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
 
 
 def movement_task(task: Any) -> bool:
@@ -385,15 +276,6 @@ def structure_of(task: Any) -> tuple[tuple[int, str], ...]:
         if all(n in params for n in names):
             return tuple((params.index(n), n) for n in names)
     return ()
-
-
-def _one_value(t: Any) -> bool:
-    """A one-element storage: reading an input that is one (a scalar parameter passed as a tensor)
-    is not reading a result. Only inputs qualify: a one-element clone of input data does not."""
-    try:
-        return t.untyped_storage().nbytes() <= t.element_size()
-    except Exception:  # noqa: BLE001
-        return False
 
 
 MONITOR = Monitor()

@@ -24,9 +24,9 @@ from typing import Any, Callable
 
 import torch
 
-from kbx_ray.evaluate.worker import timing
+from kbx_ray.evaluate.common import timing
 from kbx_ray.evaluate.worker.ledger import MONITOR  # `movement`: the task only moves data
-from kbx_ray.evaluate.worker.trees import tensors  # the one walk (the worker's `rotation.tensors`)
+from kbx_ray.evaluate.common.trees import tensors  # the one walk (the worker's `rotation.tensors`)
 
 WATCH_SHARE = 1 / 8  # timed calls run watched (a few slower samples: the median holds)
 FRESH_GATE_US = 20_000.0  # the spin before a fresh call (one that outruns it waits on the host inside)

@@ -12,11 +12,13 @@ from kbx_ray.evaluate.worker.ledger import Monitor
 
 def _guard_namespaces() -> tuple[dict[str, Any], ...]:
     """The globals of the runtime guards' modules and of the tensor walk they rely on."""
-    from kbx_ray.evaluate.worker import (aten_ops, dispatch_monitor, frames, ledger, trees,
-                                         triton_hooks, value_readers)
+    from kbx_ray.evaluate.common import trees
+    from kbx_ray.evaluate.worker import (aten_ops, bounds_checker, copy_rules, dispatch_monitor,
+                                         frames, ledger, storages, triton_hooks, value_readers)
 
-    return tuple(vars(m) for m in (aten_ops, ledger, frames, dispatch_monitor, value_readers,
-                                   triton_hooks, trees)) + (globals(),)
+    return tuple(vars(m) for m in (aten_ops, ledger, copy_rules, storages, frames,
+                                   dispatch_monitor, value_readers, triton_hooks, bounds_checker,
+                                   trees)) + (globals(),)
 
 
 def _library_namespaces() -> dict[str, Any]:

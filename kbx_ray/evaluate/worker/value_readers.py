@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from kbx_ray.evaluate.worker import host_values as hv
+from kbx_ray.evaluate.worker import marked_numbers as mn
 from kbx_ray.evaluate.worker.frames import READER_FILES, internal
 from kbx_ray.evaluate.worker.ledger import MONITOR
 
@@ -26,7 +27,7 @@ def install() -> None:
     input-derived data is marked (`host_values`: `read`, `input` for a scalar parameter); `numpy`/
     `__array__` of kernel results, whose values no mark follows, are refused; `float(t)`/`int(t)`
     may not return a marked number (CPython drops the subclass), so their value is kept
-    (`host_values.note`). TensorBase cannot be patched, but inside the call the TorchFunctionMode
+    (`marked_numbers.note`). TensorBase cannot be patched, but inside the call the TorchFunctionMode
     (`host_values.make_mode`) routes every method call, base-class ones included
     (`super(torch.Tensor, x).tolist()`), through `torch.Tensor.<name>`, i.e. through these
     wrappers; a wrapper that sees the mode enabled lets the mode's own call do the accounting, so
@@ -44,12 +45,12 @@ def install() -> None:
 
 
 def _kind(t: Any) -> Any:
-    """The mark a value read from `t` carries (`hv.INPUT`, `hv.READ`), or None. Called by a
+    """The mark a value read from `t` carries (`mn.INPUT`, `mn.READ`), or None. Called by a
     reader's `after` (`_reported`, `_marked`, `_converted`), itself called by the reader."""
     if not MONITOR.watching():
         return None
     p = _storage(t)
-    k = hv.INPUT if p in MONITOR.scalars else hv.READ if p in MONITOR.tainted else None
+    k = mn.INPUT if p in MONITOR.scalars else mn.READ if p in MONITOR.tainted else None
     if k is None:
         return None
     frame = sys._getframe(2)  # past the readers and the mode: whose read is it?
@@ -75,32 +76,32 @@ def _reported(name: str) -> Any:
     def after(self: Any, r: Any) -> Any:
         MONITOR.read(self, how)
         k = _kind(self)
-        if k == hv.READ and how != "tolist":
+        if k == mn.READ and how != "tolist":
             hv.refuse(f"{how}() of kernel results or input values (their numbers carry no "
                       "mark; read a count with item())")
-        return _verbatim(hv.mark(r, k), k) if k else r
+        return _verbatim(mn.mark(r, k), k) if k else r
     return after
 
 
 def _verbatim(r: Any, k: Any) -> Any:
-    if k == hv.INPUT:  # a scalar parameter's own values: the call's arguments, as passed
+    if k == mn.INPUT:  # a scalar parameter's own values: the call's arguments, as passed
         hv.add_args(r)
     return r
 
 
 def _marked(self: Any, r: Any) -> Any:
     k = _kind(self)
-    return _verbatim(hv.mark(r, k), k) if k else r
+    return _verbatim(mn.mark(r, k), k) if k else r
 
 
 def _converted(self: Any, r: Any) -> Any:
     k = _kind(self)
-    if k == hv.READ and (not isinstance(r, int) or self.is_floating_point()):
+    if k == mn.READ and (not isinstance(r, int) or self.is_floating_point()):
         hv.refuse("float()/complex() of kernel results or input values (a float is never a "
                   "size, and CPython drops a mark from what __float__ returns)")
     if k and isinstance(r, (int, float)) and (isinstance(r, float) or self.is_floating_point()):
-        hv.note(float(r), k)
-        _verbatim(hv.mark(float(r), k), k)
+        mn.note(float(r), k)
+        _verbatim(mn.mark(float(r), k), k)
     return r
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from kbx_ray.evaluate.worker.trees import tensors
+from kbx_ray.evaluate.common.trees import tensors
 
 
 def fresh_copy(obj: Any) -> Any:

@@ -19,6 +19,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from kbx_ray.evaluate.common.side_stream import side_stream_wall, suspect
+
 
 FEEDS = ("queued", "gated", "plain")  # how bench feeds the GPU (its docstring)
 
@@ -283,99 +285,6 @@ def _bench_host(fn: Callable[[], Any], cfg: TimingConfig,
     return _summary(times, wall, sorted(times)[len(times) // 2], "host")  # the host clock syncs
 
 
-def graph_median_ms(fn: Callable[[], Any], replays: int = 50, flush_mb: int = 256,
-                    queued: bool = True, warmup_ms: float = 25.0) -> float:
-    """Median time of `fn` captured once in a CUDA graph and replayed, L2 flushed before each replay:
-    the reference point with no launch overhead at all (for agreement checks, not for judging:
-    a kernel that syncs with the host cannot be captured). After a warmup, `queued`: fed as `bench`
-    feeds the GPU, every flush+replay pair queued back to back before one sync, and queued again
-    behind a spin kernel if the GPU caught up with the host meanwhile; otherwise a sync after every
-    replay (the GPU pauses between replays)."""
-    import torch
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    flush = _flush_buffer(flush_mb)
-    torch.cuda.synchronize()
-    cfg = TimingConfig(warmup_ms=warmup_ms)
-    _warmup(graph.replay, flush, cfg)
-    if queued:
-        pairs, host_us, clean, _ = _queue(graph.replay, flush, replays, 0.0, _event(record=True))
-        torch.cuda.synchronize()
-        if not clean:  # the GPU caught up with the host: once more, behind a spin
-            pairs, *_ = _queue(graph.replay, flush, replays, _gate_us(host_us, cfg), None)
-            torch.cuda.synchronize()
-    else:
-        pairs = [(_event(), _event()) for _ in range(replays)]
-        for start, end in pairs:
-            flush.zero_()
-            start.record()
-            graph.replay()
-            end.record()
-            torch.cuda.synchronize()
-    times = sorted(s.elapsed_time(e) for s, e in pairs)
-    return times[len(times) // 2]
-
-
-def _sync_wall_ms(fn: Callable[[], Any], n: int,
-                  after: Callable[[], Any] = _nothing) -> tuple[float, float]:
-    """Median host time of one call bracketed by device-wide syncs, and of it the median wait
-    after the call returned.
-
-    Work hidden on a side stream escapes the default-stream events but not a device-wide sync, so a
-    call whose wait after returning far exceeds its event time did work where the events missed
-    it. The call's own host time (Python, launches, allocations) is left out of that wait: a
-    multi-launch wrapper on a loaded host spends 0.2 ms there on a 20 us kernel, honestly.
-    """
-    import torch
-
-    walls, tails = [], []
-    for _ in range(max(3, n)):
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        fn()
-        returned = time.perf_counter()
-        torch.cuda.synchronize()
-        done = time.perf_counter()
-        walls.append((done - t) * 1e3)
-        tails.append((done - returned) * 1e3)
-        after()
-    walls.sort()
-    tails.sort()
-    return walls[len(walls) // 2], tails[len(tails) // 2]
-
-
 def side_stream_suspect(t: Timing, slack_ms: float = 0.1, ratio: float = 3.0) -> bool:
     """True when the wait after a call returned cannot be explained by its events plus a sync."""
-    return _suspect(t.sync_tail_ms, t.median_ms, slack_ms, ratio)
-
-
-def _suspect(tail_ms: float, median_ms: float, slack_ms: float = 0.1, ratio: float = 3.0) -> bool:
-    return tail_ms > ratio * median_ms + slack_ms
-
-
-def side_stream_wall(fn: Callable[[], Any], n: int, after: Callable[[], Any], median_ms: float,
-                     tries: int = 3, measure: Callable[..., tuple[float, float]] | None = None
-                     ) -> tuple[float, float, int]:
-    """(synced wall, wait after return, tries): measured again (up to `tries` times, further apart
-    each time) while the wait looks like side-stream work, keeping the least wait. Another
-    process's CUDA context starting up, or its kernels, stall a device sync for a while: with eight
-    evaluators on one H200, honest 4-40 us kernels read 0.12-0.33 ms and were disqualified. Such
-    stalls only ever add time; work hidden on a side stream costs its time in every try, so the
-    least of the tries still shows it."""
-    measure = measure or _sync_wall_ms
-    best = (math.inf, math.inf)
-    for k in range(1, tries + 1):
-        got = measure(fn, n=n, after=after)
-        best = got if got[1] < best[1] else best
-        if not _suspect(best[1], median_ms) or k == tries:
-            return best[0], best[1], k
-        time.sleep(0.05 * k)
-    return best[0], best[1], tries
+    return suspect(t.sync_tail_ms, t.median_ms, slack_ms, ratio)

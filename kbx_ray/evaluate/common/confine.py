@@ -1,6 +1,6 @@
 """The sandbox worker confines itself, first thing after exec, and says what it got.
 
-The parent (sandbox.py) spawns a worker with Popen's own safe options only: a new session, closed
+The parent (`parent/spawn.py`) spawns a worker with Popen's own safe options only: a new session, closed
 descriptors, a scrubbed environment, its temp dir as cwd. Code run between fork and exec
 (`preexec_fn`) can deadlock when the parent has threads, as a Ray actor does. The rest is done
 here, by the worker, before it imports torch or triton (they start threads, and a process must be
@@ -22,7 +22,7 @@ import struct
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kbx_ray.evaluate.worker import landlock
+from kbx_ray.evaluate.common import landlock
 
 ENV = "KBX_CONFINE"
 _NEWNET, _NEWUSER = 0x40000000, 0x10000000
