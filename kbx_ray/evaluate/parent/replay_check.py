@@ -130,17 +130,23 @@ class Replay:
         if not self.on or case["name"] not in self.programs:
             return
         prog, seed = self.programs[case["name"]]
-        got = self._request("replay_time", prog, task, case, seed, self._fresh(seed), left,
-                            {"timing": timing})
-        if isinstance(got, Verdict):
-            raise case_checks.Fail("timing", got.kind, f"case {case['name']}, timing its kernel "
-                                   f"program: {got.message}")
-        cr.replay_ms = float(got[0]["timing"]["median_ms"])
-        if live_ms < FASTER.get(self.device, 0.7) * cr.replay_ms:
-            raise case_checks.Fail("timing", "timing_invalid", f"case {case['name']}: its timed "
-                                   f"calls ({live_ms:.4g} ms) ran faster than its own recorded "
-                                   f"kernel program ({cr.replay_ms:.4g} ms): the timed calls did "
-                                   "not run the program that was judged")
+        fast = float("inf")
+        for _ in range(2):  # a suspicion is timed again: a busy host slows the program's run too
+            got = self._request("replay_time", prog, task, case, seed, self._fresh(seed), left,
+                                {"timing": timing})
+            if isinstance(got, Verdict):
+                raise case_checks.Fail("timing", got.kind, f"case {case['name']}, timing its "
+                                       f"kernel program: {got.message}")
+            t = got[0]["timing"]
+            cr.replay_ms = float(t["median_ms"])
+            # its fast runs (the 20th percentile), not its median: noise only ever slows a run
+            fast = min(fast, float(t.get("p20_ms") or t["median_ms"]))
+            if live_ms >= FASTER.get(self.device, 0.7) * fast:
+                return
+        raise case_checks.Fail("timing", "timing_invalid", f"case {case['name']}: its timed "
+                               f"calls ({live_ms:.4g} ms) ran faster than its own recorded "
+                               f"kernel program ({fast:.4g} ms at its 20th percentile, timed "
+                               "twice): the timed calls did not run the program that was judged")
 
     def _outputs(self, prog: program.Program, got: tuple | Verdict) -> list | Verdict:
         if isinstance(got, Verdict):
