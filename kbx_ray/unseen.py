@@ -32,7 +32,7 @@ that declares nothing gets `family()`, the default derivation (`unseen_draw.py` 
 
 A task whose dims carry other constraints holds those keys (`hold=("hq", "hkv")`: head counts whose
 ratio matters), names its free keys (`free=(...)`), gives multiples (`multiple={"d": 2}`: the drawn
-value is a multiple) or bounds (`most={"d": 256}`), or its own `draw(rng, base, here, limit, size)
+value is a multiple) or bounds (`most={"d": 256}`), orders between sizes (`order=(("sq", "sk"),)`: Sq <= Sk), or its own `draw(rng, base, here, limit, size)
 -> case` (`here`: the public cases that run here; `size`: a case's footprint, which must stay within
 `limit`). A task for which a family makes no sense says why: `family(fixed="...")`, and
 tests/integration/test_conformance.py lists those tasks.
@@ -83,6 +83,11 @@ class Family:
     vary: tuple[str, ...] | None = None    # the keys drawn from the public values (None: LAYOUT_KEYS)
     values: Any = None                     # a no-input task's arguments: {key: (lo, hi)} or
     #                                        a function (rng, case) -> {key: value}
+    order: tuple[tuple[str, str], ...] = ()  # (a, b): a drawn case keeps case[a] <= case[b]
+
+    def holds(self, case: dict) -> bool:
+        """The contract's orders between sizes (`order`) hold in `case`."""
+        return all(case[a] <= case[b] for a, b in self.order if a in case and b in case)
 
     def keys(self, case: dict) -> list[str]:
         """The case's free keys that hold sizes, in the case's order."""
@@ -93,10 +98,12 @@ class Family:
 def family(*, free: tuple[str, ...] | list[str] | None = None, hold: tuple[str, ...] | list[str] = (),
            multiple: dict[str, int | str] | None = None, most: dict[str, int] | None = None,
            fixed: str = "", draw: Callable[..., dict] | None = None,
-           vary: tuple[str, ...] | list[str] | None = None, values: Any = None) -> Family:
+           vary: tuple[str, ...] | list[str] | None = None, values: Any = None,
+           order: tuple[tuple[str, str], ...] = ()) -> Family:
     """The declaration a task file makes as `SHAPES = family(...)`."""
     return Family(tuple(free) if free is not None else None, tuple(hold), dict(multiple or {}),
-                  dict(most or {}), fixed, draw, tuple(vary) if vary is not None else None, values)
+                  dict(most or {}), fixed, draw, tuple(vary) if vary is not None else None, values,
+                  tuple(tuple(p) for p in order))
 
 
 DEFAULT = Family()

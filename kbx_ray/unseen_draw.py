@@ -278,6 +278,8 @@ def draw_from(fam: Any, base: dict, here: list[dict], public: list[dict], rng: r
                                0.5 if attempt % 2 else 0.0)
             case = apply_sizes(fam, case, sizes)
             case = draw_values(rng, fam.values, case)
+            if not fam.holds(case):
+                continue
             if not any(v > top[p] for p, v in positions(case, fam).items() if p in top):
                 continue
             cost = _cost(size, case)

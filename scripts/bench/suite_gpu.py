@@ -20,6 +20,7 @@ import argparse
 import json
 import logging
 import platform
+import subprocess
 import sys
 import time
 from dataclasses import asdict
@@ -56,13 +57,14 @@ def main() -> int:
     tasks = load_suite(include=args.include)
     rows: dict[str, dict] = {}
     t0 = time.perf_counter()
+    busy = GpuBusy()
     info = _pass(tasks, cfg, args.jobs, rows, out, pool, t0)
     oom = [t for t in tasks if rows.get(t.task_id, {}).get("error_kind") == "infra_error"
            and "out of memory" in rows[t.task_id]["error_msg"].lower()]
     if oom and args.jobs > 1:  # the jobs' memory together ran out, not the task's: retry alone
         log.info("retrying %d tasks that ran out of GPU memory beside other jobs, alone", len(oom))
         info = _pass(oom, cfg, 1, rows, out, pool, t0) or info
-    doc = write(out, info, pool, cfg, args.jobs, list(rows.values()), t0)
+    doc = write(out, info, pool, cfg, args.jobs, list(rows.values()), t0, busy.stop())
     log.info("%d/%d solutions correct on %s; %d faster than eager; wrote %s", doc["n_exec_ok"],
              len(tasks), doc["gpu"], doc["n_faster_than_eager"], out)
     return 0 if doc["n_exec_ok"] == len(tasks) else 1
@@ -94,8 +96,32 @@ def _row(task: Task, res: EvalResult) -> dict:
             "stage_s": res.stage_s, "flags": res.flags, "cases": [asdict(c) for c in res.cases]}
 
 
+class GpuBusy:
+    """nvidia-smi's utilization.gpu sampled every 200 ms over the run: the share of samples in
+    which no kernel ran at all (the GPU idle while evaluators compile, compare or wait)."""
+
+    def __init__(self) -> None:
+        try:
+            self.proc = subprocess.Popen(
+                ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
+                 "-lms", "200"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        except OSError:
+            self.proc = None
+
+    def stop(self) -> dict:
+        if self.proc is None:
+            return {}
+        self.proc.terminate()
+        out = self.proc.communicate(timeout=10)[0]
+        xs = [float(x) for x in out.split() if x.replace(".", "").isdigit()]
+        if not xs:
+            return {}
+        return {"gpu_util_mean_pct": round(sum(xs) / len(xs), 1), "gpu_samples": len(xs),
+                "gpu_idle_share": round(sum(x == 0 for x in xs) / len(xs), 3)}
+
+
 def write(out: Path, info: dict, pool: Any, cfg: EvalConfig, jobs: int, rows: list,
-          t0: float) -> dict:
+          t0: float, busy: dict | None = None) -> dict:
     rows = sorted(rows, key=lambda r: r["task_id"])
     doc = {
         "gpu": info.get("gpu_name", ""), "pool": pool.name, "torch": info.get("torch"),
@@ -105,6 +131,9 @@ def write(out: Path, info: dict, pool: Any, cfg: EvalConfig, jobs: int, rows: li
         "wall_s": round(time.perf_counter() - t0, 1),
         "n_tasks": len(rows), "n_exec_ok": sum(r["exec_ok"] for r in rows),
         "n_faster_than_eager": sum(bool(r["speedup"] and r["speedup"] > 1) for r in rows),
+        "stage_s_total": {k: round(sum(r["stage_s"].get(k, 0.0) for r in rows), 2)
+                          for k in sorted({k for r in rows for k in r["stage_s"]})},
+        **(busy or {}),
         "tasks": rows,
     }
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from kbx_ray import footprint, unseen
-from kbx_ray.evaluate.parent.admission import Admission
+from kbx_ray.evaluate.parent.admission import REPLAY_SETS, Admission
 from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger, estimate_bytes
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.suite import get_task, load_module
@@ -62,7 +62,7 @@ def test_an_unread_table_counts_whole(tmp_path):
     # the admission reserves by it: the estimate is the footprint's, not the traffic's
     cfg = EvalConfig(device="cpu")
     est = Admission(cfg, MemoryLedger("fp", 1 << 40, str(tmp_path))).estimate(mod, [case])
-    sets = cfg.timing_sets + cfg.fresh_sets
+    sets = cfg.timing_sets + cfg.fresh_sets + REPLAY_SETS  # the replay process's too
     assert est == estimate_bytes(n, cfg.timing.flush_mb << 20, cfg.gpu_mem_factor + sets)
 
 

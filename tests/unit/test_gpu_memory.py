@@ -100,7 +100,7 @@ def test_an_evaluation_reserves_every_timing_and_fresh_input_set(tmp_path):
     case ran out of memory drawing them): more sets, a larger reservation, by one case each."""
     import types
 
-    from kbx_ray.evaluate.parent.admission import Admission
+    from kbx_ray.evaluate.parent.admission import REPLAY_SETS, Admission
     from kbx_ray.evaluate.settings import EvalConfig
 
     task = types.SimpleNamespace(cost=lambda case: {"bytes": case["n"]}, footprint=lambda case: case["n"])
@@ -109,3 +109,7 @@ def test_an_evaluation_reserves_every_timing_and_fresh_input_set(tmp_path):
     few = Admission(EvalConfig(device="cpu", timing_sets=1, fresh_sets=0), led).estimate(task, cases)
     many = Admission(EvalConfig(device="cpu", timing_sets=4, fresh_sets=3), led).estimate(task, cases)
     assert many - few == int(6 * (300 << 20) * 1.25)  # 6 more sets of the largest case, + margin
+    # the replay process holds its own fresh inputs and program buffers: REPLAY_SETS more
+    off = Admission(EvalConfig(device="cpu", timing_sets=1, fresh_sets=0, replay="off"),
+                    led).estimate(task, cases)
+    assert few - off == int(REPLAY_SETS * (300 << 20) * 1.25)

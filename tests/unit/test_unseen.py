@@ -96,3 +96,23 @@ def test_fixed_families_and_external_problems_draw_nothing():
     mod = _task(CASES, fixed="fixed by the problem")
     assert unseen.cases(mod, mod.CASES, 1, random.Random(0), True) == []
     assert unseen.family_of(SimpleNamespace(ENTRY="f")).fixed
+
+
+def test_an_order_between_sizes_holds_in_every_draw():
+    """Causal attention's queries are the last Sq of Sk keys: a draw with Sq > Sk masks whole rows,
+    and the reference returns NaN there, failing an honest kernel (seen on an H100). The family's
+    `order` keeps Sq <= Sk; without it some of these same draws broke the contract."""
+    from kbx_ray.suite import get_task, load_module
+
+    fam = unseen.family(order=(("sq", "sk"),))
+    assert fam.holds({"sq": 3, "sk": 3}) and not fam.holds({"sq": 4, "sk": 3})
+    for tid in ("fusion/causal_softmax", "fusion/grouped_query_attention"):
+        task = get_task(tid)
+        mod = load_module(task.path)
+        assert unseen.family_of(mod).order == (("sq", "sk"),)
+        drawn = [c for seed in range(12) for small in (True, False)
+                 for c in unseen.cases(mod, task.cases, 1, random.Random(seed), small)]
+        assert len(drawn) == 24
+        assert all(c["sq"] <= c["sk"] for c in drawn), [(c["sq"], c["sk"]) for c in drawn]
+        assert any(c["sq"] > max(p["sq"] for p in task.cases) or
+                   c["sk"] > max(p["sk"] for p in task.cases) for c in drawn)  # still unseen sizes

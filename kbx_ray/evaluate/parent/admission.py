@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 OOM_TEXT = ("CUDA out of memory", "OutOfMemoryError")  # torch.OutOfMemoryError's type and text
 CANDIDATE_KINDS = ("runtime_error", "cuda_error")  # what the worker files an OOM in the call as
+REPLAY_SETS = 2  # the replay process's fresh inputs and its program's buffers, in footprints
 
 
 def is_oom(msg: str) -> bool:
@@ -80,8 +81,10 @@ class Admission:
         except Exception as e:  # noqa: BLE001 - a task's cost model must not fail the evaluation
             log.warning("memory estimate: footprint failed (%s); reserving the floor", e)
             largest = 0
-        # the worker's `time` holds every timing and fresh input set at once, on top of the rest
-        sets = max(1, self.cfg.timing_sets) + max(0, self.cfg.fresh_sets)
+        # the worker's `time` holds every timing and fresh input set at once, on top of the rest;
+        # the replay process holds a fresh input set and its program's buffers
+        sets = max(1, self.cfg.timing_sets) + max(0, self.cfg.fresh_sets) + \
+            (REPLAY_SETS if str(self.cfg.replay) == "on" else 0)
         return estimate_bytes(largest, self.cfg.timing.flush_mb << 20,
                               self.cfg.gpu_mem_factor + sets)
 
@@ -109,17 +112,18 @@ def file_shared_oom(res: EvalResult) -> None:
                          f"the candidate's fault; retried alone. {res.error_msg}")
 
 
-def release_cached(sandbox: Sandbox, device: str) -> None:
-    """On a GPU, before the reservation goes: the worker (`release`) and this process give their
-    cached allocator blocks back, so the ledger tells the truth between evaluations (a warm
-    worker would otherwise keep the last evaluation's working set)."""
+def release_cached(sandboxes: list[Sandbox], device: str) -> None:
+    """On a GPU, before the reservation goes: the worker and the replay process (`release`) and
+    this process give their cached allocator blocks back, so the ledger tells the truth between
+    evaluations (a warm process would otherwise keep the last evaluation's working set)."""
     if device != "cuda":
         return
-    if sandbox.alive:
-        try:
-            sandbox.request({"op": "release"}, 30.0)
-        except WorkerDied:
-            pass
+    for sandbox in sandboxes:
+        if sandbox.alive:
+            try:
+                sandbox.request({"op": "release"}, 30.0)
+            except WorkerDied:
+                sandbox.kill()
     import torch
 
     torch.cuda.empty_cache()

@@ -15,6 +15,7 @@ import torch
 from kbx_ray.evaluate.parent.correctness import (Verdict, compare, dtype_problem, layout_problem,
                                                   numeric, recurring_strays)
 from kbx_ray.evaluate.parent.precise import admitted
+from kbx_ray.evaluate.parent.admission import OOM_TEXT, is_oom
 from kbx_ray.evaluate.protocol import tensor_from_wire
 from kbx_ray.evaluate.reply import CallReport, OutputMeta, ReplyError, TimedCheck, parse_reply
 from kbx_ray.evaluate.parent.redaction import scrub_paths
@@ -37,7 +38,10 @@ def file_failure(res: EvalResult, f: Fail) -> None:
     the CPU without a verdict: the record says it awaits a GPU (flag `awaits_gpu`) and is never a
     pass (`exec_ok` stays False, and `metrics.Tally` counts it apart), since a wrong kernel can
     hide behind such a construct (a bfloat16 atomic) as well as a right one."""
-    res.stage, res.error_kind, res.error_msg = f.stage, f.kind, trim(scrub_paths(f.msg))
+    full = scrub_paths(f.msg)
+    res.stage, res.error_kind, res.error_msg = f.stage, f.kind, trim(full)
+    if is_oom(full) and not is_oom(res.error_msg):  # the marker trimmed out: the retry needs it
+        res.error_msg = f"{OOM_TEXT[0]}: {trim(full, 560)}"
     if f.kind == ErrorKind.UNSUPPORTED_INTERPRETER:
         res.exec_ok = False
         if AWAITS_GPU not in res.flags:

@@ -21,7 +21,6 @@ from kbx_ray.evaluate.parent.admission import (Admission, device_ledger, file_sh
                                                 release_cached)
 from kbx_ray.evaluate.parent.case_checks import Fail as _Fail
 from kbx_ray.evaluate.static.checks import static_check
-from kbx_ray.evaluate.parent.correctness import Verdict
 from kbx_ray.evaluate.parent.correctness_stage import check_cases
 from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger
 from kbx_ray.evaluate.parent.gpulock import GpuLock, NoLock
@@ -92,7 +91,7 @@ class Evaluator:
         holds a GPU memory reservation (admission.py); an OOM while other evaluators held memory
         is `infra_error` too (`oom_shared_gpu`), and an OOM's retry holds the whole device."""
         t0 = time.perf_counter()
-        waited, held, mem_waited = self.lock.wait_s, self.lock.exclusive_s, self.memory.wait_s
+        before = self._sharing()
         need, alone, flags, self.spent = self._memory_need(task), False, [], 0.0
         for attempt in (0, 1):
             res = EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id,
@@ -106,20 +105,24 @@ class Evaluator:
                         res.error_msg, " alone on the GPU" if alone else "")
         if attempt:
             res.flags += flags + ["retried_infra_error"]
-        if self.memory.ledger is not None:
-            res.stage_s["mem_wait"] = round(self.memory.wait_s - mem_waited, 4)
         info = self.sandbox.info
         res.gpu_name, res.driver = info.get("gpu_name", ""), info.get("driver", "")
         res.torch_version, res.triton_version = info.get("torch", ""), info.get("triton", "")
         res.eval_wall_s = time.perf_counter() - t0
-        if self.device == "cuda":  # GPU sharing: waiting for the lock, and holding it alone
-            res.stage_s["lock_wait"] = round(self.lock.wait_s - waited, 4)
-            res.stage_s["exclusive"] = round(self.lock.exclusive_s - held, 4)
+        res.stage_s.update({k: round(v - before[k], 4) for k, v in self._sharing().items()})
         self.count += 1
         if self.count % self.cfg.recycle_after == 0 or "tampered_runtime" in res.flags:
             self.sandbox.kill()
             self.replay.kill()
         return res
+
+    def _sharing(self) -> dict[str, float]:
+        """Running totals: waiting for GPU memory, and on a GPU for its lock and holding it alone."""
+        got = {"mem_wait": self.memory.wait_s} if self.memory.ledger is not None else {}
+        if self.device == "cuda":
+            got.update(lock_wait=self.lock.wait_s, lock_wait_excl=self.lock.wait_excl_s,
+                       exclusive=self.lock.exclusive_s)
+        return got
 
     def _memory_need(self, task: Task) -> int:
         """The bytes this evaluation reserves (admission.Admission.estimate over its cases)."""
@@ -143,7 +146,7 @@ class Evaluator:
                 flags.append("oom_shared_gpu")
                 self._recover()  # a fresh worker for the retry, as after any infra_error
                 ok = False
-            release_cached(self.sandbox, self.device)
+            release_cached([self.sandbox, self.replay.sandbox], self.device)
             return ok
         finally:
             self.spent += time.perf_counter() - started - self.unbilled
@@ -285,15 +288,3 @@ class Evaluator:
     @property
     def monitor(self) -> bool:
         return str(self.cfg.monitor) == "on"
-
-    def _verdict(self, ref_mod: Any, task: Task, case: dict, seed: int, outs: list,
-                 info: dict, res: EvalResult) -> Verdict:
-        """The live outputs, then the replay of the call's kernel program (replay_check.py)."""
-        v = case_checks.verdict(self.refs.outputs_for(ref_mod, task, case, seed), outs, info,
-                                ref_mod, case, res, self.refs.exact_for(ref_mod, task, case)(seed))
-        t0 = time.perf_counter()
-        v = (self.replay.verdict(self.refs, ref_mod, task, case, seed, info,
-                                 lambda: self.deadline - time.perf_counter()) or v) if v.ok else v
-        res.stage_s["replay"] = round(res.stage_s.get("replay", 0.0) + time.perf_counter() - t0, 4)
-        return v
-

@@ -25,6 +25,7 @@ class GpuLock:
         self._fds: tuple[int, int] | None = None
         self.depth = 0  # re-entrant within one process: an inner request keeps the outer mode
         self.wait_s = 0.0  # time spent waiting for the lock, either mode (a running total)
+        self.wait_excl_s = 0.0  # of it, waiting to hold it alone
         self.exclusive_s = 0.0  # time held exclusively (a running total)
 
     def _open(self) -> tuple[int, int]:
@@ -65,6 +66,7 @@ class GpuLock:
             fcntl.flock(main, fcntl.LOCK_EX)
             t1 = time.perf_counter()
             self.wait_s += t1 - t0
+            self.wait_excl_s += t1 - t0
             self.depth = 1
             try:
                 yield
@@ -85,7 +87,7 @@ class GpuLock:
 class NoLock:
     """The CPU path: the interpreter's timings are never taken, so nothing to exclude."""
 
-    wait_s = exclusive_s = 0.0
+    wait_s = exclusive_s = wait_excl_s = 0.0
 
     @contextmanager
     def shared(self) -> Iterator[None]:

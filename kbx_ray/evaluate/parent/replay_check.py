@@ -188,8 +188,9 @@ class Replay:
             kind = reply.get("error_kind", "infra_error")
             if kind not in ("runtime_error", "disqualified", "replay_unsupported", "timeout",
                             "cuda_error", "unsupported_interpreter"):
-                self.sandbox.kill()
                 kind = "infra_error"
+            if kind in ("infra_error", "cuda_error", "timeout"):  # its context or memory is suspect
+                self.sandbox.kill()
             return Verdict(False, kind, str(reply.get("error_msg", ""))[:4000])
         return reply, blobs
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from kbx_ray.evaluate.parent import case_checks
 from kbx_ray.evaluate.parent.case_checks import Fail as _Fail
+from kbx_ray.evaluate.parent.correctness import Verdict
 from kbx_ray.evaluate.parent.timing_judgement import judge_timing, timing_groups, timing_record
 from kbx_ray.evaluate.reply import RecheckReply, TimeReply
 from kbx_ray.metrics import geomean
@@ -28,7 +29,7 @@ def time_cases(ev: Evaluator, ref_mod: Any, task: Task, cases: list[dict],
         # One exclusive hold per group: each hold first waits for every evaluator's shared work
         # in flight (a compile can take seconds), so one per case would idle the GPU that often.
         with ev.lock.exclusive():
-            measured = [_time_case(ev, ref_mod, task, case) for case, _ in group]
+            measured = [_time_case(ev, ref_mod, task, case, res) for case, _ in group]
         for (case, cr), m in zip(group, measured):
             _check_timed_case(ev, ref_mod, task, case, cr, res, *m)
     timed_speedups = [c.speedup for c in res.cases if c.speedup]
@@ -39,8 +40,8 @@ def time_cases(ev: Evaluator, ref_mod: Any, task: Task, cases: list[dict],
         res.sol_fraction = geomean(sols)
 
 
-def _time_case(ev: Evaluator, ref_mod: Any, task: Task,
-               case: dict) -> tuple[Any, float, Any, tuple[Any, list]]:
+def _time_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict,
+               res: EvalResult) -> tuple[Any, float, Any, tuple[Any, list]]:
     """The candidate's and the reference's timing loops (the caller holds the GPU alone)."""
     fresh = max(0, ev.cfg.fresh_sets)
     seeds = [ev._seed(i) for i in range(max(1, ev.cfg.timing_sets) + fresh)]
@@ -50,6 +51,8 @@ def _time_case(ev: Evaluator, ref_mod: Any, task: Task,
                            ev.cfg.case_timeout_s + 4 * ev.cfg.timing.budget_s, "timing")
     parent_wall_ms = (time.perf_counter() - asked) * 1e3  # our clock, not the worker's word
     ref_t = ev.refs.timing(ref_mod, task, case, ev.sandbox.info.get("gpu_name"))
+    _add(res, "t_loop", parent_wall_ms / 1e3)
+    _add(res, "t_ref", time.perf_counter() - asked - parent_wall_ms / 1e3)
     timed = case_checks.read(TimeReply, reply, "time", "timing")
     return (timing_record(timed.timing), parent_wall_ms, ref_t, (timed.timed_check, blobs))
 
@@ -58,7 +61,7 @@ def _check_timed_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, cr: C
                       res: EvalResult, t: dict, parent_wall_ms: float, ref_t: Any,
                       timed: tuple[dict, list]) -> None:
     """The timed calls' outputs, then a fresh recheck (GPU shared), then the timing checks."""
-    fresh = ev._seed(len(ev.seeds))
+    fresh, t0 = ev._seed(len(ev.seeds)), time.perf_counter()
     with ev.lock.shared():
         timed_outs = case_checks.check_timed_calls(
             case, *timed, ev.device, ref_mod, lambda s: ev.refs.outputs_for(ref_mod, task, case, s),
@@ -68,11 +71,30 @@ def _check_timed_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, cr: C
         check = case_checks.read(RecheckReply, reply, "recheck", "timing").check
         outs = case_checks.decode(check.outputs, blobs, ev.device)
         v = (case_checks.integrity(check, ev.cfg.torch_compute, res, ev.monitor)
-             or ev._verdict(ref_mod, task, case, fresh, outs, check, res))
+             or _recheck_verdict(ev, ref_mod, task, case, fresh, outs, check, res))
     if not v.ok:
         raise _Fail("timing", v.kind, case_checks.timed_mismatch(
             f"case {case['name']}, its call on fresh values after timing", v, outs, timed_outs))
     judge_timing(ev.cfg, ev.device, case, cr, res, t, parent_wall_ms, ref_t, timed[0],
                  ref_mod, ev.refs.dtype(task, case))
+    t1 = time.perf_counter()
     ev.replay.timing(task, case, cr, t.median_ms, asdict(ev.cfg.timing),
                      lambda: ev.deadline - time.perf_counter())
+    _add(res, "t_checks", t1 - t0)
+    _add(res, "t_replay", time.perf_counter() - t1)
+
+
+def _recheck_verdict(ev: Evaluator, ref_mod: Any, task: Task, case: dict, seed: int, outs: list,
+                     info: Any, res: EvalResult) -> Verdict:
+    """The recheck's live outputs, then the replay of its kernel program (replay_check.py)."""
+    v = case_checks.verdict(ev.refs.outputs_for(ref_mod, task, case, seed), outs, info,
+                            ref_mod, case, res, ev.refs.exact_for(ref_mod, task, case)(seed))
+    t0 = time.perf_counter()
+    v = (ev.replay.verdict(ev.refs, ref_mod, task, case, seed, info,
+                           lambda: ev.deadline - time.perf_counter()) or v) if v.ok else v
+    _add(res, "replay", time.perf_counter() - t0)
+    return v
+
+
+def _add(res: EvalResult, key: str, dt: float) -> None:
+    res.stage_s[key] = round(res.stage_s.get(key, 0.0) + dt, 4)

@@ -41,10 +41,21 @@ def _setup(w: Worker, req: dict) -> tuple[Any, list[Any], Any]:
     except BaseException as e:  # noqa: BLE001 - the kernel module lacks a host name it used
         raise CandidateError("replay_unsupported", "the candidate's kernels do not build "
                              f"without its host code: {candidate_tb(e, 'kbx_kern_')}") from None
-    args, kwargs, _ = replay_inputs(w.inputs, w.task, w.task_key, req["case"],
-                                    int(req["seed"]), int(req["fresh_seed"]), DEVICE,
-                                    req["entry"])
+    try:  # the task's own inputs: a failure here is never the candidate's
+        args, kwargs, _ = replay_inputs(w.inputs, w.task, w.task_key, req["case"],
+                                        int(req["seed"]), int(req["fresh_seed"]), DEVICE,
+                                        req["entry"])
+    except Exception as e:  # noqa: BLE001 - an OOM beside other evaluators, a task's own bug
+        raise CandidateError("infra_error", f"{_oom(e)}the replay could not draw its fresh "
+                             f"inputs ({type(e).__name__}: {str(e)[:300]}): not the "
+                             "candidate's fault") from None
     return prog, tensors((args, kwargs)), w.replays[path]
+
+
+def _oom(e: BaseException) -> str:
+    """The parent's OOM marker (admission.is_oom: retried alone) where `e` ran out of memory."""
+    text = f"{type(e).__name__}: {e}"
+    return "CUDA out of memory: " if "out of memory" in text or "OutOfMemory" in text else ""
 
 
 @contextlib.contextmanager
@@ -59,6 +70,10 @@ def _errors() -> Any:
     except CandidateError:
         raise
     except Exception as e:  # noqa: BLE001 - its kernels failed on fresh inputs
+        if _oom(e):  # the live call ran in this memory: other evaluators hold the rest
+            raise CandidateError("infra_error", "CUDA out of memory in the replay of its kernel "
+                                 "program, beside other evaluators: not the candidate's fault; "
+                                 f"retried alone ({str(e)[:200]})") from None
         if "is not defined" in str(e):  # a kernel names host code the replay does not build
             raise CandidateError("replay_unsupported", "a kernel uses a name the kernel "
                                  f"module lacks: {candidate_tb(e, 'kbx_kern_')}") from None

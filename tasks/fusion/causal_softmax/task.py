@@ -46,8 +46,8 @@ CASES = [
      "dtype": "float32", "strided": True},
 ]
 
-# Unseen cases (kbx_ray/unseen.py): Sk <= 16384 by contract.
-SHAPES = family(most={"sk": 16384})
+# Unseen cases (kbx_ray/unseen.py): Sk <= 16384 and Sq <= Sk by contract.
+SHAPES = family(most={"sk": 16384}, order=(("sq", "sk"),))
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:

@@ -58,8 +58,8 @@ CASES = [
      "hkv": 8, "d": 64, "dtype": "float16", "outliers": True},
 ]
 
-# Unseen cases (kbx_ray/unseen.py): Hq stays a multiple of Hkv (held); D <= 256.
-SHAPES = family(hold=("hkv",), multiple={"hq": "hkv"}, most={"d": 256})
+# Unseen cases (kbx_ray/unseen.py): Hq stays a multiple of Hkv (held); D <= 256; Sq <= Sk.
+SHAPES = family(hold=("hkv",), multiple={"hq": "hkv"}, most={"d": 256}, order=(("sq", "sk"),))
 
 
 def make_inputs(case: dict, seed: int, device: str) -> tuple[tuple, dict]:
