@@ -31,7 +31,8 @@ from kbx_ray.evaluate.parent.local_evaluators import LocalEvaluators
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.extract import candidate_id
 from kbx_ray.hardware import detect_local, peak_table
-from kbx_ray.suite import load_suite
+from kbx_ray import footprint
+from kbx_ray.suite import load_module, load_suite
 from kbx_ray.types import Candidate, EvalResult, Task
 
 log = logging.getLogger("suite_gpu")
@@ -43,6 +44,9 @@ def main() -> int:
     ap.add_argument("--include", nargs="*", default=None)
     ap.add_argument("--budget-s", type=float, default=1.0, help="timing budget per case and side")
     ap.add_argument("--jobs", type=int, default=1, help="evaluators sharing the GPU")
+    ap.add_argument("--order", choices=("memory", "given"), default="memory",
+                    help="memory: the largest tasks by footprint interleaved with the smallest, so "
+                         "that the jobs' memory reservations seldom wait on one another")
     ap.add_argument("--gpu-mem-budget", type=float, default=0.0,
                     help="GB of device memory the jobs' evaluations reserve from together (0: the "
                          "device's total minus evaluation.gpu_mem_reserve_gb)")
@@ -55,6 +59,8 @@ def main() -> int:
     cfg.gpu_mem_budget_gb = args.gpu_mem_budget  # every job admits through one ledger per GPU
     cfg.ref_cache_mb = 1024  # one candidate per task: a big cache only crowds the other jobs
     tasks = load_suite(include=args.include)
+    if args.order == "memory":
+        tasks = interleaved(tasks)
     rows: dict[str, dict] = {}
     t0 = time.perf_counter()
     busy = GpuBusy()
@@ -94,6 +100,24 @@ def _row(task: Task, res: EvalResult) -> dict:
             "error_kind": res.error_kind, "error_msg": res.error_msg, "speedup": res.speedup,
             "sol_fraction": res.sol_fraction, "eval_wall_s": round(res.eval_wall_s, 2),
             "stage_s": res.stage_s, "flags": res.flags, "cases": [asdict(c) for c in res.cases]}
+
+
+def interleaved(tasks: list[Task]) -> list[Task]:
+    """Largest, smallest, next largest, ... by the largest case's footprint (kbx_ray/footprint.py,
+    the admission's own measure): neighbours in the queue run at once."""
+    def size(task: Task) -> int:
+        try:
+            mod = load_module(task.path)
+            return max(footprint.size(mod, c) for c in task.cases)
+        except Exception:  # noqa: BLE001 - only the order depends on it
+            return 0
+    ranked = sorted(tasks, key=size, reverse=True)
+    out = []
+    while ranked:
+        out.append(ranked.pop(0))
+        if ranked:
+            out.append(ranked.pop())
+    return out
 
 
 class GpuBusy:

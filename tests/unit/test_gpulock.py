@@ -122,3 +122,53 @@ def test_wait_and_exclusive_hold_are_accounted(tmp_path):
     assert 0.2 < waited < 2.0  # blocked behind the 0.5 s exclusive holder
     assert 0.2 <= lock.exclusive_s < 1.0
     assert lock.wait_s - waited < 0.2  # nobody held it the second time
+
+
+def _writer(root: str, q) -> None:
+    lock = GpuLock("gpu-test", root)
+    with lock.exclusive():
+        t0 = time.monotonic()
+        time.sleep(0.2)
+        q.put(("exclusive", t0, time.monotonic()))
+    lock.close()
+
+
+def test_a_long_shared_hold_lets_a_waiting_writer_in_between_its_steps(tmp_path):
+    """A reader working through many steps (a case's seeds) checks between them: with no writer
+    waiting it keeps its hold; once one waits, it steps out, the writer runs, and the reader goes
+    on after it, never beside it."""
+    ctx = mp.get_context("fork")
+    q, root = ctx.Queue(), str(tmp_path)
+    lock = GpuLock("gpu-test", root)
+    with lock.shared():
+        assert not lock.writer_waiting()
+        lock.let_writer_in()  # nobody waits: a no-op
+        assert lock.yields == 0
+        w = ctx.Process(target=_writer, args=(root, q))
+        w.start()
+        _writer_waiting(root)
+        assert lock.writer_waiting()
+        lock.let_writer_in()
+        resumed = time.monotonic()
+        assert lock.yields == 1
+        mode, t0, t1 = q.get(timeout=30)  # the writer ran while we stood aside, and is done
+        assert mode == "exclusive" and t1 <= resumed
+    w.join(30)
+    lock.close()
+
+
+def test_an_inner_hold_never_steps_out(tmp_path):
+    """At depth 2 the outer hold's work may still be on the GPU: a waiting writer stays waiting."""
+    ctx = mp.get_context("fork")
+    q, root = ctx.Queue(), str(tmp_path)
+    lock = GpuLock("gpu-test", root)
+    with lock.shared():
+        w = ctx.Process(target=_writer, args=(root, q))
+        w.start()
+        _writer_waiting(root)
+        with lock.shared():
+            lock.let_writer_in()
+        assert lock.yields == 0 and q.empty() and lock.writer_waiting()
+    assert q.get(timeout=30)[0] == "exclusive"  # it runs once the outer hold ends
+    w.join(30)
+    lock.close()

@@ -39,6 +39,11 @@ def _check_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, seeds: list
     with ev.lock.shared():
         try:
             for i, seed in enumerate(seeds):  # one seed per request: a reply holds one seed's
+                if i and ev.lock.writer_waiting():  # our replay off the GPU, then its turn
+                    failed, pending = _settle(ev, pending, ref_mod, task, res), None
+                    if failed:
+                        break
+                    ev.lock.let_writer_in()
                 t0 = time.perf_counter()
                 reply, blobs = ev._ask({"op": "run", "case": case, "seeds": [seed],
                                         "repeat": i == 0}, ev.cfg.case_timeout_s,

@@ -27,6 +27,7 @@ class GpuLock:
         self.wait_s = 0.0  # time spent waiting for the lock, either mode (a running total)
         self.wait_excl_s = 0.0  # of it, waiting to hold it alone
         self.exclusive_s = 0.0  # time held exclusively (a running total)
+        self.yields = 0  # shared holds paused for a waiting writer (`let_writer_in`)
 
     def _open(self) -> tuple[int, int]:
         if self._fds is None:
@@ -77,6 +78,32 @@ class GpuLock:
         finally:
             fcntl.flock(gate, fcntl.LOCK_UN)
 
+    def writer_waiting(self) -> bool:
+        """Another evaluator waits to time (it holds the turnstile; a reader passing through
+        holds it for an instant, so a false yes only costs one needless pause)."""
+        gate, _ = self._open()
+        try:
+            fcntl.flock(gate, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(gate, fcntl.LOCK_UN)
+        return False
+
+    def let_writer_in(self) -> None:
+        """Inside the outermost shared hold, with nothing of ours running on the GPU: where a
+        writer waits, step out and queue behind it (a long shared hold, such as a case's seeds
+        with their compiles, would otherwise idle the GPU while the writer waits for it)."""
+        if self.depth != 1 or not self.writer_waiting():
+            return
+        gate, main = self._open()
+        fcntl.flock(main, fcntl.LOCK_UN)
+        t0 = time.perf_counter()
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(main, fcntl.LOCK_SH)
+        fcntl.flock(gate, fcntl.LOCK_UN)
+        self.wait_s += time.perf_counter() - t0
+        self.yields += 1
+
     def close(self) -> None:
         if self._fds is not None:
             for fd in self._fds:
@@ -88,12 +115,19 @@ class NoLock:
     """The CPU path: the interpreter's timings are never taken, so nothing to exclude."""
 
     wait_s = exclusive_s = wait_excl_s = 0.0
+    yields = 0
 
     @contextmanager
     def shared(self) -> Iterator[None]:
         yield
 
     exclusive = shared
+
+    def writer_waiting(self) -> bool:
+        return False
+
+    def let_writer_in(self) -> None:
+        pass
 
     def close(self) -> None:
         pass

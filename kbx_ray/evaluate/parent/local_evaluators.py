@@ -23,6 +23,8 @@ def _serve(cfg: EvalConfig, todo: Any, done: Any, cache_mb: int) -> None:
         ev.inputs.max_bytes = cache_mb << 20
     try:
         ev.sandbox.request({"op": "hello"}, 300)
+        if ev.replay.on:  # the replay process too: its start is not the first candidate's wait
+            ev.replay.sandbox.request({"op": "hello"}, 300)
         done.put(("ready", -1, dict(ev.sandbox.info, device=ev.device)))
         while (item := todo.get()) is not None:
             i, task, cand, cold = item

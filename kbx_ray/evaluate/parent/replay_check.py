@@ -28,6 +28,7 @@ PAYLOAD_SHARE = 4  # a program with no fresh input carries under 1/4 of its outp
 # a live timed call this much faster than its own recorded program did not run it (noise: the
 # program's graph has no host overhead on a GPU; on the CPU both run the interpreter)
 FASTER = {"cuda": 0.7, "cpu": 0.5}
+PROGRAM_BUDGET_S, PROGRAM_CI = 0.3, 0.03  # the program's timing: a bound by a factor, not a figure
 
 
 class Replay:
@@ -122,31 +123,48 @@ class Replay:
                     f"{numel} output values: an answer computed on the host")
         return ""
 
-    def timing(self, task: Task, case: dict, cr: Any, live_ms: float, timing: dict,
-               left: Callable[[], float]) -> None:
-        """The case's recorded program timed alone (`replay_time`); a live timed median faster
-        than it beyond noise did not run it (a faster path taken only in unwatched calls):
-        `timing_invalid`. Both figures are recorded."""
+    def time_program(self, task: Task, case: dict, live_ms: float, timing: dict,
+                     left: Callable[[], float]) -> tuple[float, float] | Verdict | None:
+        """The case's recorded program timed alone (`replay_time`; the caller holds the GPU
+        alone): (its median, its fastest-runs figure), timed once more when the live median looks
+        faster than it (a busy host slows the program's run too). None: no program or replay off.
+        It bounds the live figure by a factor (`FASTER`), so it is timed to a looser CI."""
         if not self.on or case["name"] not in self.programs:
-            return
+            return None
         prog, seed = self.programs[case["name"]]
-        fast = float("inf")
-        for _ in range(2):  # a suspicion is timed again: a busy host slows the program's run too
+        cheap = timing if self.device != "cuda" else {  # the interpreter's reps are few anyway
+            **timing, "budget_s": min(timing["budget_s"], PROGRAM_BUDGET_S),
+            "target_rel_ci": max(timing["target_rel_ci"], PROGRAM_CI)}
+        median, fast = 0.0, float("inf")
+        for _ in range(2):
             got = self._request("replay_time", prog, task, case, seed, self._fresh(seed), left,
-                                {"timing": timing})
+                                {"timing": cheap})
             if isinstance(got, Verdict):
-                raise case_checks.Fail("timing", got.kind, f"case {case['name']}, timing its "
-                                       f"kernel program: {got.message}")
+                return got
             t = got[0]["timing"]
-            cr.replay_ms = float(t["median_ms"])
+            median = float(t["median_ms"])
             # its fast runs (the 20th percentile), not its median: noise only ever slows a run
             fast = min(fast, float(t.get("p20_ms") or t["median_ms"]))
             if live_ms >= FASTER.get(self.device, 0.7) * fast:
-                return
-        raise case_checks.Fail("timing", "timing_invalid", f"case {case['name']}: its timed "
-                               f"calls ({live_ms:.4g} ms) ran faster than its own recorded "
-                               f"kernel program ({fast:.4g} ms at its 20th percentile, timed "
-                               "twice): the timed calls did not run the program that was judged")
+                break
+        return median, fast
+
+    def judge_timing(self, case: dict, cr: Any, live_ms: float,
+                     got: tuple[float, float] | Verdict | None) -> None:
+        """A live timed median faster than its own program beyond noise did not run it (a faster
+        path taken only in unwatched calls): `timing_invalid`. Both figures are recorded."""
+        if got is None:
+            return
+        if isinstance(got, Verdict):
+            raise case_checks.Fail("timing", got.kind, f"case {case['name']}, timing its "
+                                   f"kernel program: {got.message}")
+        cr.replay_ms, fast = got
+        if live_ms < FASTER.get(self.device, 0.7) * fast:
+            raise case_checks.Fail("timing", "timing_invalid", f"case {case['name']}: its timed "
+                                   f"calls ({live_ms:.4g} ms) ran faster than its own recorded "
+                                   f"kernel program ({fast:.4g} ms at its 20th percentile, timed "
+                                   "twice): the timed calls did not run the program that was "
+                                   "judged")
 
     def _outputs(self, prog: program.Program, got: tuple | Verdict) -> list | Verdict:
         if isinstance(got, Verdict):

@@ -41,7 +41,7 @@ def time_cases(ev: Evaluator, ref_mod: Any, task: Task, cases: list[dict],
 
 
 def _time_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict,
-               res: EvalResult) -> tuple[Any, float, Any, tuple[Any, list]]:
+               res: EvalResult) -> tuple[Any, float, Any, tuple[Any, list], Any]:
     """The candidate's and the reference's timing loops (the caller holds the GPU alone)."""
     fresh = max(0, ev.cfg.fresh_sets)
     seeds = [ev._seed(i) for i in range(max(1, ev.cfg.timing_sets) + fresh)]
@@ -51,15 +51,20 @@ def _time_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict,
                            ev.cfg.case_timeout_s + 4 * ev.cfg.timing.budget_s, "timing")
     parent_wall_ms = (time.perf_counter() - asked) * 1e3  # our clock, not the worker's word
     ref_t = ev.refs.timing(ref_mod, task, case, ev.sandbox.info.get("gpu_name"))
-    _add(res, "t_loop", parent_wall_ms / 1e3)
-    _add(res, "t_ref", time.perf_counter() - asked - parent_wall_ms / 1e3)
+    t1 = time.perf_counter()
     timed = case_checks.read(TimeReply, reply, "time", "timing")
-    return (timing_record(timed.timing), parent_wall_ms, ref_t, (timed.timed_check, blobs))
+    t = timing_record(timed.timing)
+    program_t = ev.replay.time_program(task, case, t.median_ms, asdict(ev.cfg.timing),
+                                       lambda: ev.deadline - time.perf_counter())
+    _add(res, "t_loop", parent_wall_ms / 1e3)
+    _add(res, "t_ref", t1 - asked - parent_wall_ms / 1e3)
+    _add(res, "t_replay", time.perf_counter() - t1)
+    return (t, parent_wall_ms, ref_t, (timed.timed_check, blobs), program_t)
 
 
 def _check_timed_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, cr: CaseResult,
                       res: EvalResult, t: dict, parent_wall_ms: float, ref_t: Any,
-                      timed: tuple[dict, list]) -> None:
+                      timed: tuple[dict, list], program_t: Any) -> None:
     """The timed calls' outputs, then a fresh recheck (GPU shared), then the timing checks."""
     fresh, t0 = ev._seed(len(ev.seeds)), time.perf_counter()
     with ev.lock.shared():
@@ -77,11 +82,8 @@ def _check_timed_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, cr: C
             f"case {case['name']}, its call on fresh values after timing", v, outs, timed_outs))
     judge_timing(ev.cfg, ev.device, case, cr, res, t, parent_wall_ms, ref_t, timed[0],
                  ref_mod, ev.refs.dtype(task, case))
-    t1 = time.perf_counter()
-    ev.replay.timing(task, case, cr, t.median_ms, asdict(ev.cfg.timing),
-                     lambda: ev.deadline - time.perf_counter())
-    _add(res, "t_checks", t1 - t0)
-    _add(res, "t_replay", time.perf_counter() - t1)
+    ev.replay.judge_timing(case, cr, t.median_ms, program_t)
+    _add(res, "t_checks", time.perf_counter() - t0)
 
 
 def _recheck_verdict(ev: Evaluator, ref_mod: Any, task: Task, case: dict, seed: int, outs: list,
