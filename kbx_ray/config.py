@@ -19,7 +19,7 @@ from omegaconf.errors import OmegaConfBaseException
 from kbx_ray.errors import ConfigError
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.identity import RUN, exempt, verdict, walk
-from kbx_ray.schema import Choice, choice_fields, explain, spell_booleans
+from kbx_ray.schema import Choice, Optioned, choice_fields, explain, spell_booleans
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 GROUPS = ("suite", "model", "method", "sweep")
@@ -44,43 +44,57 @@ class AotCompile(Choice):
     always = "always"
 
 
+def _moved(key: str, names: tuple[str, ...], whose: str) -> dict[str, str]:
+    return {n: f"set {key}.options.{n} ({whose} options)" for n in names}
+
+
 @dataclass
-class SuiteConfig:
+class SuiteConfig(Optioned):
+    KIND, KEY = "suite", "suite"
     name: str = verdict("kbx")           # kbx (tasks/) | kernelbench | kernelbenchx (suites/)
     path: str | None = verdict(None)     # suite root; default: the repo's tasks/
     include: list[str] = exempt([], why="adding tasks resumes into the same sweep: a task's "
                                 "cells have their own ids")  # ids, category folders or globs
+    options: dict[str, Any] = verdict({}, omit_empty=True)  # the format's (its options=)
+
+    def entry_name(self) -> str:
+        return self.name
 
 
 @dataclass
-class ModelConfig:
+class ModelConfig(Optioned):
+    KIND, KEY = "backend", "model"
+    LIFTED = {"base_url": None, "api_key_env": None, "replicas": 1, "engine": {}, "placement": {}}
+    MOVED = _moved("model", tuple(LIFTED), "the backend's: vllm's engine.*, placement.*, "
+                   "replicas; openai's base_url, api_key_env")
     name: str = "reference"              # label recorded in every row
     backend: str = "reference"           # reference | (vllm, openai, replay: see llm/)
     suite_path: str | None = None
     temperature: float = 0.0
     max_tokens: int = 4096
     path: str = ""                       # weights (HF id or local dir) / the model name a server knows
-    base_url: str | None = None          # openai: http://host:port/v1
-    api_key_env: str | None = None       # openai: environment variable holding the API key
-    replicas: int = 1                    # vllm: engine replicas (Ray actors) behind one backend
-    engine: dict[str, Any] = field(default_factory=dict)     # vllm: engine arguments (AsyncEngineArgs)
-    placement: dict[str, Any] = field(default_factory=dict)  # vllm: accelerator_type, resources, labels
-    options: dict[str, Any] = field(default_factory=dict)  # backend-specific
+    options: dict[str, Any] = field(default_factory=dict)  # typed by the backend's options=
+
+    def entry_name(self) -> str:
+        return self.backend
 
 
 @dataclass
-class MethodConfig:
+class MethodConfig(Optioned):
+    KIND, KEY = "method", "method"
+    LIFTED = {"branches": 1, "exemplars": 0, "cot": False}
+    MOVED = _moved("method", tuple(LIFTED), "the method's")
     name: str = "one_shot"               # label recorded in every row (a preset's name)
     kind: str = ""                       # methods/base.py:REGISTRY key; "": same as name
     rounds: int = 0                      # refinement rounds after round 0 (repair, parallel, agentic)
     feedback: list[str] = field(default_factory=lambda: ["compile", "correctness", "performance"])
     stop_when: StopWhen = StopWhen.correct
     fast_speedup: float = 1.0            # `fast` = correct and speedup >= this
-    branches: int = 1                    # parallel workers / agentic candidates / best_of_n samples
-    exemplars: int = 0                   # few-shot exemplars in the first prompt
-    cot: bool = False                    # chain-of-thought instructions in the first prompt
     templates_dir: str | None = None     # *.txt here override conf/prompts/*.txt by name
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)  # typed by the method's options=
+
+    def entry_name(self) -> str:
+        return self.kind or self.name
 
 
 @dataclass
@@ -148,8 +162,9 @@ class Config:
     """Each field marks whether it is part of the sweep's identity (kbx_ray/identity.py)."""
     MOVED = {"wandb": "set sink.wandb.<key> (e.g. sink.wandb.mode=disabled)"}  # key -> its new place
     suite: SuiteConfig = walk(SuiteConfig)
-    model: ModelConfig = verdict(factory=ModelConfig)     # the model and how it decodes
-    method: MethodConfig = verdict(factory=MethodConfig)
+    model: ModelConfig = verdict(factory=ModelConfig, as_=ModelConfig.hashed)  # the model and how
+    #                                                                           it decodes
+    method: MethodConfig = verdict(factory=MethodConfig, as_=MethodConfig.hashed)
     sweep: SweepConfig = verdict(factory=SweepConfig)      # the grid's axes
     hardware: list[str] = verdict(["auto"])  # pool names; auto: local
     evaluation: EvalConfig = walk(EvalConfig)

@@ -9,16 +9,16 @@ a replay source for every cell's first round.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from kbx_ray.config import Config, ModelConfig
-from kbx_ray.errors import ConfigError, unknown_keys
+from kbx_ray.errors import ConfigError
 from kbx_ray.grid import Axes, Cell, build_axes
-from kbx_ray.schema import explain, typed
+from kbx_ray.schema import explain
 
 log = logging.getLogger(__name__)
 
@@ -49,24 +49,18 @@ def validate(cfg: Config) -> Checked:
 
 def check_backend(model: ModelConfig, local: bool = True) -> None:
     """The backend exists and takes every key given: model.options typed by the options dataclass
-    it registered, then its own check where it registered one (cheap: no engine, no request);
-    without a check it takes no model.engine keys (and, without options, no model.options)."""
+    it registered (none registered: it takes none), then its own check where it registered one
+    (cheap: no engine, no request)."""
     from kbx_ray.llm.base import REGISTRY
 
     backend = model.backend
     if backend not in REGISTRY:
         raise ConfigError(f"model {model.name}: unknown backend {backend!r}: choose one of "
                           f"{', '.join(sorted(REGISTRY))}")
-    entry = REGISTRY.entry(backend)
-    if entry.options is not None:  # the options dataclass it registered types model.options
-        unknown_keys(model, "options", model.options, [f.name for f in fields(entry.options)])
-        typed(entry.options, model.options, "model.options.", f"model {model.name}")
-    if entry.check is not None:
-        entry.check(model, local)
-        return
-    if entry.options is None:
-        unknown_keys(model, "options", model.options, set())
-    unknown_keys(model, "engine", model.engine, set())
+    model.typed_options()
+    check = REGISTRY.entry(backend).check
+    if check is not None:
+        check(model, local)
 
 
 def check_replay(axes: Axes, todo: Callable[[], Iterator[Cell]]) -> None:
