@@ -44,10 +44,6 @@ class AotCompile(Choice):
     always = "always"
 
 
-def _moved(key: str, names: tuple[str, ...], whose: str) -> dict[str, str]:
-    return {n: f"set {key}.options.{n} ({whose} options)" for n in names}
-
-
 @dataclass
 class SuiteConfig(Optioned):
     KIND, KEY = "suite", "suite"
@@ -65,8 +61,10 @@ class SuiteConfig(Optioned):
 class ModelConfig(Optioned):
     KIND, KEY = "backend", "model"
     LIFTED = {"base_url": None, "api_key_env": None, "replicas": 1, "engine": {}, "placement": {}}
-    MOVED = _moved("model", tuple(LIFTED), "the backend's: vllm's engine.*, placement.*, "
-                   "replicas; openai's base_url, api_key_env")
+    MOVED = {**{k: f"set model.options.{k}{'.<key>' * (k in ('engine', 'placement'))} (the vllm "
+                   "backend's options)" for k in ("engine", "placement", "replicas")},
+             **{k: f"set model.options.{k} (the openai backend's options)"
+                for k in ("base_url", "api_key_env")}}
     name: str = "reference"              # label recorded in every row
     backend: str = "reference"           # reference | (vllm, openai, replay: see llm/)
     suite_path: str | None = None
@@ -83,7 +81,9 @@ class ModelConfig(Optioned):
 class MethodConfig(Optioned):
     KIND, KEY = "method", "method"
     LIFTED = {"branches": 1, "exemplars": 0, "cot": False}
-    MOVED = _moved("method", tuple(LIFTED), "the method's")
+    MOVED = {"branches": "set method.options.branches (the options of parallel, agentic, "
+                         "best_of_n)",
+             **{k: f"set method.options.{k} (every method's options)" for k in ("exemplars", "cot")}}
     name: str = "one_shot"               # label recorded in every row (a preset's name)
     kind: str = ""                       # methods/base.py:REGISTRY key; "": same as name
     rounds: int = 0                      # refinement rounds after round 0 (repair, parallel, agentic)

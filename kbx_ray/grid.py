@@ -213,7 +213,7 @@ def _suite_ids(suite: SuiteConfig) -> tuple[list[str], list[str]] | None:
             return ids, ids
         from kbx_ray.suites import suite_format
 
-        fmt = suite_format(suite.name)
+        fmt = suite_format(suite.name, suite.options)
         if fmt.ids is not None and suite.path:
             return fmt.ids(root)
     except (SuiteError, OSError):

@@ -32,8 +32,8 @@ class Checked:
 
 
 def validate(cfg: Config) -> Checked:
-    """Choices, the sinks, the grid's methods and models, and each model's backend settings; one
-    line each."""
+    """Choices, the sinks and their options, the suite format's options, the grid's methods (and
+    their options) and models (and their backends' options and checks); one line each."""
     from kbx_ray.sinks import sink_options
 
     try:
@@ -41,6 +41,7 @@ def validate(cfg: Config) -> Checked:
     except OmegaConfBaseException as e:
         raise explain(e, Config, "the config") from None
     sinks = sink_options(list(cfg.sinks), cfg.sink)
+    cfg.suite.typed_options()  # the suite format's options= types suite.options
     axes = build_axes(cfg)  # each method variant passes check_method, or this raises its line
     for model in axes.models:
         check_backend(model, local=cfg.engine.ray_address is None)

@@ -143,7 +143,7 @@ def typed(schema: type, given: Any, prefix: str, where: str = "the config") -> A
 
 
 @dataclasses.dataclass
-class _NoOptions:
+class NoOptions:
     """What an entry that registered no options takes."""
 
 
@@ -173,7 +173,7 @@ class Optioned:
 
     def typed_options(self) -> Any:
         """`options` as the registered dataclass; an unknown key or a bad value is one line."""
-        return typed(self.options_type() or _NoOptions, dict(self.options or {}),
+        return typed(self.options_type() or NoOptions, dict(self.options or {}),
                      f"{self.KEY}.options.", f"{self.KEY} {self.name}")
 
     def hashed(self) -> dict[str, Any]:
