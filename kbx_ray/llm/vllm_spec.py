@@ -215,7 +215,8 @@ def engine_arg_names() -> frozenset[str]:
     try:
         tree = ast.parse(source.read_text())
     except (OSError, SyntaxError):
-        log.debug("vllm engine arguments not readable from %s; model.engine is not checked", source)
+        log.debug("vllm engine arguments not readable from %s; model.options.engine.args is not "
+                  "checked", source)
         return frozenset()
     names = {t.target.id for node in tree.body if isinstance(node, ast.ClassDef)
              and node.name in ("EngineArgs", "AsyncEngineArgs") for t in node.body
