@@ -46,20 +46,18 @@ class AotCompile(Choice):
 
 @dataclass
 class SuiteConfig(Optioned):
-    KIND, KEY = "suite", "suite"
+    KIND, KEY, ENTRY = "suite", "suite", "name"
     name: str = verdict("kbx")           # kbx (tasks/) | kernelbench | kernelbenchx (suites/)
     path: str | None = verdict(None)     # suite root; default: the repo's tasks/
     include: list[str] = exempt([], why="adding tasks resumes into the same sweep: a task's "
                                 "cells have their own ids")  # ids, category folders or globs
     options: dict[str, Any] = verdict({}, omit_empty=True)  # the format's (its options=)
 
-    def entry_name(self) -> str:
-        return self.name
-
 
 @dataclass
 class ModelConfig(Optioned):
-    KIND, KEY = "backend", "model"
+    KIND, KEY, ENTRY = "backend", "model", "backend"
+    # keys moved into `options` (backend's), with their default then: ids hash them so (Optioned)
     LIFTED = {"base_url": None, "api_key_env": None, "replicas": 1, "engine": {}, "placement": {}}
     MOVED = {**{k: f"set model.options.{k}{'.<key>' * (k in ('engine', 'placement'))} (the vllm "
                    "backend's options)" for k in ("engine", "placement", "replicas")},
@@ -73,17 +71,15 @@ class ModelConfig(Optioned):
     path: str = ""                       # weights (HF id or local dir) / the model name a server knows
     options: dict[str, Any] = field(default_factory=dict)  # typed by the backend's options=
 
-    def entry_name(self) -> str:
-        return self.backend
-
 
 @dataclass
 class MethodConfig(Optioned):
-    KIND, KEY = "method", "method"
-    LIFTED = {"branches": 1, "exemplars": 0, "cot": False}
+    KIND, KEY, ENTRY = "method", "method", "kind"  # kind, else name
+    LIFTED = {"branches": 1, "exemplars": 0, "cot": False}  # now the method's options (Optioned)
     MOVED = {"branches": "set method.options.branches (the options of parallel, agentic, "
                          "best_of_n)",
-             **{k: f"set method.options.{k} (every method's options)" for k in ("exemplars", "cot")}}
+             **{k: f"set method.options.{k} (every method's options)"
+                for k in ("exemplars", "cot")}}
     name: str = "one_shot"               # label recorded in every row (a preset's name)
     kind: str = ""                       # methods/base.py:REGISTRY key; "": same as name
     rounds: int = 0                      # refinement rounds after round 0 (repair, parallel, agentic)
@@ -92,9 +88,6 @@ class MethodConfig(Optioned):
     fast_speedup: float = 1.0            # `fast` = correct and speedup >= this
     templates_dir: str | None = None     # *.txt here override conf/prompts/*.txt by name
     options: dict[str, Any] = field(default_factory=dict)  # typed by the method's options=
-
-    def entry_name(self) -> str:
-        return self.kind or self.name
 
 
 @dataclass
@@ -209,15 +202,16 @@ def _load_group(group: str, name: str, seen: tuple[str, ...] = ()) -> DictConfig
     return _merge(_load_group(group, str(base), (*seen, name)), node, f"conf/{group}/{name}.yaml")
 
 
-def _merge(base: DictConfig, other: Any, where: str, schema: type | None = None) -> DictConfig:
-    """`other` over `base`; `schema` (default `Config`) types both: its choice fields take the
-    booleans YAML makes of on/off, and any error is one line (kbx_ray/schema.py)."""
+def _merge(base: DictConfig, other: Any, where: str, schema: type | None = None,
+           prefix: str = "") -> DictConfig:
+    """`other` over `base`; `schema` (default `Config`, at `prefix` of it) types both: its choice
+    fields take the booleans YAML makes of on/off, and any error is one line (kbx_ray/schema.py)."""
     schema = schema or Config
     spell_booleans(other, schema)
     try:
         return OmegaConf.merge(base, other)
     except OmegaConfBaseException as e:
-        raise explain(e, schema, where) from None
+        raise explain(e, schema, where, prefix) from None
 
 
 def load_config(overrides: list[str] | None = None) -> Config:

@@ -71,10 +71,10 @@ def _variants(group: str, names: list[str], default: Any, overrides: list[str]) 
     cli = _cli_keys(overrides, group)
     out = []
     for n in names:
-        node = _merge(OmegaConf.structured(schema), _load_group(group, n), f"conf/{group}/{n}.yaml",
-                      schema)
+        node = _merge(OmegaConf.structured(schema), _load_group(group, n),
+                      f"conf/{group}/{n}.yaml", schema, f"{group}.")
         if cli is not None:
-            node = _merge(node, cli, "the command line", schema)
+            node = _merge(node, cli, "the command line", schema, f"{group}.")
         out.append(OmegaConf.to_object(node))
     return out
 

@@ -120,7 +120,8 @@ class Registry(MutableMapping):
             raise KeyError(name) from None
 
     def __setitem__(self, name: str, target: F | str | Entry) -> None:
-        self._entries[name] = target if isinstance(target, Entry) else Entry(self.kind, name, target)
+        entry = target if isinstance(target, Entry) else Entry(self.kind, name, target)
+        self._entries[name] = entry
 
     def __delitem__(self, name: str) -> None:
         del self._entries[name]

@@ -139,7 +139,8 @@ def typed(schema: type, given: Any, prefix: str, where: str = "the config") -> A
     except OmegaConfBaseException as e:
         raise explain(e, schema, where, prefix=prefix) from None
     except ValueError as e:
-        raise ConfigError(f"bad {prefix.rstrip('.')} in {where}: {str(e).splitlines()[0]}") from None
+        line = str(e).splitlines()[0]
+        raise ConfigError(f"bad {prefix.rstrip('.')} in {where}: {line}") from None
 
 
 @dataclasses.dataclass
@@ -157,18 +158,16 @@ class Optioned:
 
     KIND: ClassVar[str] = ""       # the registry kind
     KEY: ClassVar[str] = ""        # where it sits in the config: model, method, suite
+    ENTRY: ClassVar[str] = ""      # the field naming its entry ("": its name)
     LIFTED: ClassVar[dict[str, Any]] = {}
     name: str
     options: dict[str, Any]
-
-    def entry_name(self) -> str:
-        raise NotImplementedError
 
     def options_type(self) -> type | None:
         """The dataclass its entry registered (None: the entry takes none, or is unknown)."""
         from kbx_ray.registry import registry
 
-        known, name = registry(self.KIND), self.entry_name()
+        known, name = registry(self.KIND), getattr(self, self.ENTRY) or self.name
         return known.entry(name).options if name in known else None
 
     def typed_options(self) -> Any:

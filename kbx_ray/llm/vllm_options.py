@@ -39,7 +39,7 @@ class VLLMEngine:
     reasoning_parser: str | None = None
     disable_log_stats: bool | None = None  # None: true, as vllm.LLM (per-step stats cost CPU)
     distributed_executor_backend: str | None = None  # None: ray with tensor parallelism, else uni
-    args: dict[str, Any] = field(default_factory=dict)  # any other AsyncEngineArgs, as vLLM names it
+    args: dict[str, Any] = field(default_factory=dict)  # other AsyncEngineArgs, by vLLM's names
 
     @property
     def tp(self) -> int:

@@ -15,8 +15,8 @@ class FewShotOptions(PromptOptions):
 
     def __post_init__(self) -> None:
         if self.exemplars < 1:
-            raise ValueError(f"exemplars={self.exemplars}: few_shot takes 1 or more (method=one_shot "
-                             "takes none)")
+            raise ValueError(f"exemplars={self.exemplars}: few_shot takes 1 or more "
+                             "(method=one_shot takes none)")
 
 
 @register("method", "few_shot", options=FewShotOptions)

@@ -157,7 +157,8 @@ def test_server_down_is_one_clear_line():
     url = f"http://127.0.0.1:{port}/v1"
     with pytest.raises(BackendError) as e:
         gen(backend(url))
-    assert str(e.value) == f"model server at {url} is unreachable: start it or fix model.options.base_url"
+    assert str(e.value) == (f"model server at {url} is unreachable: start it or fix "
+                            "model.options.base_url")
 
 
 @pytest.mark.parametrize("server", [[{"status": 404, "json": {"error": {
@@ -192,7 +193,8 @@ def test_api_key_comes_from_the_named_variable(server, monkeypatch):
     gen(backend(server.url, api_key_env="KBX_TEST_KEY"))
     assert server.headers_seen[0]["authorization"] == "Bearer sk-test-123"
     monkeypatch.delenv("KBX_TEST_KEY")
-    with pytest.raises(BackendError, match="model.options.api_key_env names KBX_TEST_KEY but it is not set"):
+    with pytest.raises(BackendError,
+                       match="model.options.api_key_env names KBX_TEST_KEY but it is not set"):
         backend(server.url, api_key_env="KBX_TEST_KEY")
 
 

@@ -76,7 +76,8 @@ def test_missing_weights_path_is_one_line():
 
 
 def test_single_machine_drops_only_the_cluster_pins():
-    cfg = load_config(["model=qwen2.5-coder-7b", "model.options.placement.accelerator_type=H100"]).model
+    cfg = load_config(["model=qwen2.5-coder-7b",
+                       "model.options.placement.accelerator_type=H100"]).model
     spec = spec_from(cfg)
     spec.resources["nvme"] = 1.0
     local = for_cluster(spec, [{"Alive": True, "Labels": {}, "Resources": {"GPU": 8.0}}])
@@ -98,7 +99,8 @@ def test_openai_preset_needs_a_base_url():
 
 
 def test_generation_gpus_counts_replicas_times_tensor_parallel():
-    assert generation_gpus(load_config(["model=qwen2.5-coder-32b", "model.options.replicas=3"]).model) == 6
+    assert generation_gpus(load_config(["model=qwen2.5-coder-32b",
+                                        "model.options.replicas=3"]).model) == 6
     assert generation_gpus(load_config(["model=tiny"]).model) == 0  # a CPU engine
     assert generation_gpus(load_config(["model=openai"]).model) == 0
 
