@@ -178,14 +178,19 @@ class Optioned:
     def hashed(self) -> dict[str, Any]:
         """Its fields as laid out before `LIFTED` moved: a lifted key given as a mapping stands as
         given (a typed section's `args`, the keys it cannot list, merged in), another takes its
-        typed value, and one its options lack takes its default then; `options` keeps the rest,
-        as given."""
+        typed value (as given where its options do not type), and one its options lack takes its
+        default then; `options` keeps the rest, as given."""
         out = OmegaConf.to_container(OmegaConf.structured(self))
         given = dict(out.pop("options") or {})  # type: ignore[union-attr]
-        opts = self.typed_options() if self.LIFTED else None
+        try:
+            opts = self.typed_options() if self.LIFTED else None
+        except ConfigError:  # not a variant of the grid (an axis replaces it): hashed as given
+            opts = None
         for key, before in self.LIFTED.items():
             raw, value = given.pop(key, None), getattr(opts, key, None)
-            if isinstance(raw, dict):
+            if opts is None and raw is not None:
+                out[key] = raw
+            elif isinstance(raw, dict):
                 out[key] = {**{k: v for k, v in raw.items() if k != "args"}, **raw.get("args", {})}
             elif hasattr(opts, key) and not dataclasses.is_dataclass(value):
                 out[key] = value

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kbx_ray.config import ModelConfig
+from kbx_ray.config import ConfigError, ModelConfig
 from kbx_ray.extract import extract
 from kbx_ray.llm.base import GenParams, build_backend
 from kbx_ray.llm.errors import BackendError
@@ -214,5 +214,6 @@ def test_refused_key_is_one_line(server):
 
 
 def test_unknown_option_is_named():
-    with pytest.raises(BackendError, match="unknown model.options for the openai backend: concurrencyy"):
+    with pytest.raises(ConfigError, match=r"^unknown key model.options.concurrencyy in model "
+                       r"reference: did you mean model.options.concurrency\?$"):
         backend("http://127.0.0.1:1/v1", concurrencyy=3)
