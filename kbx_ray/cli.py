@@ -137,7 +137,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     from kbx_ray.suite import load_suite
 
     skipped: dict[str, str] = {}  # external problems that cannot be built: listed, not fatal
-    tasks = load_suite(cfg.suite.path, cfg.suite.include or None, cfg.suite.name, skipped)
+    tasks = load_suite(cfg.suite.path, cfg.suite.include or None, cfg.suite.name, skipped,
+                       cfg.suite.options)
     rows = [{"id": t.task_id, "category": t.category, "level": t.level,
              "cases": [c["name"] for c in t.cases], "signature": t.signature} for t in tasks]
     if args.json:

@@ -39,7 +39,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from kbx_ray.suite import get_task
 
     with _Judge(cfg) as judge:  # its worker starts now, while the task loads
-        task, path = get_task(plain[0], cfg.suite.path, cfg.suite.name), Path(plain[1])
+        task = get_task(plain[0], cfg.suite.path, cfg.suite.name, cfg.suite.options)
+        path = Path(plain[1])
         if not path.exists() and not path.is_symlink():
             raise ConfigError(f"candidate file {path} does not exist")
         res = judge.file(task, path)
@@ -236,7 +237,8 @@ def _batch(args: argparse.Namespace, cfg: Config, source: Path) -> int:
     with _Judge(cfg) as judge:
         for r in rows:  # every task id checked before the first evaluation
             if r["task_id"] not in tasks:
-                tasks[r["task_id"]] = get_task(r["task_id"], cfg.suite.path, cfg.suite.name)
+                tasks[r["task_id"]] = get_task(r["task_id"], cfg.suite.path, cfg.suite.name,
+                                               cfg.suite.options)
         for i, r in enumerate(rows, 1):
             res = judge.text(tasks[r["task_id"]], str(r["completion"] or ""), as_file=False)
             log.info("%d/%d %s sample %s: %s", i, len(rows), r["task_id"], r.get("sample", 0),

@@ -37,9 +37,10 @@ most used keys:
   suite.include=[math,activation/relu,"fusion/*"]   tasks: ids, category folders or globs
   suite.path=DIR                                     another tasks/ tree or an external suite
   sweep.samples=N  sweep.methods=[a,b]  sweep.models=[a,b]  sweep.rounds=[0,1,3]   grid axes
-  method.rounds=R  method.branches=N  method.exemplars=N
-  model.temperature=T  model.max_tokens=N  model.path=HF_ID|DIR  model.replicas=N
-  model.base_url=http://host:8000/v1 (model=openai)  model.options.path=results/ID (model=replay)
+  method.rounds=R  method.options.branches=N  method.options.exemplars=N   (the method's options)
+  model.temperature=T  model.max_tokens=N  model.path=HF_ID|DIR   (model.options: the backend's)
+  model.options.replicas=N  model.options.engine.max_model_len=N (vllm)
+  model.options.base_url=http://host:8000/v1 (openai)  model.options.path=results/ID (replay)
   evaluation.seeds=N  evaluation.timing.budget_s=S
   engine.max_concurrency=N  engine.evaluators=N  engine.ray_address=auto
   output_dir=DIR  sink.wandb.project=NAME

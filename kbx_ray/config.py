@@ -19,7 +19,7 @@ from omegaconf.errors import OmegaConfBaseException
 from kbx_ray.errors import ConfigError
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.identity import RUN, exempt, verdict, walk
-from kbx_ray.schema import Choice, choice_fields, explain, spell_booleans
+from kbx_ray.schema import Choice, Optioned, choice_fields, explain, spell_booleans
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 GROUPS = ("suite", "model", "method", "sweep")
@@ -45,42 +45,49 @@ class AotCompile(Choice):
 
 
 @dataclass
-class SuiteConfig:
+class SuiteConfig(Optioned):
+    KIND, KEY, ENTRY = "suite", "suite", "name"
     name: str = verdict("kbx")           # kbx (tasks/) | kernelbench | kernelbenchx (suites/)
     path: str | None = verdict(None)     # suite root; default: the repo's tasks/
     include: list[str] = exempt([], why="adding tasks resumes into the same sweep: a task's "
                                 "cells have their own ids")  # ids, category folders or globs
+    options: dict[str, Any] = verdict({}, omit_empty=True)  # the format's (its options=)
 
 
 @dataclass
-class ModelConfig:
+class ModelConfig(Optioned):
+    KIND, KEY, ENTRY = "backend", "model", "backend"
+    # keys moved into `options` (backend's), with their default then: ids hash them so (Optioned)
+    LIFTED = {"base_url": None, "api_key_env": None, "replicas": 1, "engine": {}, "placement": {}}
+    MOVED = {**{k: f"set model.options.{k}{'.<key>' * (k in ('engine', 'placement'))} (the vllm "
+                   "backend's options)" for k in ("engine", "placement", "replicas")},
+             **{k: f"set model.options.{k} (the openai backend's options)"
+                for k in ("base_url", "api_key_env")}}
     name: str = "reference"              # label recorded in every row
     backend: str = "reference"           # reference | (vllm, openai, replay: see llm/)
     suite_path: str | None = None
     temperature: float = 0.0
     max_tokens: int = 4096
     path: str = ""                       # weights (HF id or local dir) / the model name a server knows
-    base_url: str | None = None          # openai: http://host:port/v1
-    api_key_env: str | None = None       # openai: environment variable holding the API key
-    replicas: int = 1                    # vllm: engine replicas (Ray actors) behind one backend
-    engine: dict[str, Any] = field(default_factory=dict)     # vllm: engine arguments (AsyncEngineArgs)
-    placement: dict[str, Any] = field(default_factory=dict)  # vllm: accelerator_type, resources, labels
-    options: dict[str, Any] = field(default_factory=dict)  # backend-specific
+    options: dict[str, Any] = field(default_factory=dict)  # typed by the backend's options=
 
 
 @dataclass
-class MethodConfig:
+class MethodConfig(Optioned):
+    KIND, KEY, ENTRY = "method", "method", "kind"  # kind, else name
+    LIFTED = {"branches": 1, "exemplars": 0, "cot": False}  # now the method's options (Optioned)
+    MOVED = {"branches": "set method.options.branches (the options of parallel, agentic, "
+                         "best_of_n)",
+             **{k: f"set method.options.{k} (every method's options)"
+                for k in ("exemplars", "cot")}}
     name: str = "one_shot"               # label recorded in every row (a preset's name)
     kind: str = ""                       # methods/base.py:REGISTRY key; "": same as name
     rounds: int = 0                      # refinement rounds after round 0 (repair, parallel, agentic)
     feedback: list[str] = field(default_factory=lambda: ["compile", "correctness", "performance"])
     stop_when: StopWhen = StopWhen.correct
     fast_speedup: float = 1.0            # `fast` = correct and speedup >= this
-    branches: int = 1                    # parallel workers / agentic candidates / best_of_n samples
-    exemplars: int = 0                   # few-shot exemplars in the first prompt
-    cot: bool = False                    # chain-of-thought instructions in the first prompt
     templates_dir: str | None = None     # *.txt here override conf/prompts/*.txt by name
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)  # typed by the method's options=
 
 
 @dataclass
@@ -148,8 +155,9 @@ class Config:
     """Each field marks whether it is part of the sweep's identity (kbx_ray/identity.py)."""
     MOVED = {"wandb": "set sink.wandb.<key> (e.g. sink.wandb.mode=disabled)"}  # key -> its new place
     suite: SuiteConfig = walk(SuiteConfig)
-    model: ModelConfig = verdict(factory=ModelConfig)     # the model and how it decodes
-    method: MethodConfig = verdict(factory=MethodConfig)
+    model: ModelConfig = verdict(factory=ModelConfig, as_=ModelConfig.hashed)  # the model and how
+    #                                                                           it decodes
+    method: MethodConfig = verdict(factory=MethodConfig, as_=MethodConfig.hashed)
     sweep: SweepConfig = verdict(factory=SweepConfig)      # the grid's axes
     hardware: list[str] = verdict(["auto"])  # pool names; auto: local
     evaluation: EvalConfig = walk(EvalConfig)
@@ -194,15 +202,16 @@ def _load_group(group: str, name: str, seen: tuple[str, ...] = ()) -> DictConfig
     return _merge(_load_group(group, str(base), (*seen, name)), node, f"conf/{group}/{name}.yaml")
 
 
-def _merge(base: DictConfig, other: Any, where: str, schema: type | None = None) -> DictConfig:
-    """`other` over `base`; `schema` (default `Config`) types both: its choice fields take the
-    booleans YAML makes of on/off, and any error is one line (kbx_ray/schema.py)."""
+def _merge(base: DictConfig, other: Any, where: str, schema: type | None = None,
+           prefix: str = "") -> DictConfig:
+    """`other` over `base`; `schema` (default `Config`, at `prefix` of it) types both: its choice
+    fields take the booleans YAML makes of on/off, and any error is one line (kbx_ray/schema.py)."""
     schema = schema or Config
     spell_booleans(other, schema)
     try:
         return OmegaConf.merge(base, other)
     except OmegaConfBaseException as e:
-        raise explain(e, schema, where) from None
+        raise explain(e, schema, where, prefix) from None
 
 
 def load_config(overrides: list[str] | None = None) -> Config:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kbx_ray.methods.base import branches
+
 if TYPE_CHECKING:
     from kbx_ray.hardware import HardwarePool
     from kbx_ray.plan import Sweep
@@ -76,7 +78,7 @@ def _count(p: Sweep, pools: dict[str, HardwarePool]) -> tuple[dict[str, _Line], 
     by_pool = {name: _Line() for name in names}
     for name, n in todo.items():
         m = variants[name]
-        evals = {pool: n * (m.rounds + 1) * m.branches if pool == names[0] else n
+        evals = {pool: n * (m.rounds + 1) * branches(m) if pool == names[0] else n
                  for pool in names}
         for pool, k in evals.items():
             gpu = pools[pool].is_gpu
@@ -116,7 +118,7 @@ def estimate(p: Sweep) -> str:
     for name, line in by_method.items():
         m = variants[name]
         lines.append(f"  method {name}: {line.cells} cells to run, up to {m.rounds + 1} round(s) "
-                     f"x {m.branches} branch(es): {line.evaluations} evaluations, {_hours(line)}")
+                     f"x {branches(m)} branch(es): {line.evaluations} evaluations, {_hours(line)}")
     for name, line in by_pool.items():
         role = "primary: every round" if name == primary else "final candidates"
         kind = "GPU" if p.pools[name].is_gpu else "CPU, no timing"
@@ -214,7 +216,7 @@ def _balance_line(p: Sweep) -> str:
     only. Said up front, since a repair sweep then loads the primary pool many times over."""
     if len(p.pools) < 2:
         return ""
-    per_cell = max((max(1, m.branches) * (m.rounds + 1) for m in p.axes.methods), default=1)
+    per_cell = max((branches(m) * (m.rounds + 1) for m in p.axes.methods), default=1)
     if per_cell <= 1:
         return ""
     primary = next(iter(p.pools))

@@ -8,7 +8,7 @@ and the fix; the CLI prints it instead of a traceback.
 from __future__ import annotations
 
 import difflib
-from typing import Any, Collection
+from typing import Collection
 
 
 class ConfigError(ValueError):
@@ -23,17 +23,3 @@ def did_you_mean(word: str, known: Collection[str], n: int = 3) -> str:
     """' (did you mean x, y?)' for the known names close to `word`, else ''."""
     near = difflib.get_close_matches(word, list(known), n=n)
     return f" (did you mean {', '.join(near)}?)" if near else ""
-
-
-def unknown_keys(model: Any, kind: str, given: dict, known: Collection[str]) -> None:
-    """One line naming the keys of model.<kind> that the model's backend does not take."""
-    known = set(known)
-    bad = sorted(set(given or {}) - known)
-    if bad:
-        where = f"known: {', '.join(sorted(known))}" if known else "it takes none"
-        if len(known) > 12:  # vLLM's hundreds of engine arguments: the near ones only
-            near = sorted({m for b in bad for m in difflib.get_close_matches(b, known, n=3)})
-            where = (f"did you mean {', '.join(near)}?" if near else
-                     f"none of the {len(known)} engine arguments")
-        raise ConfigError(f"model {model.name}: unknown model.{kind} keys for the {model.backend} "
-                          f"backend: {', '.join(bad)} ({where})")

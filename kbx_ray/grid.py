@@ -71,9 +71,10 @@ def _variants(group: str, names: list[str], default: Any, overrides: list[str]) 
     cli = _cli_keys(overrides, group)
     out = []
     for n in names:
-        node = _merge(OmegaConf.structured(schema), _load_group(group, n), f"conf/{group}/{n}.yaml")
+        node = _merge(OmegaConf.structured(schema), _load_group(group, n),
+                      f"conf/{group}/{n}.yaml", schema, f"{group}.")
         if cli is not None:
-            node = _merge(node, cli, "the command line")
+            node = _merge(node, cli, "the command line", schema, f"{group}.")
         out.append(OmegaConf.to_object(node))
     return out
 
@@ -113,10 +114,8 @@ def iter_cells(axes: Axes, tasks: Sequence[Task], pools: Sequence[str]) -> Itera
     (task id -> samples) replaces `samples` for the tasks it names."""
     per_task, samples = axes.per_task, range(axes.samples)
     hw = tuple(pools)
-    keyed_methods = [(m, _json(OmegaConf.to_container(OmegaConf.structured(m))))
-                     for m in axes.methods]
-    keyed_models = [(m, _json(OmegaConf.to_container(OmegaConf.structured(m))))
-                    for m in axes.models]
+    keyed_methods = [(m, _json(m.hashed())) for m in axes.methods]  # the layout ids were made of
+    keyed_models = [(m, _json(m.hashed())) for m in axes.models]
     tail = f", {_json(hw)}]"
     # cell_id = stable_hash(task_id, task_hash, method, model, sample, hw); the JSON of the parts
     # that a grid repeats is made once, and the digest of the shared prefix is copied per sample
@@ -214,7 +213,7 @@ def _suite_ids(suite: SuiteConfig) -> tuple[list[str], list[str]] | None:
             return ids, ids
         from kbx_ray.suites import suite_format
 
-        fmt = suite_format(suite.name)
+        fmt = suite_format(suite.name, suite.options)
         if fmt.ids is not None and suite.path:
             return fmt.ids(root)
     except (SuiteError, OSError):

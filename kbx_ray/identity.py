@@ -20,6 +20,7 @@ from typing import Any, Callable
 KEY = "kbx_identity"  # field metadata: "verdict" | "exempt" | "walk"
 WHY = "kbx_identity_why"
 AS = "kbx_identity_as"  # verdict only: a function of the value, what the identity keeps of it
+OMIT_EMPTY = "kbx_identity_omit_empty"  # verdict only: left out while empty
 
 # reasons most exempt fields share
 RUN = "how the sweep runs, not what a row says"
@@ -39,10 +40,12 @@ def _field(kind: str, default: Any, factory: Any, extra: dict) -> Any:
 
 
 def verdict(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MISSING,
-            as_: Callable[[Any], Any] | None = None) -> Any:
+            as_: Callable[[Any], Any] | None = None, omit_empty: bool = False) -> Any:
     """A field that can change a verdict: part of the sweep's identity (a nested dataclass: all of
-    it). `as_` keeps only what matters of the value (engine.mode: only whether it is noop)."""
-    return _field("verdict", default, factory, {AS: as_} if as_ else {})
+    it). `as_` keeps only what matters of the value (engine.mode: only whether it is noop);
+    `omit_empty`: left out while empty (a field added after sweeps were recorded: they resume)."""
+    return _field("verdict", default, factory,
+                  {**({AS: as_} if as_ else {}), **({OMIT_EMPTY: True} if omit_empty else {})})
 
 
 def exempt(default: Any = dataclasses.MISSING, *, why: str,
@@ -72,6 +75,8 @@ def identity(obj: Any, prefix: str = "") -> dict[str, Any]:
             continue
         if kind == "walk":
             out.update(identity(value, f"{name}."))
+            continue
+        if f.metadata.get(OMIT_EMPTY) and not value:
             continue
         if f.metadata.get(AS):
             value = f.metadata[AS](value)

@@ -73,7 +73,7 @@ def resolve(cfg: Config) -> Sweep:
     checked = validate(cfg)
     include, per_task = narrow_to_sources(cfg.suite, checked.axes.models, sample_cap(cfg))
     axes = replace(checked.axes, per_task=per_task)
-    tasks = load_suite(cfg.suite.path, include, cfg.suite.name)
+    tasks = load_suite(cfg.suite.path, include, cfg.suite.name, options=cfg.suite.options)
     pools = resolve_pools(cfg.hardware)
     key = sweep_folder.identity_key(cfg, axes)
     sid = sweep_folder.folder_name(cfg, key)

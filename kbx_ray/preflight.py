@@ -9,16 +9,16 @@ a replay source for every cell's first round.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from kbx_ray.config import Config, ModelConfig
-from kbx_ray.errors import ConfigError, unknown_keys
+from kbx_ray.errors import ConfigError
 from kbx_ray.grid import Axes, Cell, build_axes
-from kbx_ray.schema import explain, typed
+from kbx_ray.schema import explain
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +32,8 @@ class Checked:
 
 
 def validate(cfg: Config) -> Checked:
-    """Choices, the sinks, the grid's methods and models, and each model's backend settings; one
-    line each."""
+    """Choices, the sinks and their options, the suite format's options, the grid's methods (and
+    their options) and models (and their backends' options and checks); one line each."""
     from kbx_ray.sinks import sink_options
 
     try:
@@ -41,6 +41,7 @@ def validate(cfg: Config) -> Checked:
     except OmegaConfBaseException as e:
         raise explain(e, Config, "the config") from None
     sinks = sink_options(list(cfg.sinks), cfg.sink)
+    cfg.suite.typed_options()  # the suite format's options= types suite.options
     axes = build_axes(cfg)  # each method variant passes check_method, or this raises its line
     for model in axes.models:
         check_backend(model, local=cfg.engine.ray_address is None)
@@ -49,24 +50,18 @@ def validate(cfg: Config) -> Checked:
 
 def check_backend(model: ModelConfig, local: bool = True) -> None:
     """The backend exists and takes every key given: model.options typed by the options dataclass
-    it registered, then its own check where it registered one (cheap: no engine, no request);
-    without a check it takes no model.engine keys (and, without options, no model.options)."""
+    it registered (none registered: it takes none), then its own check where it registered one
+    (cheap: no engine, no request)."""
     from kbx_ray.llm.base import REGISTRY
 
     backend = model.backend
     if backend not in REGISTRY:
         raise ConfigError(f"model {model.name}: unknown backend {backend!r}: choose one of "
                           f"{', '.join(sorted(REGISTRY))}")
-    entry = REGISTRY.entry(backend)
-    if entry.options is not None:  # the options dataclass it registered types model.options
-        unknown_keys(model, "options", model.options, [f.name for f in fields(entry.options)])
-        typed(entry.options, model.options, "model.options.", f"model {model.name}")
-    if entry.check is not None:
-        entry.check(model, local)
-        return
-    if entry.options is None:
-        unknown_keys(model, "options", model.options, set())
-    unknown_keys(model, "engine", model.engine, set())
+    model.typed_options()
+    check = REGISTRY.entry(backend).check
+    if check is not None:
+        check(model, local)
 
 
 def check_replay(axes: Axes, todo: Callable[[], Iterator[Cell]]) -> None:

@@ -8,8 +8,9 @@ setting): the file's decorator is the whole registration. A factory imports its 
 install hint when the entry is built, not an ImportError from deep inside (inspect_ai's
 `@modelapi` does the same).
 
-An entry may also be a lazy "module:factory" string (`Registry.__setitem__`), for a factory that
-lives outside the kind's packages (a test's module); it is imported only when built.
+An entry may also be a lazy "module:factory" string (`Registry.__setitem__`, which takes a whole
+`Entry` too), for a factory that lives outside the kind's packages (a test's module); it is
+imported only when built.
 """
 from __future__ import annotations
 
@@ -50,8 +51,9 @@ class Entry:
     runs_rounds: bool = False       # method: runs `method.rounds` refinement rounds (a rounds axis
     #                                 multiplies it)
     options: type | None = None     # its options dataclass, typed before anything starts from
-    #                                 `model.options` (backend), `method.options` (method) or
-    #                                 `sink.<name>` (sink); None: it takes none
+    #                                 `model.options` (backend), `method.options` (method),
+    #                                 `suite.options` (suite) or `sink.<name>` (sink); None: it
+    #                                 takes none
 
     def missing(self) -> str | None:
         """One line naming what to install, or None when every required module is present."""
@@ -117,8 +119,9 @@ class Registry(MutableMapping):
         except RegistryError:
             raise KeyError(name) from None
 
-    def __setitem__(self, name: str, target: F | str) -> None:
-        self._entries[name] = Entry(self.kind, name, target)
+    def __setitem__(self, name: str, target: F | str | Entry) -> None:
+        entry = target if isinstance(target, Entry) else Entry(self.kind, name, target)
+        self._entries[name] = entry
 
     def __delitem__(self, name: str) -> None:
         del self._entries[name]
@@ -144,8 +147,8 @@ def _origin(e: Entry) -> str:
 
 # Each kind and the packages its entries live in; what an entry's factory takes and returns is the
 # kind's contract: backend (model config -> Backend, llm/base.py), method (method config -> Method,
-# methods/base.py), sink (SinkContext -> Sink or None, sinks/base.py), suite (() -> SuiteFormat,
-# suites/__init__.py).
+# methods/base.py), sink (SinkContext -> Sink or None, sinks/base.py), suite (its typed options,
+# none where it registered none -> SuiteFormat, suites/__init__.py).
 KINDS: dict[str, Registry] = {
     "backend": Registry("backend", ("kbx_ray.llm", "kbx_ray.mutation")),
     "method": Registry("method", ("kbx_ray.methods",)),

@@ -70,28 +70,21 @@ def evaluator_demand(opts: dict[str, Any], n: int) -> Demand:
 
 
 def generation_demand(models: Sequence[ModelConfig]) -> Demand:
-    """One bundle per GPU of every replica of a backend that holds GPUs (registered `gpus=`: vllm;
-    per replica on CPU engines), with the preset's
-    `gen` resource and labels; other backends ask for what their `model.placement` names."""
+    """One bundle per GPU of every replica of a backend that places replicas on the cluster
+    (registered `gpus=`: vllm; per replica where they hold no GPU), with the preset's `gen`
+    resource and labels."""
     out = Demand([], [])
     for m in models:
-        placement = dict(m.placement or {})
         spec = replicas_of(m)
-        if spec is not None:
-            per = max(spec.gpus_per_replica, 1)
-            bundle = {"CPU": 1.0, **spec.resources}
-            if spec.gpus_per_replica:
-                bundle["GPU"] = 1.0
-            if spec.accelerator_type and spec.gpus_per_replica:
-                bundle[f"accelerator_type:{spec.accelerator_type}"] = 0.001
-            n, labels = spec.replicas * per, spec.labels
-        elif placement.get("resources") or placement.get("labels"):
-            bundle = {"CPU": float(placement.get("num_cpus", 1)),
-                      **{str(k): float(v) for k, v in (placement.get("resources") or {}).items()}}
-            n = int(m.replicas or 1)
-            labels = {str(k): str(v) for k, v in (placement.get("labels") or {}).items()}
-        else:
+        if spec is None:
             continue
+        per = max(spec.gpus_per_replica, 1)
+        bundle = {"CPU": 1.0, **spec.resources}
+        if spec.gpus_per_replica:
+            bundle["GPU"] = 1.0
+        if spec.accelerator_type and spec.gpus_per_replica:
+            bundle[f"accelerator_type:{spec.accelerator_type}"] = 0.001
+        n, labels = spec.replicas * per, spec.labels
         out = out + Demand([dict(bundle) for _ in range(n)], [dict(labels) for _ in range(n)])
     return out
 

@@ -8,8 +8,9 @@
   (`landlock=on` once read as True switched the sandbox's Landlock off).
 - `explain`: OmegaConf's errors are several lines; a user gets one, naming the key, the choices or
   the keys that are known, and the nearest ("did you mean").
+- `Optioned`: a model, method or suite setting whose `options` its registered entry types.
 
-A leaf beside errors.py: it imports nothing else of kbx_ray.
+A leaf beside errors.py: it imports nothing else of kbx_ray but the registry (itself a leaf).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import dataclasses
 import typing
 from difflib import get_close_matches
 from enum import Enum, StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
@@ -119,7 +120,7 @@ def explain(e: OmegaConfBaseException, schema: type, where: str,
             at = prefix + (f"{parent}." if parent else "")
             near = [at + k for k in get_close_matches(leaf, known, n=3)]
             fix = (f"did you mean {', '.join(near)}?" if near else
-                   f"{at.rstrip('.') or 'the top level'} takes {', '.join(known)}")
+                   f"{at.rstrip('.') or 'the top level'} takes {', '.join(known) or 'no keys'}")
             return ConfigError(f"unknown key {prefix}{key} in {where}: {fix}")
     if isinstance(e, ValidationError) and key:
         enum = _enum_of(type_at(schema, key))
@@ -131,8 +132,69 @@ def explain(e: OmegaConfBaseException, schema: type, where: str,
 
 def typed(schema: type, given: Any, prefix: str, where: str = "the config") -> Any:
     """`given` (a mapping or a dataclass) typed by the dataclass `schema`, at `prefix` of the
-    config ("model.options."): an instance of it, or one ConfigError line."""
+    config ("model.options."): an instance of it, or one ConfigError line (a value its own
+    `__post_init__` refuses too)."""
     try:
         return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), given or {}))
     except OmegaConfBaseException as e:
         raise explain(e, schema, where, prefix=prefix) from None
+    except ValueError as e:
+        line = str(e).splitlines()[0]
+        raise ConfigError(f"bad {prefix.rstrip('.')} in {where}: {line}") from None
+
+
+@dataclasses.dataclass
+class NoOptions:
+    """What an entry that registered no options takes."""
+
+
+class Optioned:
+    """A settings dataclass whose `options` mapping is typed by the `options=` dataclass of the
+    entry it names in the registry `KIND` (a model's backend, a method's kind, a suite's format).
+
+    `LIFTED`: keys that stood at its top level before they moved into `options`, each with its
+    default then. `hashed` lays them out so again: cell ids and sweep ids hash it, so the sweeps
+    recorded before resume."""
+
+    KIND: ClassVar[str] = ""       # the registry kind
+    KEY: ClassVar[str] = ""        # where it sits in the config: model, method, suite
+    ENTRY: ClassVar[str] = ""      # the field naming its entry ("": its name)
+    LIFTED: ClassVar[dict[str, Any]] = {}
+    name: str
+    options: dict[str, Any]
+
+    def options_type(self) -> type | None:
+        """The dataclass its entry registered (None: the entry takes none, or is unknown)."""
+        from kbx_ray.registry import registry
+
+        known, name = registry(self.KIND), getattr(self, self.ENTRY) or self.name
+        return known.entry(name).options if name in known else None
+
+    def typed_options(self) -> Any:
+        """`options` as the registered dataclass; an unknown key or a bad value is one line."""
+        return typed(self.options_type() or NoOptions, dict(self.options or {}),
+                     f"{self.KEY}.options.", f"{self.KEY} {self.name}")
+
+    def hashed(self) -> dict[str, Any]:
+        """Its fields as laid out before `LIFTED` moved: a lifted key given as a mapping stands as
+        given (a typed section's `args`, the keys it cannot list, merged in), another takes its
+        typed value (as given where its options do not type), and one its options lack takes its
+        default then; `options` keeps the rest, as given."""
+        out = OmegaConf.to_container(OmegaConf.structured(self))
+        given = dict(out.pop("options") or {})  # type: ignore[union-attr]
+        try:
+            opts = self.typed_options() if self.LIFTED else None
+        except ConfigError:  # not a variant of the grid (an axis replaces it): hashed as given
+            opts = None
+        for key, before in self.LIFTED.items():
+            raw, value = given.pop(key, None), getattr(opts, key, None)
+            if opts is None and raw is not None:
+                out[key] = raw
+            elif isinstance(raw, dict):
+                out[key] = {**{k: v for k, v in raw.items() if k != "args"}, **raw.get("args", {})}
+            elif hasattr(opts, key) and not dataclasses.is_dataclass(value):
+                out[key] = value
+            else:
+                out[key] = before
+        out["options"] = given  # type: ignore[index]
+        return out  # type: ignore[return-value]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 from pathlib import Path
+from typing import Any
 
 from kbx_ray.errors import SuiteError
 from kbx_ray.task_import import load_module, select_ids  # noqa: F401 - suite.load_module, suite.select_ids
@@ -61,14 +62,16 @@ def task_file_hash(path: Path) -> str:
 
 
 def load_suite(root: str | Path | None = None, include: list[str] | None = None,
-               name: str = "kbx", skipped: dict[str, str] | None = None) -> list[Task]:
-    """The suite `name` at `root`: kbx is tasks/; others are adapted by kbx_ray/suites/. An
-    external problem that cannot be built is skipped: its one-line reason goes to `skipped`
-    (id -> reason) when given, else to the log; it never aborts the rest."""
+               name: str = "kbx", skipped: dict[str, str] | None = None,
+               options: dict[str, Any] | None = None) -> list[Task]:
+    """The suite `name` at `root`: kbx is tasks/; others are adapted by kbx_ray/suites/ (with
+    `options`, the config's suite.options). An external problem that cannot be built is skipped:
+    its one-line reason goes to `skipped` (id -> reason) when given, else to the log; it never
+    aborts the rest."""
     if name != "kbx":
         from kbx_ray.suites import load_external
 
-        return load_external(name, root, include, skipped)
+        return load_external(name, root, include, skipped, options)
     root = Path(root or DEFAULT_ROOT).resolve()
     if not root.is_dir():
         raise SuiteError(f"suite folder {root} does not exist: set suite.path to a tasks/ folder")
@@ -78,10 +81,11 @@ def load_suite(root: str | Path | None = None, include: list[str] | None = None,
     return [task_from_file(root / i / "task.py", root) for i in chosen]
 
 
-def get_task(task_id: str, root: str | Path | None = None, name: str = "kbx") -> Task:
+def get_task(task_id: str, root: str | Path | None = None, name: str = "kbx",
+             options: dict[str, Any] | None = None) -> Task:
     """One task, building no other (an external suite surveys only the problem named)."""
     skipped: dict[str, str] = {}
-    tasks = load_suite(root, [task_id], name, skipped)
+    tasks = load_suite(root, [task_id], name, skipped, options)
     if not tasks:
         why = skipped.get(task_id) or next(iter(skipped.values()), "no such task")
         raise SuiteError(f"task {task_id} cannot be built: {why}")

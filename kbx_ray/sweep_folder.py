@@ -12,8 +12,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from kbx_ray import config
 from kbx_ray.config import Config
 from kbx_ray.errors import ConfigError
@@ -33,8 +31,7 @@ def identity_key(cfg: Config, axes: Axes) -> dict[str, Any]:
     key = identity(cfg)
     for kind, vs in (("method", axes.methods), ("model", axes.models)):
         for v in vs:
-            key.update(flatten(OmegaConf.to_container(OmegaConf.structured(v)),
-                               f"variants.{kind}.{v.name}"))
+            key.update(flatten(v.hashed(), f"variants.{kind}.{v.name}"))
     key["prompts"] = _prompts_digest([v.templates_dir for v in axes.methods])
     return key
 

@@ -1,7 +1,7 @@
 """The `openai` backend: any OpenAI-compatible chat server (`vllm serve`, SGLang, hosted APIs).
 
 It runs on the `openai` SDK's async client, imported inside the factory. Every prompt of a round is
-sent at once, up to `options.concurrency` requests in flight, so a batching server stays busy.
+sent at once, up to `model.options.concurrency` requests in flight, so a batching server stays busy.
 429, 5xx, timeouts and lost connections are retried by the SDK's own policy (`retries` attempts,
 backing off from 0.5 s and honouring Retry-After); a body that parses but holds no answer is
 retried here, with the same count (kbx_ray/retry.py). A server that was never reachable, a model
@@ -18,7 +18,6 @@ from typing import Any
 from urllib.parse import urlparse
 
 from kbx_ray.config import ModelConfig
-from kbx_ray.errors import unknown_keys
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.llm.errors import BackendError
 from kbx_ray.llm.request import chat_body, split_for_sdk
@@ -31,10 +30,11 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class HTTPSettings:
-    base_url: str                 # http://host:port/v1
-    model: str = ""               # the served model id; "" = the server's only model
-    api_key: str | None = None
+class OpenAIOptions:
+    """`model.options.*` of the openai backend (model.path is the served model id)."""
+
+    base_url: str = "http://localhost:8000/v1"  # `vllm serve`'s; a bare host:port gets /v1
+    api_key_env: str | None = None  # the environment variable holding the API key
     concurrency: int = 64         # requests in flight
     timeout_s: float = 600.0      # per request
     retries: int = 5              # extra attempts on 429 / 5xx / timeout / malformed body
@@ -45,8 +45,12 @@ class HTTPSettings:
     #                                   repetition_penalty, ...), as the vllm backend takes them
 
 
-OPTIONS = ("concurrency", "timeout_s", "retries", "backoff_s", "max_backoff_s", "extra_body",
-           "sampling")
+@dataclass
+class HTTPSettings(OpenAIOptions):
+    """The options as the client uses them: the URL completed, the model id and the key read."""
+
+    model: str = ""               # the served model id; "" = the server's only model
+    api_key: str | None = None
 
 
 class _Malformed(Exception):
@@ -162,7 +166,8 @@ class OpenAIBackend:
             raise BackendError(await self._wrong_model_message()) from None
         if code in (401, 403):
             raise BackendError(f"model server at {self.s.base_url} refused the API key (HTTP "
-                               f"{code}): set the variable named by model.api_key_env") from None
+                               f"{code}): set the variable named by model.options.api_key_env"
+                               ) from None
         if code == 400 and "context" in low and "length" in low:
             log.warning("prompt too long for %s: %s", self.s.model, msg)
             return None
@@ -171,7 +176,7 @@ class OpenAIBackend:
 
     def _unreachable(self) -> BackendError:
         return BackendError(f"model server at {self.s.base_url} is unreachable: start it or fix "
-                            "model.base_url")
+                            "model.options.base_url")
 
     async def _served_models(self, unreachable_is_fatal: bool = False) -> list[str] | None:
         import openai
@@ -210,32 +215,31 @@ def _parse(out: Any, latency: float, model: str) -> Generation:
 
 
 def settings_from(cfg: ModelConfig) -> HTTPSettings:
-    """HTTPSettings from a ModelConfig; unknown options and a missing key are one-line errors."""
-    opts = dict(getattr(cfg, "options", {}) or {})
-    unknown = sorted(set(opts) - set(OPTIONS))
-    if unknown:
-        raise BackendError(f"unknown model.options for the openai backend: {', '.join(unknown)} "
-                           f"(known: {', '.join(OPTIONS)})")
-    base = (getattr(cfg, "base_url", None) or "").rstrip("/")
+    """HTTPSettings from a ModelConfig (its options typed by OpenAIOptions); an empty base_url or
+    an unset key variable is one line."""
+    opts: OpenAIOptions = cfg.typed_options()
+    base = opts.base_url.rstrip("/")
     if not base:
-        raise BackendError("the openai backend needs model.base_url, e.g. "
-                           "model.base_url=http://localhost:8000/v1")
+        raise BackendError("the openai backend needs model.options.base_url, e.g. "
+                           "model.options.base_url=http://localhost:8000/v1")
     if urlparse(base).path in ("", "/"):
         base += "/v1"
-    key, env = None, getattr(cfg, "api_key_env", None)
+    key, env = None, opts.api_key_env
     if env:
         key = os.environ.get(env)
         if not key:
-            raise BackendError(f"model.api_key_env names {env} but it is not set: export {env}=...")
-    return HTTPSettings(base_url=base, model=getattr(cfg, "path", "") or "", api_key=key, **opts)
+            raise BackendError(f"model.options.api_key_env names {env} but it is not set: "
+                               f"export {env}=...")
+    return HTTPSettings(**{**vars(opts), "base_url": base}, model=getattr(cfg, "path", "") or "",
+                        api_key=key)
 
 
 def check(cfg: ModelConfig, local: bool = True) -> None:
-    """Before anything starts: the options and the API key's variable; no engine keys."""
+    """Before anything starts: the URL and the API key's variable."""
     settings_from(cfg)
-    unknown_keys(cfg, "engine", cfg.engine, set())
 
 
-@register("backend", "openai", requires=("openai",), extra="openai", check=check)
+@register("backend", "openai", requires=("openai",), extra="openai", check=check,
+          options=OpenAIOptions)
 def build(cfg: ModelConfig) -> OpenAIBackend:
     return OpenAIBackend(settings_from(cfg))

@@ -24,12 +24,12 @@ import json
 import logging
 import time
 from collections import Counter
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from kbx_ray.config import ModelConfig
-from kbx_ray.errors import ConfigError, unknown_keys
+from kbx_ray.errors import ConfigError
 from kbx_ray.llm import replay_corpus, replay_files
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.registry import register
@@ -229,9 +229,12 @@ def unanswered(backend: ReplayBackend, cells: Iterable[Any]) -> tuple[int, int, 
     """(cells whose first round the source cannot answer, cells checked, the first one named).
     Later rounds depend on verdicts and are checked when they are asked for."""
     missing, total, first = 0, 0, ""
+    branches: dict[str, int] = {}  # method name -> its branches (typed once)
     for cell in cells:
         total += 1
-        for branch in range(max(1, int(cell.method.branches))):
+        if cell.method.name not in branches:
+            branches[cell.method.name] = getattr(cell.method.typed_options(), "branches", 1)
+        for branch in range(branches[cell.method.name]):
             meta = {"task_id": cell.task_id, "sample": cell.sample, "round": 0, "branch": branch,
                     "method": cell.method.name}
             if backend.lookup(meta) is None:
@@ -242,25 +245,12 @@ def unanswered(backend: ReplayBackend, cells: Iterable[Any]) -> tuple[int, int, 
     return missing, total, first
 
 
-def check(cfg: ModelConfig, local: bool = True) -> None:
-    """Before anything starts (model.options is typed by ReplayOptions, registered): no engine
-    keys."""
-    unknown_keys(cfg, "engine", cfg.engine, set())
-
-
-@register("backend", "replay", check=check, replays=True, options=ReplayOptions)
+@register("backend", "replay", replays=True, options=ReplayOptions)
 def build(cfg: ModelConfig) -> ReplayBackend:
-    raw = dict(getattr(cfg, "options", {}) or {})
-    known = {f.name for f in fields(ReplayOptions)}
-    if set(raw) - known:
-        raise ReplayError(f"unknown replay option(s) {sorted(set(raw) - known)}: use "
-                          f"{', '.join(sorted(known))} under model.options")
-    opts = ReplayOptions(**raw)
+    opts: ReplayOptions = cfg.typed_options()
     if not opts.path:
         raise ReplayError("model=replay needs model.options.path: a sweep folder, its generations/ "
                           "folder, a .parquet file or a .jsonl file")
-    if opts.on_missing not in ("error", "skip") or opts.duplicates not in ("error", "first", "last"):
-        raise ReplayError("model.options.on_missing must be error|skip and duplicates error|first|last")
     opts.where = dict(opts.where)
     cols = REQUIRED + OPTIONAL + tuple(k for k in opts.where if k not in REQUIRED + OPTIONAL)
     rows, from_files = read_source(opts.path, cols)

@@ -32,6 +32,7 @@ from kbx_ray.llm.errors import BackendError
 from kbx_ray.llm.replica_group import ReplicaGroup
 from kbx_ray.llm.request import chat_body
 from kbx_ray.llm import vllm_spec
+from kbx_ray.llm.vllm_options import VLLMOptions
 from kbx_ray.llm.vllm_spec import VLLMSpec, actor_options, for_cluster, placement_hint, spec_from
 from kbx_ray.types import Generation
 
@@ -247,7 +248,7 @@ class VLLMBackend:
         except ray.exceptions.RayError as e:
             self._forget()  # a later build starts fresh replicas
             raise BackendError(f"vLLM engine for {self.spec.name} failed to start: {root_cause(e)}"
-                               ": fix model.path / model.engine") from None
+                               ": fix model.path / model.options.engine") from None
         log.info("vllm %s: %d replica(s) ready in %.0f s, at most %d requests in flight each",
                  self.spec.name, len(self.info), time.monotonic() - t0, self.spec.max_inflight)
         return self.info
@@ -320,7 +321,8 @@ def _live_key(spec: VLLMSpec) -> str:
     return f"{ray.get_runtime_context().get_job_id()}-{spec.key()}"
 
 
-@register("backend", "vllm", check=vllm_spec.check, gpus=vllm_spec.spec_from)
+@register("backend", "vllm", check=vllm_spec.check, gpus=vllm_spec.spec_from,
+          options=VLLMOptions)
 def build(cfg: ModelConfig) -> VLLMBackend:
     """Replicas for this model config; a driver that builds the same config again (a resumed or
     repeated sweep in one process) reuses the engines already loaded instead of reloading them."""

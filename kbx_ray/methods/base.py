@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol, TypeVar
 
 from kbx_ray.config import MethodConfig
+from kbx_ray.errors import ConfigError
 from kbx_ray.extract import extract
 from kbx_ray.hardware import HardwarePool
 from kbx_ray.prompts import (
     FEEDBACK_KINDS, Prompt, TemplateError, Templates, build_prompt, hardware_facts, pick_exemplars,
 )
 from kbx_ray.registry import RegistryError, registry
+from kbx_ray.schema import typed
 from kbx_ray.types import STAGES, Candidate, EvalResult, Generation, Task
 
 
@@ -53,6 +55,46 @@ class Method(Protocol):
                        pool: HardwarePool | None = None) -> list[Attempt]: ...
 
 
+@dataclass
+class PromptOptions:
+    """`method.options.*` that every method takes: what its first prompt holds (`first_prompt`)."""
+
+    exemplars: int = 0          # worked examples (conf/exemplars/) before the task
+    cot: bool = False           # chain-of-thought instructions (conf/prompts/cot.txt)
+
+    def __post_init__(self) -> None:
+        if self.exemplars < 0:
+            raise ValueError(f"exemplars={self.exemplars}: choose 0 or more")
+
+
+@dataclass
+class BranchOptions(PromptOptions):
+    """A method that runs several candidates per round adds how many."""
+
+    branches: int = 1           # candidates per round (workers, agent candidates, samples)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.branches < 1:
+            raise ValueError(f"branches={self.branches}: choose 1 or more")
+
+
+O = TypeVar("O", bound=PromptOptions)
+
+
+def options_of(cfg: MethodConfig | None, schema: type[O]) -> O:
+    """`method.options` typed by a method factory's own options dataclass (a factory called
+    directly, not by name, too); an unknown key or a bad value is one ConfigError line."""
+    if cfg is None:
+        return schema()
+    return typed(schema, dict(cfg.options or {}), "method.options.", f"method {cfg.name}")
+
+
+def branches(cfg: MethodConfig) -> int:
+    """Candidates per round of the method (1 for a method that takes no `branches`)."""
+    return getattr(cfg.typed_options(), "branches", 1)
+
+
 # name -> Entry: each method module registers its factory with `@register("method", name)`.
 REGISTRY = registry("method")
 
@@ -73,11 +115,12 @@ def check_method(cfg: MethodConfig) -> str | None:
     bad = [f for f in cfg.feedback if f not in FEEDBACK_KINDS]
     if bad:
         return f"method {cfg.name}: unknown feedback {bad}: choose from {', '.join(FEEDBACK_KINDS)}"
-    if cfg.rounds < 0 or cfg.branches < 1:
-        return f"method {cfg.name}: rounds must be >= 0 and branches >= 1"
+    if cfg.rounds < 0:
+        return f"method {cfg.name}: rounds must be >= 0"
     try:
+        cfg.typed_options()
         Templates(cfg.templates_dir)
-    except TemplateError as e:
+    except (ConfigError, TemplateError) as e:
         return str(e)
     return None
 
@@ -145,12 +188,11 @@ async def step(task: Task, generate: Generate, evaluate: Evaluate, prompt: Promp
                    branch=branch)
 
 
-def first_prompt(task: Task, cfg: MethodConfig, templates: Templates, exemplars: int | None = None,
-                 cot: bool | None = None, pool: HardwarePool | None = None) -> Prompt:
+def first_prompt(task: Task, opts: PromptOptions, templates: Templates,
+                 pool: HardwarePool | None = None) -> Prompt:
     """Round 0's prompt: the task, the target GPU's facts (`pool`), plus the exemplars and
-    chain-of-thought the config asks for."""
-    k = getattr(cfg, "exemplars", 0) if exemplars is None else exemplars
-    think = getattr(cfg, "cot", False) if cot is None else cot
+    chain-of-thought the method's options ask for."""
+    k, think = opts.exemplars, opts.cot
     key = (task.task_id, task.task_hash, k, think, id(templates), hardware_facts(pool))
     if key not in _FIRST_PROMPTS:  # the same for every sample of a task: build it once
         if len(_FIRST_PROMPTS) > 4096:

@@ -13,7 +13,8 @@ from dataclasses import replace
 from kbx_ray.config import MethodConfig
 from kbx_ray.hardware import HardwarePool
 from kbx_ray.methods.base import (
-    Attempt, Evaluate, Generate, Method, cached, finish, first_prompt, step, stop_reason,
+    Attempt, Evaluate, Generate, Method, PromptOptions, cached, finish, first_prompt, options_of,
+    step, stop_reason,
 )
 from kbx_ray.prompts import Templates, repair_prompt
 from kbx_ray.registry import register
@@ -21,10 +22,10 @@ from kbx_ray.types import Task
 
 
 async def run_chain(task: Task, generate: Generate, evaluate: Evaluate, cfg: MethodConfig,
-                    templates: Templates, branch: int = 0,
+                    opts: PromptOptions, templates: Templates, branch: int = 0,
                     pool: HardwarePool | None = None) -> list[Attempt]:
     """One refinement chain; its last attempt carries why it stopped."""
-    first = first_prompt(task, cfg, templates, pool=pool)
+    first = first_prompt(task, opts, templates, pool=pool)
     chain: list[Attempt] = []
     reason = ""
     for rnd in range(cfg.rounds + 1):
@@ -40,12 +41,13 @@ async def run_chain(task: Task, generate: Generate, evaluate: Evaluate, cfg: Met
     return chain
 
 
-@register("method", "repair", runs_rounds=True)
+@register("method", "repair", runs_rounds=True, options=PromptOptions)
 def repair(cfg: MethodConfig) -> Method:
-    templates = Templates(cfg.templates_dir)
+    templates, opts = Templates(cfg.templates_dir), options_of(cfg, PromptOptions)
 
     async def solve(task: Task, generate: Generate, evaluate: Evaluate,
                     pool: HardwarePool | None = None) -> list[Attempt]:
-        return finish(await run_chain(task, generate, cached(evaluate), cfg, templates, pool=pool))
+        return finish(await run_chain(task, generate, cached(evaluate), cfg, opts, templates,
+                                       pool=pool))
 
     return solve

@@ -9,7 +9,6 @@ import time
 from dataclasses import dataclass
 
 from kbx_ray.config import ModelConfig
-from kbx_ray.errors import unknown_keys
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.mutation.mutants import Mutant, mutants_for
 from kbx_ray.registry import register
@@ -51,17 +50,11 @@ class MutantsOptions:
     per_operator: int = 3  # mutated sites per operator
 
 
-def check(cfg: ModelConfig, local: bool = True) -> None:
-    """Before anything starts (model.options is typed by MutantsOptions, registered): no engine
-    keys."""
-    unknown_keys(cfg, "engine", cfg.engine, set())
-
-
-@register("backend", "mutants", check=check, options=MutantsOptions)
+@register("backend", "mutants", options=MutantsOptions)
 def build(cfg: ModelConfig) -> MutantsBackend:
     from kbx_ray.suite import load_suite
 
-    options = dict(getattr(cfg, "options", None) or {})
+    options: MutantsOptions = cfg.typed_options()
     suite = load_suite(getattr(cfg, "suite_path", None) or None)
     return MutantsBackend({t.task_id: t.solution_path for t in suite if t.solution_path},
-                          int(options.get("per_operator", 3)))
+                          options.per_operator)

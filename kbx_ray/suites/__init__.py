@@ -3,15 +3,16 @@
 Each format turns a folder of someone else's problems into `Task` records whose module is a
 generated shim (shim.py), so a candidate goes through the very same evaluator (sandboxed worker,
 trusted judge) as a task from tasks/. A format is one module here whose factory carries
-`@register("suite", name)` (kbx_ray/registry.py) and returns a `SuiteFormat`, plus its
-conf/suite/<name>.yaml; modules are imported when a suite is first looked up.
+`@register("suite", name, options=...)` (kbx_ray/registry.py) and returns a `SuiteFormat` for its
+typed options (`suite.options.*`), plus its conf/suite/<name>.yaml; modules are imported when a
+suite is first looked up.
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from kbx_ray.registry import MissingDependencyError, registry
 from kbx_ray.errors import SuiteError
@@ -36,22 +37,29 @@ class SuiteFormat:
     the format cannot list them cheaply (a replayed sweep then covers the grid as given)."""
 
 
-def suite_format(name: str) -> SuiteFormat:
+def suite_format(name: str, options: Mapping[str, Any] | None = None) -> SuiteFormat:
+    """The format `name` built for `options` (`suite.options`), typed by the dataclass it
+    registered; a format that registered none takes none, and its factory no argument."""
+    from kbx_ray.schema import NoOptions, typed
+
     formats = registry("suite")
     if name not in formats:
         raise SuiteError(f"unknown suite {name!r}: choose one of "
                          f"{', '.join((BUILT_IN, *formats))} (suite=<name>)")
+    schema = formats.entry(name).options
+    opts = typed(schema or NoOptions, dict(options or {}), "suite.options.", f"suite {name}")
     try:
-        return formats.build(name)
+        return formats.build(name, opts) if schema is not None else formats.build(name)
     except MissingDependencyError as e:
         raise SuiteError(str(e)) from None
 
 
 def load_external(name: str, root: str | Path | None, include: list[str] | None,
-                  skipped: dict[str, str] | None = None) -> list[Task]:
+                  skipped: dict[str, str] | None = None,
+                  options: Mapping[str, Any] | None = None) -> list[Task]:
     """The suite's tasks that build; the others go to `skipped` (id -> one-line reason), or, when
     it is None, to the log (and when none builds at all, to one error naming the first)."""
-    fmt = suite_format(name)
+    fmt = suite_format(name, options)
     if not root:
         raise SuiteError(f"suite={name} needs suite.path=<folder>: {fmt.what}")
     path = Path(root).expanduser().resolve()

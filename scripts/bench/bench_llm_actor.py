@@ -63,9 +63,9 @@ def _model_cfg(args: argparse.Namespace, engine: dict) -> object:
 
     on_gpu = _hardware()["gpu"] is not None
     return ModelConfig(name="bench", backend="vllm", path=args.model, max_tokens=args.max_tokens,
-                       temperature=args.temperature, engine=dict(engine),
-                       placement={} if on_gpu else {"num_gpus": 0, "num_cpus": 1},
-                       options={"sampling": {"ignore_eos": True}})
+                       temperature=args.temperature,
+                       options={"engine": dict(engine), "sampling": {"ignore_eos": True},
+                                "placement": {} if on_gpu else {"num_gpus": 0, "num_cpus": 1}})
 
 
 async def _actor_run(backend: object, prompts: list, args: argparse.Namespace, inflight: int) -> dict:

@@ -25,7 +25,9 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import psutil
@@ -204,6 +206,22 @@ def test_elastic_group_grows_onto_joining_evaluation_nodes_only(tmp_path):
         c.shutdown()
 
 
+@dataclass
+class GenPlacement:
+    """The test backend's options (`model.options.*`): where its one actor runs."""
+
+    resources: dict[str, float] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def _gen_replicas(cfg: Any) -> Any:
+    """Its `gpus=` capability: one replica holding no GPU, placed by its options."""
+    opts = cfg.typed_options()
+    return SimpleNamespace(replicas=1, gpus_per_replica=0, accelerator_type=None,
+                           resources=dict(opts.resources), labels=dict(opts.labels),
+                           max_inflight=64)
+
+
 def _gen_backend_factory(cfg: Any) -> Any:
     """A generation backend placed like vLLM on cluster.yaml (needs `gen`, kbx-role=generation):
     an actor answering with the reference solution after `delay_s`, and failing while the test's
@@ -227,9 +245,9 @@ def _gen_backend_factory(cfg: Any) -> Any:
             await asyncio.sleep(float(opts["delay_s"]))
             return await self.ref.generate(messages, params)
 
-    placement = dict(cfg.placement)
-    actor = GenActor.options(num_cpus=1, resources=dict(placement["resources"]),
-                             label_selector=dict(placement["labels"]), max_concurrency=64).remote()
+    placement = _gen_replicas(cfg)
+    actor = GenActor.options(num_cpus=1, resources=placement.resources,
+                             label_selector=placement.labels, max_concurrency=64).remote()
 
     class Backend:
         name = cfg.name
@@ -288,18 +306,21 @@ def test_sweep_scales_up_places_by_role_survives_a_node_loss_and_resumes(fake_cl
     from kbx_ray import engine
     from kbx_ray.config import load_config
     from kbx_ray.llm import base
+    from kbx_ray.registry import Entry
     from kbx_ray.sinks import read_table
 
     c = fake_cluster
     assert set(_types_of(_nodes()).values()) == {"head"}  # min_workers 0: nothing runs yet
-    monkeypatch.setitem(base.REGISTRY, "gen_test", f"{__name__}:_gen_backend_factory")
+    monkeypatch.setitem(base.REGISTRY, "gen_test", Entry(
+        "backend", "gen_test", f"{__name__}:_gen_backend_factory", gpus=_gen_replicas,
+        options=GenPlacement))
     stop_file = tmp_path / "stop"
     monkeypatch.setitem(GEN_OPTIONS, "delay_s", 1.5)
     monkeypatch.setitem(GEN_OPTIONS, "stop_file", str(stop_file))
     overrides = [f"output_dir={tmp_path}", "hardware=[h100,a100]", "engine.mode=noop",
                  "evaluation.device=cpu", "sink.wandb.mode=disabled", f"suite.include=[{','.join(TASKS)}]",
                  "model.backend=gen_test", "model.name=gen_test",
-                 "model.placement={resources: {gen: 1}, labels: {kbx-role: generation}}",
+                 "model.options={resources: {gen: 1}, labels: {kbx-role: generation}}",
                  "engine.max_evaluators=2", "engine.max_concurrency=2", "engine.flush_every=1",
                  "engine.flush_min_s=0", "engine.actor_ready_s=120", f"engine.ray_address={c.address}"]
     cfg = load_config(overrides)

@@ -64,7 +64,8 @@ def test_without_vllm_every_gpu_gets_an_evaluator(two_gpus):
 
 
 def test_no_gpu_left_for_evaluators_is_one_line(two_gpus, tmp_path):
-    cfg = load_config(["model=qwen2.5-coder-7b", "model.replicas=2", f"output_dir={tmp_path}",
+    cfg = load_config(["model=qwen2.5-coder-7b", "model.options.replicas=2",
+                       f"output_dir={tmp_path}",
                        "suite.include=[activation/relu]", *H100])
     with pytest.raises(ConfigError) as e:
         engine.run_sweep(cfg)  # before any engine loads: no hang, no traceback

@@ -11,11 +11,11 @@ import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from kbx_ray.config import ConfigError, ModelConfig
 from kbx_ray.extract import extract
 from kbx_ray.llm.base import GenParams, build_backend
 from kbx_ray.llm.errors import BackendError
@@ -89,9 +89,8 @@ def server(request):
 
 
 def backend(url: str, **opts: Any) -> Any:
-    cfg = SimpleNamespace(backend="openai", base_url=url, path=opts.pop("path", "tiny"),
-                          api_key_env=opts.pop("api_key_env", None),
-                          options={"retries": 3, "backoff_s": 0.01, **opts})
+    cfg = ModelConfig(backend="openai", path=opts.pop("path", "tiny"),
+                      options={"base_url": url, "retries": 3, "backoff_s": 0.01, **opts})
     return build_backend(cfg)
 
 
@@ -158,7 +157,8 @@ def test_server_down_is_one_clear_line():
     url = f"http://127.0.0.1:{port}/v1"
     with pytest.raises(BackendError) as e:
         gen(backend(url))
-    assert str(e.value) == f"model server at {url} is unreachable: start it or fix model.base_url"
+    assert str(e.value) == (f"model server at {url} is unreachable: start it or fix "
+                            "model.options.base_url")
 
 
 @pytest.mark.parametrize("server", [[{"status": 404, "json": {"error": {
@@ -193,7 +193,8 @@ def test_api_key_comes_from_the_named_variable(server, monkeypatch):
     gen(backend(server.url, api_key_env="KBX_TEST_KEY"))
     assert server.headers_seen[0]["authorization"] == "Bearer sk-test-123"
     monkeypatch.delenv("KBX_TEST_KEY")
-    with pytest.raises(BackendError, match="model.api_key_env names KBX_TEST_KEY but it is not set"):
+    with pytest.raises(BackendError,
+                       match="model.options.api_key_env names KBX_TEST_KEY but it is not set"):
         backend(server.url, api_key_env="KBX_TEST_KEY")
 
 
@@ -213,5 +214,6 @@ def test_refused_key_is_one_line(server):
 
 
 def test_unknown_option_is_named():
-    with pytest.raises(BackendError, match="unknown model.options for the openai backend: concurrencyy"):
+    with pytest.raises(ConfigError, match=r"^unknown key model.options.concurrencyy in model "
+                       r"reference: did you mean model.options.concurrency\?$"):
         backend("http://127.0.0.1:1/v1", concurrencyy=3)

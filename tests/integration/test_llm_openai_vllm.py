@@ -24,7 +24,8 @@ def server(vllm_server):
 
 
 def backend(url: str, *extra: str):
-    return build_backend(load_config(["model=openai", f"model.base_url={url}", *extra]).model)
+    return build_backend(load_config(["model=openai", f"model.options.base_url={url}",
+                                      *extra]).model)
 
 
 def run(b, params):

@@ -108,7 +108,7 @@ def test_missing_weights_is_one_line(tiny):
         asyncio.run(backend.wait_ready())
     assert str(e.value) == ("vLLM engine for tiny failed to start: FileNotFoundError: model folder "
                             "/nonexistent/kbx-weights does not exist on this node: fix model.path / "
-                            "model.engine")
+                            "model.options.engine")
     assert build_backend(cfg) is not backend  # a failed engine is not cached
 
 

@@ -38,9 +38,9 @@ def presets(path, url: str):
     """The same model settings under both backends (temperature and max_tokens from the preset)."""
     vllm = load_config(["model=tiny", f"model.path={path}", "model.temperature=1.0",
                         SAMPLING]).model
-    openai = dataclasses.replace(vllm, backend="openai", base_url=url, path="tiny", engine={},
-                                 placement={}, options={"sampling": dict(vllm.options["sampling"]),
-                                                        "retries": 0})
+    openai = dataclasses.replace(vllm, backend="openai", path="tiny",
+                                 options={"sampling": dict(vllm.options["sampling"]),
+                                          "base_url": url, "retries": 0})
     return vllm, openai
 
 

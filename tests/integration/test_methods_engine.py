@@ -16,6 +16,7 @@ import ray
 from kbx_ray import engine
 from kbx_ray.ablation import rounds_curve, rounds_state
 from kbx_ray.config import CONF_DIR, load_config
+from kbx_ray.methods.base import branches
 from kbx_ray.sinks import read_table
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "replay"
@@ -71,13 +72,13 @@ def test_ablation_from_one_run_equals_separate_runs(local_ray, tmp_path):
 
 def expected_branches(cfg) -> dict[int, tuple[int, str]]:
     """branch -> (last round, stop reason) when only round 0 / branch 0 answers, correctly."""
-    kind = cfg.kind or cfg.name
+    kind, n = cfg.kind or cfg.name, branches(cfg)
     if kind in ("one_shot", "few_shot", "cot", "best_of_n"):
-        return {b: (0, "max_rounds") for b in range(cfg.branches)}
+        return {b: (0, "max_rounds") for b in range(n)}
     if getattr(cfg, "stop_when", "correct") in ("fast", "never"):  # fast is never met on a CPU: every round runs
-        return {b: (cfg.rounds, "max_rounds") for b in range(cfg.branches)}
+        return {b: (cfg.rounds, "max_rounds") for b in range(n)}
     return {b: (0, "correct") if b == 0 else (cfg.rounds, "max_rounds")  # repair, parallel
-            for b in range(cfg.branches)}
+            for b in range(n)}
 
 
 def test_every_preset_runs_through_the_engine(local_ray, tmp_path):

@@ -139,7 +139,7 @@ def test_a_failed_start_leaves_no_folder_and_no_wandb_run(local_ray, tmp_path: P
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb_home"))
     monkeypatch.setenv("WANDB_SILENT", "true")
     cfg = load_config([f"output_dir={tmp_path / 'results'}", "suite.include=[math/exp]",
-                       "model=openai", "model.base_url=http://127.0.0.1:9/v1",
+                       "model=openai", "model.options.base_url=http://127.0.0.1:9/v1",
                        "model.options.retries=0", "sink.wandb.mode=offline"])
     sweep_dir = tmp_path / "results" / sweep_id(cfg)
     with caplog.at_level("INFO", logger="kbx_ray.engine"), pytest.raises(ConfigError):

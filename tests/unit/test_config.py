@@ -91,9 +91,8 @@ def test_cells_are_stable_and_distinct():
 
 
 def test_cell_ids_are_the_stable_hash_of_their_parts():
-    """iter_cells hashes a shared prefix once per task; the ids must stay what resume recorded."""
-    from omegaconf import OmegaConf
-
+    """iter_cells hashes a shared prefix once per task; the ids must stay what resume recorded
+    (method and model as laid out before their options were typed: test_config_ids.py)."""
     from kbx_ray.types import stable_hash
 
     cfg = load_config(["sweep.samples=3", "sweep.methods=[one_shot,repair]", "sweep.rounds=[1,3]"])
@@ -102,7 +101,7 @@ def test_cell_ids_are_the_stable_hash_of_their_parts():
     assert len(cells) == 2 * 3 * 3
     for c in cells:
         t = tasks[c.task_id]
-        parts = [OmegaConf.to_container(OmegaConf.structured(x)) for x in (c.method, c.model)]
+        parts = [x.hashed() for x in (c.method, c.model)]
         assert c.cell_id == stable_hash(t.task_id, t.task_hash, *parts, c.sample, c.hardware)
 
 

@@ -91,13 +91,18 @@ def test_boolean_spellings_mean_the_choice_they_name():
 
 
 @pytest.mark.parametrize("overrides, needle", [
-    (["model=openai", "model.options.concurency=3"], "unknown model.options for the openai"),
-    (["model=replay", "model.options.pth=x"], "unknown model.options keys for the replay backend: "
-     "pth"),
-    (["model=reference", "model.options.x=1"], "reference backend: x (it takes none)"),
-    (["model=reference", "model.engine.dtype=float32"], "unknown model.engine keys"),
+    (["model=openai", "model.options.concurency=3"], "unknown key model.options.concurency in model "
+     "openai: did you mean model.options.concurrency?"),
+    (["model=replay", "model.options.pth=x"], "unknown key model.options.pth in model replay: did "
+     "you mean model.options.path?"),
+    (["model=reference", "model.options.x=1"], "unknown key model.options.x in model reference: "
+     "model.options takes no keys"),
+    (["model=reference", "model.engine.dtype=float32"], "model.engine in the command line has "
+     "moved: set model.options.engine.<key> (the vllm backend's options)"),
     (["model.backend=vlm"], "unknown backend 'vlm'"),
-    (["model=tiny", "model.placement.gpus=1"], "unknown model.placement keys"),
+    (["model=tiny", "model.options.placement.gpus=1"], "unknown key model.options.placement.gpus in "
+     "model tiny: did you mean model.options.placement.num_gpus?"),
+    (["suite.options.x=1"], "unknown key suite.options.x in suite kbx: suite.options takes no keys"),
 ])
 def test_backend_option_keys_are_checked(overrides, needle):
     with pytest.raises(ConfigError) as e:
@@ -106,12 +111,18 @@ def test_backend_option_keys_are_checked(overrides, needle):
 
 
 def test_vllm_engine_key_typo_names_the_near_argument(tmp_path: Path):
-    if not engine_arg_names():
-        pytest.skip("vllm is not installed: engine keys are checked where it is")
-    with pytest.raises(ConfigError, match="max_modle_len .*did you mean max_model_len"):
+    with pytest.raises(ConfigError, match="^unknown key model.options.engine.max_modle_len in model "
+                       "tiny: did you mean model.options.engine.max_model_len\\?$"):
         validate(load_config(["model=tiny", f"model.path={tmp_path}",
-                              "model.engine.max_modle_len=3"]))
+                              "model.options.engine.max_modle_len=3"]))
     validate(load_config(["model=tiny", f"model.path={tmp_path}"]))  # the preset's keys are real
+    if not engine_arg_names():
+        pytest.skip("vllm is not installed: engine.args keys are checked where it is")
+    with pytest.raises(ConfigError, match="engine.args.max_modle_len .*did you mean max_model_len"):
+        validate(load_config(["model=tiny", f"model.path={tmp_path}",
+                              "model.options.engine.args.max_modle_len=3"]))
+    validate(load_config(["model=tiny", f"model.path={tmp_path}",
+                          "model.options.engine.args.max_logprobs=5"]))
 
 
 def test_missing_local_model_names_the_command_that_builds_it(tmp_path: Path):

@@ -109,8 +109,19 @@ def test_the_help_lists_every_choice_key_of_the_schema_with_its_default():
     (["model.backend=mutants", "model.name=m", "model.options.per_operator=abc"],
      "bad config in model m: model.options.per_operator: Value 'abc' of type 'str' could not be "
      "converted to Integer"),
-    (["model=replay", "model.options.pth=x"], "model replay: unknown model.options keys for the "
-     "replay backend: pth (known: duplicates, match_method, on_missing, path, where)"),
+    (["model=replay", "model.options.pth=x"], "unknown key model.options.pth in model replay: did "
+     "you mean model.options.path?"),
+    (["model=tiny", "model.options.engine.max_num_seqs=many"], "bad config in model tiny: "
+     "model.options.engine.max_num_seqs: Value 'many' of type 'str' could not be converted to "
+     "Integer"),
+    (["model=tiny", "model.options.placement.num_gpus=3"], "bad model.options in model tiny: "
+     "placement.num_gpus=3 must be 0 (CPU) or engine.tensor_parallel_size=1"),
+    (["model=openai", "model.options.timeout=5"], "unknown key model.options.timeout in model "
+     "openai: did you mean model.options.timeout_s?"),
+    (["method=parallel", "method.options.branches=0"], "bad method.options in method parallel: "
+     "branches=0: choose 1 or more"),
+    (["method=repair", "method.options.branches=2"], "unknown key method.options.branches in method "
+     "repair: method.options takes exemplars, cot"),
 ])
 def test_backend_options_are_typed_by_the_dataclass_the_backend_registered(overrides, line):
     with pytest.raises(ConfigError) as e:

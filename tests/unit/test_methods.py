@@ -125,7 +125,8 @@ def test_repair_feedback_kinds_hide_what_is_not_asked_for(judge, tmp_path):
 
 def test_parallel_workers_are_independent_chains(judge, tmp_path):
     script = {(0, 0): W, (1, 0): C, (0, 1): C, (0, 2): S, (1, 2): S}
-    att = run(judge, tmp_path, script, "method=parallel", "method.rounds=1", "method.branches=3")
+    att = run(judge, tmp_path, script, "method=parallel", "method.rounds=1",
+              "method.options.branches=3")
     chains = {b: [a for a in att if a.branch == b] for b in range(3)}
     assert [a.round for a in chains[0]] == [0, 1] and [a.round for a in chains[1]] == [0]
     assert [a.stop_reason for a in chains[0]] == ["", "correct"]
@@ -137,7 +138,8 @@ def test_parallel_workers_are_independent_chains(judge, tmp_path):
 
 def test_agentic_restarts_every_round_from_the_best(judge, tmp_path):
     script = {(0, 0): S, (0, 1): W, (1, 0): C, (1, 1): S, (2, 0): F, (2, 1): W}
-    att = run(judge, tmp_path, script, "method=agentic", "method.rounds=2", "method.branches=2")
+    att = run(judge, tmp_path, script, "method=agentic", "method.rounds=2",
+              "method.options.branches=2")
     by = {(a.round, a.branch): a for a in att}
     assert sorted(by) == sorted(script) and by[(2, 0)].stop_reason == "max_rounds"
     best0, best1 = by[(0, 1)], by[(1, 0)]  # wrong beats syntax error; then the correct one
@@ -151,7 +153,7 @@ def test_agentic_restarts_every_round_from_the_best(judge, tmp_path):
 
 def test_best_of_n_keeps_the_best_sample(judge, tmp_path):
     att = run(judge, tmp_path, {(0, 0): W, (0, 1): C, (0, 2): S}, "method=best_of_n",
-              "method.branches=3")
+              "method.options.branches=3")
     assert [(a.round, a.branch) for a in att] == [(0, 0), (0, 1), (0, 2)]
     assert kinds(att) == ["mismatch", "", "syntax_error"] and final(att) is att[1]
     assert len({json.dumps(a.prompt.messages) for a in att}) == 1

@@ -10,7 +10,7 @@ from kbx_ray.config import ConfigError, load_config
 from kbx_ray.grid import build_axes, count_cells, iter_cells
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 from kbx_ray.extract import candidate_id
-from kbx_ray.methods.base import REGISTRY, check_method
+from kbx_ray.methods.base import REGISTRY, branches, check_method
 from kbx_ray.prompts import (
     TemplateError, Templates, build_prompt, feedback, load_exemplars, pick_exemplars,
 )
@@ -83,11 +83,17 @@ def test_every_preset_loads_and_names_a_method(preset):
 
 def test_variants_inherit_from_their_base():
     geak = load_config(["method=geak"]).method
-    assert (geak.kind, geak.branches, geak.rounds, geak.stop_when) == ("agentic", 4, 2, "fast")
+    assert (geak.kind, branches(geak), geak.rounds, geak.stop_when) == ("agentic", 4, 2, "fast")
     assert geak.feedback == ["compile", "correctness", "performance"]  # from repair, via agentic
     ka = load_config(["method=kernelagent", "method.rounds=2"]).method
-    assert (ka.kind, ka.branches, ka.rounds, ka.stop_when) == ("parallel", 3, 2, "correct")
-    assert load_config(["method=few_shot"]).method.exemplars == 2
+    assert (ka.kind, branches(ka), ka.rounds, ka.stop_when) == ("parallel", 3, 2, "correct")
+    # each method's options default what its preset once stated
+    assert load_config(["method=few_shot"]).method.typed_options().exemplars == 2
+    assert load_config(["method=cot"]).method.typed_options().cot is True
+    assert branches(load_config(["method=best_of_n"]).method) == 4
+    assert branches(load_config(["method=repair"]).method) == 1  # it takes no branches
+    five = load_config(["method=geak", "method.options.branches=5"]).method
+    assert branches(five) == 5 and five.typed_options().exemplars == 0
 
 
 def test_a_base_loop_is_one_clear_line(tmp_path, monkeypatch):

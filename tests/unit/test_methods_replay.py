@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray.config import ModelConfig
+from kbx_ray.config import ConfigError, ModelConfig
 from kbx_ray.llm.base import GenParams, build_backend
 from kbx_ray.llm.replay import ReplayError
 from kbx_ray.sinks.parquet import ParquetSink
@@ -82,11 +82,13 @@ def test_missing_keys_error_or_skip(tmp_path):
 @pytest.mark.parametrize("opts, needle", [
     ({"path": ""}, "needs model.options.path"),
     ({"path": "/nonexistent/gen.jsonl"}, "does not exist"),
-    ({"path": str(FIXTURE), "on_missing": "ignore"}, "on_missing must be error|skip"),
-    ({"path": str(FIXTURE), "colour": "red"}, "unknown replay option(s) ['colour']"),
+    ({"path": str(FIXTURE), "on_missing": "ignore"}, "model.options.on_missing='ignore' is not a "
+     "choice: choose one of error, skip"),
+    ({"path": str(FIXTURE), "colour": "red"}, "unknown key model.options.colour in model replay: "
+     "model.options takes path, on_missing, match_method, where, duplicates"),
 ])
 def test_bad_options_are_one_clear_line(opts, needle):
-    with pytest.raises(ReplayError) as e:
+    with pytest.raises(ConfigError) as e:
         build_backend(ModelConfig(name="replay", backend="replay", options=opts))
     assert needle in str(e.value) and "\n" not in str(e.value)
 

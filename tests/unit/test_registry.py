@@ -33,10 +33,10 @@ from kbx_ray.types import EvalResult
 SINKS, SUITES = registry("sink"), registry("suite")
 
 PLUGIN = '''
+from dataclasses import dataclass
 from pathlib import Path
 
-from kbx_ray.errors import unknown_keys
-from kbx_ray.methods.base import finish, first_prompt, step
+from kbx_ray.methods.base import PromptOptions, finish, first_prompt, options_of, step
 from kbx_ray.prompts import Templates
 from kbx_ray.registry import register
 from kbx_ray.sinks.base import Sink
@@ -55,21 +55,23 @@ class Echo:
         return Generation(text=f"{self.word} {params.seed} {len(messages)}", model=self.name)
 
 
-def echo_check(cfg, local):
-    unknown_keys(cfg, "options", cfg.options, {"word"})
+@dataclass
+class EchoOptions:
+    word: str = "hi"
 
 
-@register("backend", "tmp_echo", check=echo_check)
+@register("backend", "tmp_echo", options=EchoOptions)
 def build(cfg):
     return Echo(cfg)
 
 
-@register("method", "tmp_twice")
+@register("method", "tmp_twice", options=PromptOptions)
 def twice(cfg):
     templates = Templates(getattr(cfg, "templates_dir", None))
+    opts = options_of(cfg, PromptOptions)
 
     async def solve(task, generate, evaluate, pool=None):
-        prompt = first_prompt(task, cfg, templates, pool=pool)
+        prompt = first_prompt(task, opts, templates, pool=pool)
         return finish([await step(task, generate, evaluate, prompt, 0, b) for b in (0, 1)])
 
     return solve
@@ -149,11 +151,11 @@ def test_a_backend_from_a_new_module_is_built_from_config(plugin):
 
 def test_a_new_backend_checks_its_own_options_before_anything_starts(plugin):
     validate(load_config(["model.backend=tmp_echo", "model.options.word=yo"]))
-    with pytest.raises(ConfigError, match=r"^model reference: unknown model.options keys for the "
-                       r"tmp_echo backend: wrd \(known: word\)$"):
+    with pytest.raises(ConfigError, match=r"^unknown key model.options.wrd in model reference: did "
+                       r"you mean model.options.word\?$"):
         validate(load_config(["model.backend=tmp_echo", "model.options.wrd=yo"]))
-    with pytest.raises(ConfigError, match=r"unknown model.options keys for the reference backend: "
-                       r"word \(it takes none\)"):  # a backend without a check takes none
+    with pytest.raises(ConfigError, match=r"^unknown key model.options.word in model reference: "
+                       r"model.options takes no keys$"):  # a backend without options takes none
         validate(load_config(["model.options.word=yo"]))
 
 
