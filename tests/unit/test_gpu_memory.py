@@ -112,4 +112,5 @@ def test_an_evaluation_reserves_every_timing_and_fresh_input_set(tmp_path):
     # the replay process holds its own fresh inputs and program buffers: REPLAY_SETS more
     off = Admission(EvalConfig(device="cpu", timing_sets=1, fresh_sets=0, replay="off"),
                     led).estimate(task, cases)
-    assert few - off == int(REPLAY_SETS * (300 << 20) * 1.25)
+    flush = EvalConfig().timing.flush_mb << 20  # its flush buffer and its context too
+    assert few - off == int((REPLAY_SETS * (300 << 20) + flush) * 1.25) + (1 << 29)
