@@ -39,7 +39,7 @@ from kbx_ray.evaluator_loss import MOVES, EvaluatorLost, NodeLost, lost, worker_
 from kbx_ray.per_loop import PerLoop
 from kbx_ray.retry import Backoff, retry
 from kbx_ray.scaling import actors_for, generation_reserve, pool_gpus
-from kbx_ray.types import Candidate, EvalResult, Task
+from kbx_ray.types import Candidate, ErrorKind, EvalResult, Stage, Task
 
 log = logging.getLogger(__name__)
 
@@ -253,7 +253,7 @@ class EvaluatorGroup:
             self.stats.done += 1
             self.stats.failed += 1
             return EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id,
-                              stage="compile", error_kind="infra_error",
+                              stage=Stage.COMPILE, error_kind=ErrorKind.INFRA_ERROR,
                               error_msg=f"evaluator died {self.retries + 1} times: {e}")
 
     async def _queued(self, req: _Request) -> EvalResult:

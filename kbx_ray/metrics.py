@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from kbx_ray.types import ErrorKind
+
 FAST_P = (1.0, 1.5, 2.0)
 GROUP_DIMS = ("method", "model", "hardware", "category")
 
@@ -27,7 +29,7 @@ def awaits_gpu(row: dict) -> bool:
     kernel uses (`unsupported_interpreter`, flag `awaits_gpu`). It is no pass, whatever else the
     row says: a wrong kernel hides behind such a construct as well as a right one."""
     flags = row.get("flags")
-    return row.get("error_kind") == "unsupported_interpreter" or (
+    return row.get("error_kind") == ErrorKind.UNSUPPORTED_INTERPRETER or (
         isinstance(flags, (list, tuple)) and "awaits_gpu" in flags)
 
 

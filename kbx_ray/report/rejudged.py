@@ -25,9 +25,11 @@ from omegaconf import OmegaConf
 
 from kbx_ray.metrics import geomean
 from kbx_ray.report.load import SweepSource
+from kbx_ray.types import ErrorKind
 
 VERDICTS = ("fails to run", "runs, wrong", "correct")
-DISQUALIFIED = "disqualified"  # ours only: failed by a policy of ours (it agrees with a failure)
+# ours only: failed by a policy of ours (it agrees with a failure)
+DISQUALIFIED = ErrorKind.DISQUALIFIED
 ROUND_COLUMNS = ("sweep_id", "round", "kernels", "call_ours", "call_theirs", "exec_ours",
                  "exec_theirs", "speedup_ours", "speedup_theirs", "agree")
 CURVE_COLUMNS = ("sweep_id", "k", "cells", "call_ours", "call_theirs", "exec_ours", "exec_theirs",

@@ -23,12 +23,13 @@ from kbx_ray import footprint
 from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger, budget_bytes, estimate_bytes
 from kbx_ray.evaluate.parent.sandbox import Sandbox, WorkerDied
 from kbx_ray.evaluate.settings import EvalConfig
-from kbx_ray.types import EvalResult, trim
+from kbx_ray.types import ErrorKind, EvalResult, trim
 
 log = logging.getLogger(__name__)
 
 OOM_TEXT = ("CUDA out of memory", "OutOfMemoryError")  # torch.OutOfMemoryError's type and text
-CANDIDATE_KINDS = ("runtime_error", "cuda_error")  # what the worker files an OOM in the call as
+# what the worker files an OOM in the call as
+CANDIDATE_KINDS = (ErrorKind.RUNTIME_ERROR, ErrorKind.CUDA_ERROR)
 
 
 def is_oom(msg: str) -> bool:
@@ -104,7 +105,7 @@ class Admission:
 
 def file_shared_oom(res: EvalResult) -> None:
     """The attempt's record once `shared_oom` holds: the platform's error, retried alone."""
-    res.error_kind, res.exec_ok = "infra_error", False
+    res.error_kind, res.exec_ok = ErrorKind.INFRA_ERROR, False
     res.error_msg = trim("out of GPU memory while other evaluators held memory on this GPU: not "
                          f"the candidate's fault; retried alone. {res.error_msg}")
 
