@@ -30,6 +30,12 @@ class Fail(Exception):
         super().__init__(msg)
         self.stage, self.kind, self.msg = stage, kind, msg
 
+    @classmethod
+    def refused(cls, stage: str, reply: dict) -> Fail:
+        """The worker's failed reply (`infra_error` when it names no kind)."""
+        return cls(stage, reply.get("error_kind", ErrorKind.INFRA_ERROR),
+                   reply.get("error_msg", ""))
+
 
 def file_failure(res: EvalResult, f: Fail) -> None:
     """`f` onto `res`. A construct the Triton interpreter lacks (`unsupported_interpreter`, filed

@@ -214,8 +214,7 @@ class Evaluator:
         path = self.sandbox.write_code(f"kbx_cand_{module}", cand.code)
         self._ask({"op": "load", "code_path": path, "task_path": task.path, "entry": task.name,
                    "module": module, "task_key": task.task_hash, "monitor": self.monitor,
-                   "deny": self.cfg.torch_compute == "fail"}, self.cfg.load_timeout_s,
-                  Stage.COMPILE)
+                   "deny": self.cfg.torch_compute == "fail"}, self.cfg.load_timeout_s, res.stage)
         self.replay.begin(cand.code, module)
         mark = self._clock(res, "load", mark)
         ref_mod = load_module(task.path)
@@ -239,8 +238,7 @@ class Evaluator:
         try:
             tree = ast.parse(cand.code)
         except SyntaxError as e:
-            raise _Fail(Stage.STATIC, ErrorKind.SYNTAX_ERROR,
-                        f"line {e.lineno}: {e.msg}") from None
+            raise _Fail(Stage.STATIC, ErrorKind.SYNTAX_ERROR, f"line {e.lineno}: {e.msg}") from None
         rep = static_check(tree, task.name)
         res.flags += rep.flags
         if rep.violations:
@@ -266,9 +264,8 @@ class Evaluator:
              res: EvalResult | None = None) -> tuple[dict, list[bytearray]]:
         left = self.deadline - time.perf_counter()
         if left <= 0:
-            raise _Fail(stage, ErrorKind.TIMEOUT,
-                        f"the evaluation ran past its {self.cfg.eval_budget_s:.0f}"
-                        " s budget (evaluation.eval_budget_s)")
+            raise _Fail(stage, ErrorKind.TIMEOUT, f"the evaluation ran past its "
+                        f"{self.cfg.eval_budget_s:.0f} s budget (evaluation.eval_budget_s)")
         try:
             reply, blobs = self.sandbox.request(header, min(timeout, left))
         except WorkerDied as d:
@@ -282,8 +279,7 @@ class Evaluator:
                 if k in ("inputs", "poison", "call", "encode") and isinstance(v, (int, float)):
                     res.stage_s[f"w_{k}"] = round(res.stage_s.get(f"w_{k}", 0.0) + float(v), 6)
         if not reply.get("ok"):
-            raise _Fail(stage, reply.get("error_kind", ErrorKind.INFRA_ERROR),
-                        reply.get("error_msg", ""))
+            raise _Fail.refused(stage, reply)
         return reply, blobs
 
     @property
