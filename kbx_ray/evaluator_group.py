@@ -1,21 +1,5 @@
 """An evaluator group: the evaluator actors of one hardware pool, with bounded calls in flight.
-
-Each evaluator takes one candidate at a time (timing has the GPU to itself): requests queue in the
-group, and its dispatcher hands the next one to the least busy evaluator that is up (the start,
-the slots, the waits for restarts and the growth are kbx_ray/actor_group.py's). An evaluator that
-dies mid-candidate is restarted by Ray (`max_restarts`) and the candidate is retried by retry.py's
-policy; after `retries` it is recorded as `infra_error` (evaluator_loss.py tells a candidate's
-crash, an evaluator's death and a lost node apart). `mode=task` instead runs one GPU-pinned Ray
-task per candidate in a fresh process. Calls carry more than one candidate, and more than one
-call is in flight per evaluator, only when asked (`engine.eval_batch`, and the engine benchmark's
-own group options for its instant `mode=noop` verdicts).
-
-Elastic on a cluster laid out like cluster.yaml (kbx-role labels): the group creates its target
-number of evaluators at once, and those whose node is not up yet stay pending, which is the demand
-the autoscaler answers; each evaluator takes candidates once it comes up, so the group grows as
-the pool's nodes join. An evaluator whose node leaves is restarted by Ray wherever there is room
-(pending again until a node joins); what it held is queued again without counting against the
-candidate's retries, since losing a node is not the candidate's doing.
+More: kbx_ray/README.md, `evaluator_group.py`.
 """
 from __future__ import annotations
 

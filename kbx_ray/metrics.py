@@ -4,9 +4,7 @@ One cell can have several evaluation rows (a repair cell records every round); t
 the row marked `final`. Rates are therefore over final rows, one per cell, which is what the study's
 tables report. A row whose `final` is None counts as final, so that a method with one row per cell
 need not set it; only `final=False` rows (intermediate rounds) are left out.
-
-The definitions follow KernelBench: fast_p is the fraction of cells whose kernel is correct AND
-faster than the eager reference by more than p, over all cells (failures count in the denominator).
+More: kbx_ray/README.md, `metrics.py`.
 """
 from __future__ import annotations
 

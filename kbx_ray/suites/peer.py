@@ -1,13 +1,5 @@
 """Our verdict -> where it is stricter than the peer harnesses' on purpose, in one line.
-
-KernelBench-X's harness runs the kernel once (seed 0) on its test code and compares the values that
-land in `test_results`; KernelBench's compares `ModelNew`'s forward outputs. Neither looks at how
-the values were computed. This harness fails a kernel for more: no Triton launch, torch computing on
-the tested path, inputs it changed, outputs aliasing inputs, disagreeing runs, stale results after
-timing, later seeds, and its static policy. A record failed for one of those reasons carries it in
-`stricter_reason`, so a report can say "the peer's harness would pass it; ours fails it, because
-...". A failure the peer makes too (wrong values, a crash) leaves it empty. Next to it, the record's
-`peer_verdict` is the peer's own verdict where the replayed input carried one.
+More: kbx_ray/suites/README.md, `peer.py`.
 """
 from __future__ import annotations
 

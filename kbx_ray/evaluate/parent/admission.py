@@ -1,17 +1,5 @@
-"""The evaluator's GPU memory admission: gpu_memory.py's ledger around each evaluation (issue 27
-item 7, "a shared GPU").
-
-Why: evaluators that share a GPU ran it out of memory together, and an OOM raised in the
-candidate's call was filed as the candidate's `runtime_error` though the memory was held by the
-others. So the parent (evaluator.py) reserves each evaluation's estimated peak (`estimate`: the
-largest case's memory footprint, kbx_ray/footprint.py: its distinct input storages and outputs,
-x `evaluation.gpu_mem_factor`, plus the timing flush buffer) before
-it runs and releases it after, once the worker and the parent have emptied their allocator caches;
-an OOM while another live evaluator held a reservation (`shared_oom`) is `infra_error`, flagged
-`oom_shared_gpu`, and retried once on a fresh worker holding the whole device (`alone`); an OOM
-with no one else holding memory stays the candidate's (a kernel that allocates absurdly is its
-own fault). On the CPU there is no ledger unless one is handed in (the tests do, to run two real
-processes against one ledger).
+"""The evaluator's GPU memory admission: gpu_memory.py's ledger around each evaluation.
+More: kbx_ray/evaluate/parent/README.md, `admission.py`.
 """
 from __future__ import annotations
 

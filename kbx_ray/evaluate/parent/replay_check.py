@@ -1,11 +1,5 @@
 """A checked call's recorded kernel program -> the verdict of its replay on fresh secret inputs.
-
-The replay process is a second sandbox worker that never loads a candidate's module: it builds
-only the candidate's kernels (`static/kernels.py`) and runs the program the worker recorded
-(`worker/recorder.py`, `worker/replayer.py`) on inputs whose values the candidate never saw
-(`inputs.replay_inputs`: STRUCTURE parameters and non-tensor arguments kept). Whatever the
-candidate's host code computed, in a hook, through a harness frame or after the check, is absent
-there, so the replayed outputs decide. INTEGRITY.md, "The replay".
+More: kbx_ray/evaluate/parent/README.md, `replay_check.py`.
 """
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
 """The parent side of the sandbox: a warm worker subprocess, its limits, timeouts and respawns.
-
-The worker gets its own session (so the whole process group can be killed), a scrubbed environment
-built from an allowlist, a private temp directory as cwd and HOME (its Triton cache inside it:
-nothing it writes outlives it), and its output redirected to a capped log file: Popen's own options, never `preexec_fn` (unsafe in a threaded Ray actor). First
-thing after exec it sets its resource limits, moves into a network namespace of its own where the
-kernel allows one, and (CPU workers) confines itself with Landlock (confine.py, landlock.py); its hello
-says what took, and a worker without what the config demands is refused. The task file is copied
-into the temp dir, so the worker never learns where the repository is; every string that comes
-back is scrubbed of the parent's secret values. A hang, crash or CUDA error kills the group; the
-next request starts a fresh worker. INTEGRITY.md describes the layers and what each one stops.
+More: kbx_ray/evaluate/parent/README.md, `sandbox.py`.
 """
 from __future__ import annotations
 
@@ -231,7 +222,7 @@ class Sandbox:
         """A failure whose text looks like a CUDA fault is `cuda_error` only if this worker's
         CUDA context is really broken: a tiny op and a synchronize in the same process fail, or
         the process is dead. Otherwise the worker's own kind stands (`runtime_error`: a
-        candidate that raises "CUDA error: ..." itself, issue 26 class 7); a worker that
+        candidate that raises "CUDA error: ..." itself, INTEGRITY.md class 7); a worker that
         claimed `cuda_error` itself is not believed either."""
         if not self.alive:
             return ErrorKind.CUDA_ERROR

@@ -4,12 +4,7 @@ The parent distrusts the worker's figures: the event times must fit in the wall 
 itself, calls on never-seen inputs must cost what timed ones cost, no GPU work may trail the call
 (side streams), and no case may beat the hardware's peak. What passes becomes the case's speedup
 over the eager reference and its roofline figures.
-
-"Beat the peak" is judged on the least work a correct kernel must do, the task's
-`cost(case)["min_bytes"]` and `["min_flops"]` where it gives them (a masked kernel skips masked
-elements, a gather serves repeated rows from cache, an attention kernel skips the keys past a
-drawn length), else `bytes` and `flops`; the reported GB/s, TFLOP/s and SOL fraction keep `bytes`
-and `flops` (roofline.py).
+More: kbx_ray/evaluate/parent/README.md, `timing_judgement.py`.
 """
 from __future__ import annotations
 
