@@ -1,14 +1,5 @@
 """One R-round run -> the state and the metrics after k rounds, for every k <= R.
-
-DESIGN.md, "Repair-round ablation": a cell records every round, and round j's prompt depends only on
-rounds < j (never on R), so a run with rounds=k is the first min(k, stop) rounds of the run with
-rounds=R. Its answer is what the method would have picked from those rows: every method answers
-with `select_best` (kbx_ray/methods/base.py), and this module applies the same rule (`rank`, ties
-to the earliest round and branch) to the evaluation rows. tests/integration/test_methods_engine.py
-(test_ablation_from_one_run_equals_separate_runs) checks the result against separate runs at each k.
-
-Rounds are judged on a cell's primary pool; other pools only evaluate the final answer, so the
-curve is computed on the primary pool's rows (the pool holding most of the cell's rows).
+More: kbx_ray/README.md, `ablation.py`.
 """
 from __future__ import annotations
 

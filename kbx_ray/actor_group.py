@@ -1,14 +1,5 @@
 """One group of Ray actors, for the evaluators, the compile workers and the vLLM replicas alike.
-
-A group holds members: actor handles, or handles that act like them (a slot that runs one Ray task
-per call, a simulated evaluator). It does for every kind what each group used to write for itself:
-- start: wait until the members answer their ready method; end those that do not come up in time,
-  or (an elastic group) keep them pending until their node joins;
-- dispatch: a slot on the least busy member that is up, at most `cap` calls in flight on each;
-- retry on a lost member, by retry.py's policy: `call` retries on another member, or on the same
-  one once it answers again; `lost` hands a member no work until Ray has restarted it;
-- grow (members for nodes that joined) and shrink (members that never came up).
-What belongs to one event loop (the condition slots wait on, the waits for restarts) is a PerLoop.
+More: kbx_ray/README.md, `actor_group.py`.
 """
 from __future__ import annotations
 

@@ -12,6 +12,8 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbx_ray.types import ErrorKind
+
 MAX_BYTES = 1 << 20  # 1 MiB: two orders of magnitude above any completion a token limit allows
 
 
@@ -32,30 +34,30 @@ def read_source(path: str | Path, max_bytes: int = MAX_BYTES) -> Source:
     path = Path(path)
     try:
         if not path.is_file():
-            return _bad("no_code_block", f"{path} is not a regular file (a folder, a device or a "
-                        "pipe): give the candidate's .py file")
+            return _bad(ErrorKind.NO_CODE_BLOCK, f"{path} is not a regular file (a folder, a "
+                        "device or a pipe): give the candidate's .py file")
         size = path.stat().st_size
         if size > max_bytes:
-            return _bad("no_code_block", f"{path} is {size / 2**20:.1f} MiB, over the "
+            return _bad(ErrorKind.NO_CODE_BLOCK, f"{path} is {size / 2**20:.1f} MiB, over the "
                         f"{max_bytes / 2**20:g} MiB a candidate may be: not a kernel module")
         with open(path, "rb") as f:
             data = f.read(max_bytes + 1)
     except OSError as e:
-        return _bad("no_code_block", f"cannot read {path}: {e.strerror or e}")
+        return _bad(ErrorKind.NO_CODE_BLOCK, f"cannot read {path}: {e.strerror or e}")
     if len(data) > max_bytes:  # it grew while we looked
-        return _bad("no_code_block", f"{path} is over the {max_bytes / 2**20:g} MiB a candidate "
-                    "may be: not a kernel module")
+        return _bad(ErrorKind.NO_CODE_BLOCK, f"{path} is over the {max_bytes / 2**20:g} MiB a "
+                    "candidate may be: not a kernel module")
     return decode(data, str(path))
 
 
 def decode(data: bytes, where: str) -> Source:
     """Bytes -> source, as the interpreter would take them (or the verdict)."""
     if not data.strip():
-        return _bad("no_code_block", f"{where} is empty: no code to judge")
+        return _bad(ErrorKind.NO_CODE_BLOCK, f"{where} is empty: no code to judge")
     nul = data.find(b"\0")
     if nul >= 0:
-        return _bad("syntax_error", f"{where} holds a NUL byte at offset {nul}: a binary file, "
-                    "not Python source")
+        return _bad(ErrorKind.SYNTAX_ERROR, f"{where} holds a NUL byte at offset {nul}: a binary "
+                    "file, not Python source")
     encoding = "utf-8"
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
@@ -67,14 +69,15 @@ def decode(data: bytes, where: str) -> Source:
             data.decode("utf-8")
         except UnicodeDecodeError as u:
             return _undecodable(data, where, u)
-        return _bad("syntax_error", f"{where}: {e}")
+        return _bad(ErrorKind.SYNTAX_ERROR, f"{where}: {e}")
     return Source(code.lstrip("\ufeff"))
 
 
 def _undecodable(data: bytes, where: str, e: UnicodeDecodeError) -> Source:
     line = data.count(b"\n", 0, e.start) + 1
-    return _bad("syntax_error", f"{where} is not valid {e.encoding} (byte 0x{data[e.start]:02x} on "
-                f"line {line}): Python source must be UTF-8 or declare its coding (PEP 263)")
+    return _bad(ErrorKind.SYNTAX_ERROR, f"{where} is not valid {e.encoding} (byte "
+                f"0x{data[e.start]:02x} on line {line}): Python source must be UTF-8 or declare "
+                "its coding (PEP 263)")
 
 
 def _bad(kind: str, msg: str) -> Source:

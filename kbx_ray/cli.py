@@ -1,14 +1,5 @@
 """`kbx`: sweep, eval (one candidate file), tasks (list the suite), report (tables and figures).
-
-Every user-fixable problem (bad key, unknown task, missing pool, missing file) ends as one line on
-stderr and exit status 2, never as a traceback; a candidate file that cannot be judged (unreadable,
-binary, not UTF-8, empty, huge) is a verdict (exit 1). An internal error shows its traceback and a
-line saying it is a bug (exit 3); Ctrl-C, one line (exit 130), even where kbx inherited SIGINT
-ignored or blocked (see `interruptible`); a sweep whose Ray cluster is lost, one line (exit 1).
-Logs go to stderr (plain, unwrapped lines outside a terminal; `-q`: warnings and errors only), a
-sweep's Ray output to its folder's ray.log; stdout carries only what a command prints as its answer
-(the dry-run's estimate, `--json`, the task list, a sweep's results folder and report), and a
-reader that leaves early (`| head`) ends it quietly (exit 141). The `--help` pages: cli_help.py.
+More: kbx_ray/README.md, `cli.py`.
 """
 from __future__ import annotations
 

@@ -113,13 +113,13 @@ class _Judge:
         """The verdict on a completion's text: its code extracted as a sweep extracts it; a file
         with no fenced block and no code found is judged as written (its syntax error, say)."""
         from kbx_ray.extract import candidate_id, extract
-        from kbx_ray.types import Candidate, EvalResult, Generation
+        from kbx_ray.types import Candidate, EvalResult, Generation, Stage
 
         cand = extract(Generation(text=text), task.task_id, task.name)
         if cand.error_kind and as_file and "```" not in text:
             cand = Candidate(candidate_id(task.task_id, text), task.task_id, text, task.name)
         if cand.error_kind:
-            return EvalResult(task.task_id, cand.candidate_id, "extract",
+            return EvalResult(task.task_id, cand.candidate_id, Stage.EXTRACT,
                               error_kind=cand.error_kind, error_msg=cand.error_msg)
         self._ready(task)
         return self.ev.evaluate(task, cand)
@@ -131,7 +131,7 @@ class _Judge:
         src = read_source(path)
         if not src.ok:  # unreadable, binary, not UTF-8, empty or huge: the candidate's verdict
             return EvalResult(task.task_id, stable_hash(task.task_id, src.error_kind,
-                                                        src.error_msg), "extract",
+                                                        src.error_msg), Stage.EXTRACT,
                               error_kind=src.error_kind, error_msg=src.error_msg)
         return self.text(task, src.code, as_file=True)
 

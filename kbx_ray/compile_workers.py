@@ -1,16 +1,5 @@
 """The optional CPU compile workers (`engine.aot_compile=on|always`): Triton kernels compiled ahead.
-
-Compile actors run on CPU nodes (those advertising the `compile` resource, as cluster.yaml's
-`compile.*` node type does; any CPU otherwise). Before a candidate joins the queue of a GPU pool's
-evaluators, they ask for its kernels compiled for that pool's architecture (`compute_capability` in
-conf/hardware); the files ride with the candidate to the evaluator, which seeds its worker's Triton
-cache with them (evaluate/parent/aot.py). Compiles for one (candidate, architecture) are shared by
-every hardware pool of that architecture (H100 and H200 are both sm_90). A failed or slow compile only
-means the GPU compiles as it always did: it is logged, never recorded as the candidate's fault.
-
-`on` starts a compile only while a compile worker is free and never holds the candidate back: it
-is queued for an evaluator at once and takes the kernels along only if they are ready when an
-evaluator picks it up. `always` waits for a worker and for the compile (for measurements).
+More: kbx_ray/README.md, `compile_workers.py`.
 """
 from __future__ import annotations
 

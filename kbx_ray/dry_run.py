@@ -1,14 +1,6 @@
 """What a sweep will do, before it does it: the dry-run's estimate, and a replay source's coverage
 (every cell's first round, each branch, looked up in the source before Ray starts).
-
-A CPU pool's evaluations are counted in CPU-hours, from a measured cost per evaluation
-(`cpu_eval_s`). With no pool named (`hardware=[auto]`) on a cluster (`engine.ray_address`), it also
-estimates the cells on each GPU pool of cluster.yaml, alone and all together; on one machine it
-only says how to ask for that. The estimate counts what each cell can cost
-at most: a method with R rounds and B branches makes up
-to (R + 1) x B evaluations on the primary pool, and its final candidate one more on each other pool;
-a timed evaluation takes up to both sides' timing budget per case. A rounds axis is already in the
-method variants (`repair@R3`), so it is counted per budget.
+More: kbx_ray/README.md, `dry_run.py`.
 """
 from __future__ import annotations
 

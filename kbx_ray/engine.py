@@ -1,11 +1,5 @@
 """The driver: cells -> method -> generate / evaluate -> writer.
-
-`run_sweep` takes the planned `Sweep` (plan.py), starts Ray and the sinks, and drives:
-every hardware pool's evaluator group is started (evaluator_groups.py), worker coroutines take
-the cells to run, and each cell runs its method with `generate` (a backend, through the generation
-log) and `evaluate` (its primary pool's evaluators) injected, then its final candidates on every
-other pool; its rows go to the writer (writer.py), which writes whole cells only. The driver is
-the only process that writes sinks.
+More: kbx_ray/README.md, `engine.py`.
 """
 from __future__ import annotations
 

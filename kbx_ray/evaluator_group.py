@@ -1,21 +1,5 @@
 """An evaluator group: the evaluator actors of one hardware pool, with bounded calls in flight.
-
-Each evaluator takes one candidate at a time (timing has the GPU to itself): requests queue in the
-group, and its dispatcher hands the next one to the least busy evaluator that is up (the start,
-the slots, the waits for restarts and the growth are kbx_ray/actor_group.py's). An evaluator that
-dies mid-candidate is restarted by Ray (`max_restarts`) and the candidate is retried by retry.py's
-policy; after `retries` it is recorded as `infra_error` (evaluator_loss.py tells a candidate's
-crash, an evaluator's death and a lost node apart). `mode=task` instead runs one GPU-pinned Ray
-task per candidate in a fresh process. Calls carry more than one candidate, and more than one
-call is in flight per evaluator, only when asked (`engine.eval_batch`, and the engine benchmark's
-own group options for its instant `mode=noop` verdicts).
-
-Elastic on a cluster laid out like cluster.yaml (kbx-role labels): the group creates its target
-number of evaluators at once, and those whose node is not up yet stay pending, which is the demand
-the autoscaler answers; each evaluator takes candidates once it comes up, so the group grows as
-the pool's nodes join. An evaluator whose node leaves is restarted by Ray wherever there is room
-(pending again until a node joins); what it held is queued again without counting against the
-candidate's retries, since losing a node is not the candidate's doing.
+More: kbx_ray/README.md, `evaluator_group.py`.
 """
 from __future__ import annotations
 
@@ -39,7 +23,7 @@ from kbx_ray.evaluator_loss import MOVES, EvaluatorLost, NodeLost, lost, worker_
 from kbx_ray.per_loop import PerLoop
 from kbx_ray.retry import Backoff, retry
 from kbx_ray.scaling import actors_for, generation_reserve, pool_gpus
-from kbx_ray.types import Candidate, EvalResult, Task
+from kbx_ray.types import Candidate, ErrorKind, EvalResult, Stage, Task
 
 log = logging.getLogger(__name__)
 
@@ -253,7 +237,7 @@ class EvaluatorGroup:
             self.stats.done += 1
             self.stats.failed += 1
             return EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id,
-                              stage="compile", error_kind="infra_error",
+                              stage=Stage.COMPILE, error_kind=ErrorKind.INFRA_ERROR,
                               error_msg=f"evaluator died {self.retries + 1} times: {e}")
 
     async def _queued(self, req: _Request) -> EvalResult:

@@ -11,7 +11,7 @@ import ast
 import re
 import textwrap
 
-from kbx_ray.types import Candidate, Generation, stable_hash
+from kbx_ray.types import Candidate, ErrorKind, Generation, stable_hash
 
 _THINK = re.compile(r"<think>(.*?)(</think>|$)", re.S | re.I)
 # The body runs to the next ``` or the end. Written as runs of non-backticks, not as a lazy `.*?`
@@ -128,12 +128,13 @@ def extract(gen: Generation, task_id: str, entry: str) -> Candidate:
     open_tail = answer.count("```") % 2 == 1 and code != _from_blocks(
         answer[:answer.rfind("```")], entry)
     if cut and (code is None or unclosed or open_tail or not _parses(code)):
-        return Candidate(candidate_id=stable_hash(task_id, "truncated", gen.text), task_id=task_id,
-                         code=code or "", entry=entry, error_kind="truncated",
+        return Candidate(candidate_id=stable_hash(task_id, ErrorKind.TRUNCATED, gen.text),
+                         task_id=task_id, code=code or "", entry=entry,
+                         error_kind=ErrorKind.TRUNCATED,
                          error_msg="the completion hit the token limit before the code was "
                                    "complete: raise model.max_tokens")
     if code is None:
         return Candidate(candidate_id=stable_hash(task_id, "nocode", gen.text), task_id=task_id,
-                         code="", entry=entry, error_kind="no_code_block",
+                         code="", entry=entry, error_kind=ErrorKind.NO_CODE_BLOCK,
                          error_msg=f"no Python code block defining {entry}() in the completion")
     return Candidate(candidate_id=candidate_id(task_id, code), task_id=task_id, code=code, entry=entry)

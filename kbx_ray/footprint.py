@@ -1,34 +1,7 @@
 """A case's memory footprint: the bytes of its distinct input storages plus its outputs, sized
 without allocating (GPU memory admission, `evaluate/parent/admission.py`; unseen case growth,
 `unseen.py`).
-
-Why not `cost(case)["bytes"]`: that is the compulsory *traffic* of a kernel (tasks/README.md), which
-counts a table read once, skips masked regions and leaves out intermediates, while a case
-*allocates* every input storage whole (a KV cache pool with spare blocks, a vocabulary table of
-which few rows are read) and its outputs. Reserving GPU memory by traffic let evaluators sharing a
-GPU run it out of memory.
-
-How: a task that declares `footprint(case) -> int` is taken at its word. Otherwise its
-`make_inputs(case, 0, "cpu")` and its reference run under torch's FakeTensorMode (shapes and
-storages, no data: a 2 GB case sizes in about 20 ms), each input storage counted once, plus the
-returned tensors and the `MUTATES` arguments. An output whose size depends on the data
-(masked_select, nonzero) is counted at its largest (a ShapeEnv bounds it). Where drawing or the
-reference reads drawn values (random lengths, a random start, one random hit:
-paged_attention_decode, rope_interleaved, varlen_causal_attention, masked_select's one-hit case)
-fake mode cannot run, and the bound is `FALLBACK_FACTOR` (3) x `cost(case)["bytes"]`: those tasks'
-cost counts every input and output they allocate but for the KV pool's spare blocks and block
-rounding (paged_attention_decode: at most 1.25 x 2 x (1 + (block_size - 1) / max_len) of the
-expected tokens, 2.6x for its GPU cases) and the lengths a draw gives past seed 0's
-(varlen_causal_attention: b x max over seed 0's total, 1.8x for its GPU cases; rope_interleaved
-and masked_select: 1x). tests/unit/test_footprint.py checks the bound against real draws of the
-small cases; a new task for which it does not hold declares `footprint(case)`.
-
-The footprint leaves out what the reference allocates inside (an attention's score matrix) and
-what drawing holds for a moment (float32 normals before the cast): admission's
-`evaluation.gpu_mem_factor` and margin cover those, as they did with cost bytes.
-
-`size(mod, case)` caches by (task file, case) (the same for every candidate); torch is imported on
-first use only (unseen.py, which the sandbox worker imports, stays standard-library-only).
+More: kbx_ray/README.md, `footprint.py`.
 """
 from __future__ import annotations
 

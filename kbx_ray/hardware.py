@@ -1,12 +1,5 @@
 """GPU pools: what each GPU type can do (roofline peaks) and how Ray places work on it.
-
-The figures live in conf/hardware/<pool>.yaml, one file per pool, so users read and edit them in
-one place; this module loads them through the `HardwarePool` dataclass as an OmegaConf schema (the
-same typing and defaults as every other setting). A pool pins evaluator actors by Ray accelerator type
-(which Ray derives from the name NVML reports), custom resources or a label selector, and the
-evaluator reports the GPU it actually saw so `check_gpu_name` can catch a misplaced pool. On a
-cluster laid out like cluster.yaml (`on_role_cluster`) the pool also selects its evaluation nodes
-by label and resource, so it never shares a GPU type's generation node.
+More: kbx_ray/README.md, `hardware.py`.
 """
 from __future__ import annotations
 

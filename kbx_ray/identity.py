@@ -1,15 +1,5 @@
 """Which settings make a sweep what it is: each dataclass field marks itself.
-
-A field that can change what a cell's rows say (a verdict, a timing, a generation) is declared with
-`verdict(default)`; one that may change between a run and its resume (a timeout, a cache size, where
-rows go) with `exempt(default, why=...)`; a nested settings dataclass whose own fields decide with
-`walk(factory)`. The sweep id (config.py) is a hash of `identity(cfg)`, and a sweep folder keeps it
-(`identity.json`), so a re-run under another verdict setting is a new sweep, never a resume that
-mixes verdicts. A field with no mark counts as a verdict field (the safe side), and
-tests/unit/test_config_identity.py fails until it is marked either way.
-
-Torch-free, and imports nothing of kbx_ray: settings modules import it. The sweep folder's record
-of the identity (identity.json) is kept by sweep_folder.py.
+More: kbx_ray/README.md, `identity.py`.
 """
 from __future__ import annotations
 

@@ -4,15 +4,15 @@ One cell can have several evaluation rows (a repair cell records every round); t
 the row marked `final`. Rates are therefore over final rows, one per cell, which is what the study's
 tables report. A row whose `final` is None counts as final, so that a method with one row per cell
 need not set it; only `final=False` rows (intermediate rounds) are left out.
-
-The definitions follow KernelBench: fast_p is the fraction of cells whose kernel is correct AND
-faster than the eager reference by more than p, over all cells (failures count in the denominator).
+More: kbx_ray/README.md, `metrics.py`.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 from typing import Iterable
+
+from kbx_ray.types import ErrorKind
 
 FAST_P = (1.0, 1.5, 2.0)
 GROUP_DIMS = ("method", "model", "hardware", "category")
@@ -27,7 +27,7 @@ def awaits_gpu(row: dict) -> bool:
     kernel uses (`unsupported_interpreter`, flag `awaits_gpu`). It is no pass, whatever else the
     row says: a wrong kernel hides behind such a construct as well as a right one."""
     flags = row.get("flags")
-    return row.get("error_kind") == "unsupported_interpreter" or (
+    return row.get("error_kind") == ErrorKind.UNSUPPORTED_INTERPRETER or (
         isinstance(flags, (list, tuple)) and "awaits_gpu" in flags)
 
 

@@ -1,15 +1,5 @@
 """Task (+ hardware facts, exemplars, the last verdict) -> chat messages, rendered from templates.
-
-The first prompt states the task (its docstring), the PyTorch reference source, the exact signature
-and the candidate contract the harness enforces; variants add few-shot exemplars (from
-conf/exemplars/, a set disjoint from the suite) or chain-of-thought instructions. Follow-up prompts
-show the model its previous module and what the harness said about it. The task's own solution
-never appears here: a test walks the suite and checks it.
-
-Every piece of text is a `string.Template` file in conf/prompts/ (`$name` placeholders, so code
-braces need no escaping); a method's `templates_dir` overrides any of them by file name. A prompt
-never mentions how many rounds remain, so round j's prompt is the same whatever R is, which is what
-lets one R-round run stand in for runs at every k <= R (kbx_ray/ablation.py).
+More: kbx_ray/README.md, `prompts.py`.
 """
 from __future__ import annotations
 

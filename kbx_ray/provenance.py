@@ -1,13 +1,5 @@
 """What ran, kept beside the data: `config.yaml` and `run.json` in results/<sweep_id>/.
-
-- `config.yaml`: the resolved config and each grid variant as the cells ran it (the method and
-  model presets with the command line's keys applied, the rounds axis expanded). A hash-named
-  folder's config is otherwise recorded nowhere when W&B is off.
-- `run.json`: one entry per run of the sweep (the first and each resume): the command line, the
-  project's git commit and whether the tree was dirty, Python/torch/triton/ray/vllm versions, the
-  driver's host, the Ray nodes (host, GPUs, accelerator type), and per pool the GPUs, drivers and
-  library versions that the evaluators reported in the rows this run wrote. An entry is written
-  when the run starts (`state: running`) and completed when it ends, so a killed run still shows.
+More: kbx_ray/README.md, `provenance.py`.
 """
 from __future__ import annotations
 

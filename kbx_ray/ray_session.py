@@ -4,12 +4,7 @@ is gone before Ray ends the driver for it.
 Ray prints every actor's stdout and stderr (vLLM's engine logs, a dying raylet's state dump) on
 the driver's stdout and stderr. The CLI promises that stdout holds only the answer, so during a
 sweep that output goes to `<sweep folder>/ray.log` instead.
-
-When the head node's GCS goes away (`ray stop`, a lost head), a driver keeps calling live actors
-for a while, then its core worker ends the process from a C++ thread (`Failed to connect to GCS
-within 60 seconds`, exit 1): no Python cleanup, so run.json would still say `running`. `watch`
-notices first, by connecting to the GCS's port every few seconds, and raises `ClusterLost`, which
-the sweep ends on like any error: whole cells kept, run.json `failed`, one `kbx:` line.
+More: kbx_ray/README.md, `ray_session.py`.
 """
 from __future__ import annotations
 

@@ -1,16 +1,5 @@
 """One registry for every extension point: `@register(kind, name)` on a factory.
-
-A kind (backend, method, sink, suite format) names the packages its entries live in. The first
-lookup of a name the registry does not hold imports each module of those packages once, so adding
-a backend, a method, a sink or a suite format is one file in its folder (plus its conf/ preset or
-setting): the file's decorator is the whole registration. A factory imports its heavy dependency
-(vllm, openai, wandb) inside itself; `requires` lists those modules, so a missing one is a one-line
-install hint when the entry is built, not an ImportError from deep inside (inspect_ai's
-`@modelapi` does the same).
-
-An entry may also be a lazy "module:factory" string (`Registry.__setitem__`, which takes a whole
-`Entry` too), for a factory that lives outside the kind's packages (a test's module); it is
-imported only when built.
+More: kbx_ray/README.md, `registry.py`.
 """
 from __future__ import annotations
 

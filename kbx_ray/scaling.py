@@ -1,11 +1,5 @@
 """What a sweep needs from the cluster -> autoscaler requests, evaluator targets and concurrency.
-
-On a single machine (`ray.init()`) nothing here asks for anything: the evaluators take the GPUs
-that are there, replicas first. On a cluster laid out like cluster.yaml (nodes labelled kbx-role) every
-worker type starts at zero nodes, so the sweep must say what it needs or no node ever starts. It
-says it twice: `request_resources` with one bundle per evaluator and per replica GPU (a standing
-request, which also brings a lost node back), and the evaluator actors themselves, created up
-front and left pending until their node joins (the demand the autoscaler reads every tick).
+More: kbx_ray/README.md, `scaling.py`.
 """
 from __future__ import annotations
 

@@ -1,16 +1,5 @@
 """What the typed config schema (OmegaConf structured dataclasses) needs beyond OmegaConf itself.
-
-- `Choice`: the base of every choice-valued setting's Enum. A member is a `str` (it compares,
-  formats and serialises as its spelling), so the code that reads a setting, the sweep id and the
-  cell ids see the same text as before the field was typed.
-- `spell_booleans`: the override grammar and YAML read `on`/`off`/`true`/`false` as booleans; a
-  boolean given for a choice field is spelled back to the member it names before OmegaConf sees it
-  (`landlock=on` once read as True switched the sandbox's Landlock off).
-- `explain`: OmegaConf's errors are several lines; a user gets one, naming the key, the choices or
-  the keys that are known, and the nearest ("did you mean").
-- `Optioned`: a model, method or suite setting whose `options` its registered entry types.
-
-A leaf beside errors.py: it imports nothing else of kbx_ray but the registry (itself a leaf).
+More: kbx_ray/README.md, `schema.py`.
 """
 from __future__ import annotations
 

@@ -3,24 +3,7 @@
 Each task file stays self-describing: its docstring, reference, cases, `make_inputs` and `cost`
 are its own; what it takes from here is how a standard case is drawn, so that every task means the
 same thing by the same case key:
-
-- `shape` (one input) or `shapes` (several operands): the logical shape of each input;
-- `view` (one input) or `views` (one entry per operand): None for a contiguous tensor, `"t"` for the
-  transpose of a contiguous tensor (its last two dimensions swapped), `"s"` for a strided slice
-  `[..., ::2]` of a tensor twice as long in its last dimension;
-- `outliers`: 0.1% of the drawn normals are scaled by 10;
-- `dtype`: the input dtype's name (`"float16"`).
-
-The draws are part of every recorded result: for a seed they must stay bit-identical (same calls
-to the generator, in the same order, with the same arithmetic). tests/unit/test_task_inputs_stable.py
-checks a change against a table recorded before it.
-
-A task's shape family (`SHAPES = family(...)`: which sizes the evaluator's unseen cases may draw,
-kbx_ray/unseen.py) is declared with `family`, re-exported here.
-
-The task module is imported by the trusted parent and by the sandbox worker (which copies only the
-task file): both import this module from the installed package, so it uses torch alone. The
-candidate runs in the worker beside it; the worker's sentinels watch this module's names.
+More: kbx_ray/README.md, `taskkit.py`.
 """
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -18,7 +19,14 @@ CATEGORIES = (
 )
 
 
-class ErrorKind:
+class _Str(str, Enum):
+    """A member is its string (compares, hashes, formats and serialises as its value)."""
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+class ErrorKind(_Str):
     """Every way a candidate can end. Strings, so they read well in Parquet and W&B."""
 
     NO_CODE_BLOCK = "no_code_block"          # the completion holds no usable Python block
@@ -44,7 +52,18 @@ class ErrorKind:
     #                                            verdict (never a pass)
 
 
-STAGES = ("extract", "static", "compile", "correctness", "timing", "done")
+class Stage(_Str):
+    """How far an evaluation got, in order: `EvalResult.stage` is the last one reached."""
+
+    EXTRACT = "extract"          # the completion -> the candidate's code
+    STATIC = "static"            # parse and static integrity checks
+    COMPILE = "compile"          # import and the first call, on the smallest case
+    CORRECTNESS = "correctness"  # every case and seed against the reference
+    TIMING = "timing"            # timed against the eager reference
+    DONE = "done"                # judged: correct, and timed where timed
+
+
+STAGES = tuple(Stage)
 
 
 def stable_hash(*parts: Any, n: int = 16) -> str:
@@ -119,7 +138,7 @@ class CaseResult:
 class EvalResult:
     task_id: str
     candidate_id: str
-    stage: str = "extract"          # last stage reached (see STAGES)
+    stage: str = Stage.EXTRACT      # last stage reached (a Stage)
     call_ok: bool = False           # compiled and ran on the smallest case
     exec_ok: bool = False           # correct on every case and seed, no disqualifying check
     error_kind: str = ""            # an ErrorKind, "" when exec_ok

@@ -1,44 +1,5 @@
-"""Unseen cases: a case no task file lists, drawn for every evaluation (issue 26, shape specialisation).
-
-Every public case is fixed, so a kernel that is right only on the public cases (one BLOCK that
-covers the largest case with no loop, a grid hard-coded to the public shapes, a branch on an exact
-size, a fast path for even sizes, a dtype or layout the largest case lacks, a table of a no-input
-task's answers) would pass them all. The evaluator therefore adds `evaluation.unseen_cases` cases
-drawn from the task's family with a secret seed (`Evaluator._unseen`), and records them.
-
-A task declares its family once, as `SHAPES = family(...)` (re-exported by `kbx_ray.taskkit`); a task
-that declares nothing gets `family()`, the default derivation (`unseen_draw.py` draws):
-
-- the base is the largest case that runs here (on the CPU: the largest small case), by elements
-  (`cost(case)["bytes"]` over its dtype's size), or the next one down where none of its draws fits;
-  its other keys (flags, constants) are kept;
-- its dtype and layout keys (`LAYOUT_KEYS`, or the family's `vary`) are drawn independently, each
-  from the values the public cases that run here give it (a key a case lacks is a value too);
-- the size-like integers of its free keys (ints, lists of ints and lists of such lists; by default
-  every key but those in `NOT_SIZES` and in `hold`) are drawn independently, size by size, except
-  that sizes equal in every public case that has both (matmul's K, broadcast dims) stay equal: each
-  even or odd, a power of two or not, below or above the public sizes; 0 and 1 stay (size-1 and
-  empty edges keep their meaning); sizes are pushed past the largest value the public cases give
-  that key and axis (past the power of two at or above it where that fits: a BLOCK sized to cover
-  the largest public case no longer covers the unseen one), as many as fit, at least one, and the
-  case holds more elements than the largest public one where that fits;
-- the whole case stays within `CPU_GROWTH` (2x, interpreter-cheap) or `GPU_GROWTH` (1.5x) of the
-  largest case's memory footprint (kbx_ray/footprint.py: its input storages and outputs);
-- a draw must be one the task can make: its inputs and reference run (under fake tensors, or for
-  real on a CPU-sized case, `footprint.check`); where that cannot be told, or no free draw is
-  valid, the draw keeps the base's dtype and layout and the order of its sizes, equal sizes equal;
-- a task with no tensor inputs draws its arguments too, from the family's `values`: a table
-  `{"start": (-10.0, 10.0)}` (uniform in the range) or a function `(rng, case) -> {key: value}`.
-
-A task whose dims carry other constraints holds those keys (`hold=("hq", "hkv")`: head counts whose
-ratio matters), names its free keys (`free=(...)`), gives multiples (`multiple={"d": 2}`: the drawn
-value is a multiple) or bounds (`most={"d": 256}`), orders between sizes (`order=(("sq", "sk"),)`: Sq <= Sk), or its own `draw(rng, base, here, limit, size)
--> case` (`here`: the public cases that run here; `size`: a case's footprint, which must stay within
-`limit`). A task for which a family makes no sense says why: `family(fixed="...")`, and
-tests/integration/test_conformance.py lists those tasks.
-
-Stdlib only: the sandbox worker imports the task files, and with them this module (`cases` imports
-kbx_ray.footprint, which imports torch, when it runs: in the parent).
+"""Unseen cases: a case no task file lists, drawn for every evaluation.
+More: kbx_ray/README.md, `unseen.py`.
 """
 from __future__ import annotations
 

@@ -1,15 +1,5 @@
 """One unseen case drawn from a base case (kbx_ray/unseen.py says what a draw keeps and why).
-
-A draw has three parts, each secret (the caller's `rng`):
-- the dtype and layout keys, each from the values the public cases give it (`variants`);
-- the sizes, by class (`classes`): positions whose values are equal in every public case that has
-  both stay equal (a structural tie: matmul's K); each class gets its own value (`_size`), even or
-  odd, a power of two or not, pushed past the public maximum at that position or not;
-- the arguments of a task with no tensor inputs (`draw_values`).
-
-`draw_from` tries free draws first, then, where the task cannot tell a valid draw from an invalid
-one (`check` says "unknown") or none was valid, draws that keep the base's dtype, layout and the
-order of its sizes, with equal sizes equal ("tied"). Stdlib only (the worker imports unseen.py).
+More: kbx_ray/README.md, `unseen_draw.py`.
 """
 from __future__ import annotations
 

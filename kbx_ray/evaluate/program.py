@@ -1,18 +1,5 @@
 """The kernel program a candidate's call ran, as data: what the replay executes and nothing more.
-
-The worker records it (`worker/recorder.py`) and the replay process executes it
-(`worker/replayer.py`) on fresh secret inputs; the candidate's host code never runs there. The
-recording comes from the candidate's own process, so it is untrusted input: `parse` checks its
-shape strictly, and the replayer's instruction set below is the trust boundary. A forged program is
-still only Triton launches of the candidate's own kernels and these steps. Standard library only
-(both sides import it).
-
-buffers: {"kind": "input", "index": i, "nbytes": n} | {"kind": "alloc", "nbytes": n}
-ref:     {"buf": b, "offset": bytes, "shape": [...], "stride": [...], "dtype": "float32"}
-steps:   fill(dst, value) | copy(dst, src) | pad(dst, src, pad, value) | const(dst, values)
-         | launch(kernel, grid, args, kwargs)
-arg:     {"t": ref} | {"v": number/bool/str/None} | {"tl": "fp32"} | {"torch": "float32"}
-         | {"seq": [arg, ...]}
+More: kbx_ray/evaluate/INTEGRITY.md, `program.py`.
 """
 from __future__ import annotations
 

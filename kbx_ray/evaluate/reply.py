@@ -4,10 +4,7 @@ The worker builds these records and sends `dataclasses.asdict` of them; the pare
 back with `parse`, which refuses a missing field, an unknown field and a value of the wrong type
 (`ReplyError`, naming the field). A renamed key can then never read as an absent observation whose
 check passes: the parent files a verdict that cannot be given (`infra_error`), never a pass.
-
-Each record's fields are its one field list: to add an observation, add a typed field here (with
-its comment), set it where the worker builds the record, and judge it in the parent. Standard
-library only (both sides import it).
+More: kbx_ray/evaluate/INTEGRITY.md, `reply.py`.
 """
 from __future__ import annotations
 

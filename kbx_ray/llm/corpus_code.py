@@ -1,16 +1,5 @@
 """A published corpus kernel's text -> the code to judge, or the reason it cannot be judged.
-
-KernelBench-X's GEAK corpus (replay_corpus.py) publishes each kernel as the study ran it:
-- the study's test harness follows the kernel below a line of `#` characters (it imports the
-  tree's `data_utils`): the code is cut there;
-- some kernels have their newlines (and with them the indentation) collapsed into spaces. Python
-  cannot be re-indented by guessing, so such a kernel is rebuilt only from text the corpus holds
-  verbatim: the lines of its records' unified diffs (the `-`, `+` and context lines), and the lines
-  that a diff says are unchanged between two kernels of one task, one of which is intact or covered.
-  A gap that no diff covers is filled from the collapsed text only where that text kept its line
-  breaks and the gap sits between top-level lines (no block can open there). The rebuilt kernel
-  must parse and equal the published text up to whitespace; otherwise it is skipped, naming the
-  lines that are known nowhere.
+More: kbx_ray/llm/README.md, `corpus_code.py`.
 """
 from __future__ import annotations
 

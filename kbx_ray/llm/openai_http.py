@@ -1,11 +1,5 @@
 """The `openai` backend: any OpenAI-compatible chat server (`vllm serve`, SGLang, hosted APIs).
-
-It runs on the `openai` SDK's async client, imported inside the factory. Every prompt of a round is
-sent at once, up to `model.options.concurrency` requests in flight, so a batching server stays busy.
-429, 5xx, timeouts and lost connections are retried by the SDK's own policy (`retries` attempts,
-backing off from 0.5 s and honouring Retry-After); a body that parses but holds no answer is
-retried here, with the same count (kbx_ray/retry.py). A server that was never reachable, a model
-name it does not serve or a refused key stop the sweep with one line that says what to fix.
+More: kbx_ray/llm/README.md, `openai_http.py`.
 """
 from __future__ import annotations
 

@@ -1,22 +1,5 @@
 """The `replay` backend: serves completions from a previous sweep's generations table.
-
-Kernels can then be re-scored on new hardware or by a changed harness without paying for
-generation again, and every method can be driven deterministically in tests. A request is answered
-by the row with the same (task_id, sample, round, branch), taken from `GenParams.meta`; when the
-table names a method, the engine's method name is part of the key too (`match_method`): another
-method's rows never answer by default, so a replay cannot pass one method's completions off as
-another's unless asked to (`match_method=false`, e.g. a one_shot sweep re-scored under repair). The
-prompt is not compared: a replay re-scores what the model said, whatever it was asked. `unanswered`
-checks a sweep's cells against the table before anything starts.
-
-Input (`model.options.path`): a sweep folder, its `generations/` folder or one `.parquet` file (the
-schema of kbx_ray/sinks/parquet.py), or a `.jsonl` file of objects with at least `task_id`,
-`sample`, `round` and `completion` (optional: `branch`, `method`, `model`, `finish_reason`, token
-counts); or another harness's kernels: KernelBench-X's `{"predict", "file"}` JSONL or a folder of
-`.py` files (replay_files.py), or its published GEAK corpus, a folder or file of transition records
-whose kernels answer their task's rounds (replay_corpus.py). Such a source also names the grid: a
-sweep of it covers the tasks and samples it holds (`held_tasks`, grid.narrow_to_sources), not the
-whole suite.
+More: kbx_ray/llm/README.md, `replay.py`.
 """
 from __future__ import annotations
 

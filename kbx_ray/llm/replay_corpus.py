@@ -1,20 +1,6 @@
 """KernelBench-X's published GEAK corpus -> replay rows, one kernel per (task, round), every record
 accounted for.
-
-The corpus (`KernelBenchX/data/kbx_corpus/*.jsonl`) holds transitions of the study's iterative
-method: each record names a task (`Category/name.py`), `from_round`/`to_round` (`round_0`, ...),
-the study's verdicts of both kernels (`before`/`after`: call_ok, exe_ok, perf_ok, speedup, error,
-...) and their code (`before_code`/`after_code`). Each kernel becomes that task's completion for its
-round (sample 0, branch 0), so a `repair` sweep replays the study's chain round by round; the
-study's verdicts ride along as the row's `peer` fields (the evaluation's `peer_*` columns).
-
-Accounting, so nothing is dropped in silence (`Corpus.summary` says it in one line):
-- records: `used`, `repeat` (the same record in an earlier file: the other files are subsets of
-  all_records.jsonl) or `skipped` with the reason of its kernels;
-- kernels (task x round): `judged` or `skipped` with a reason: the task is not in the KernelBench-X
-  tree, or the published text cannot be made into code (corpus_code.py). A skipped kernel of a task
-  in the tree is still served, as a completion that says why (judged `no_code_block`, `peer_skip`
-  set), and so is a round the corpus holds no kernel for, so every round of a chain is asked.
+More: kbx_ray/llm/README.md, `replay_corpus.py`.
 """
 from __future__ import annotations
 

@@ -1,21 +1,5 @@
 """Another harness's kernels -> replay rows, so `model=replay` re-judges them with this harness.
-
-Two sources besides a sweep's own generations (replay.py reads those):
-- KernelBench-X's JSONL, one object per kernel: `{"predict": <completion or code>, "file":
-  "Math/div.py"}` (`code` is read where `predict` is absent, as in the peer's result files); the
-  peer's verdict rides along when the object carries one (`ok`, `exe_ok`, `verdict` or
-  `peer_verdict`: true/false or pass/fail);
-- a folder of `.py` files, `<stem>.py` or `<stem>__<variant>.py`, whose docstring may say
-  `task: <Category>/<stem>` and `peer: pass|fail`; otherwise the category is the file's folder. A
-  file that cannot be read as source (unreadable, binary, not UTF-8, empty, huge:
-  candidate_file.py) is still a row: its completion says why, and it is judged `no_code_block`.
-A file named only by its basename (`div.py`) gets its category from the KernelBench-X tree
-(`$KBX_EXTERNAL/KernelBenchX`, default ../shared/external). Kernels of one task become samples 0,
-1, 2, ... in input order, all in round 0.
-
-Entry names as the peer accepts them: KernelBench-X runs a kernel that defines the task's stem or
-`kernel_function`. A kernel defining only `kernel_function` gets a one-line `def <stem>(*a, **k)`
-that calls it, appended to its code (the code is otherwise served as written).
+More: kbx_ray/llm/README.md, `replay_files.py`.
 """
 from __future__ import annotations
 

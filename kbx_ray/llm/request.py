@@ -1,11 +1,5 @@
 """One preset, one request: the OpenAI chat body both LLM backends start from.
-
-The `openai` backend sends this body to a server; the `vllm` backend hands the same body to vLLM's
-own chat request type and turns it into SamplingParams the way `vllm serve` does
-(vllm_actor.sampling_params). Fields the preset leaves unset are not sent, so the model's
-generation config (`generation_config.json`: top_p, top_k, repetition_penalty, ...) fills them on
-both, as `vllm serve` fills them. `model.options.sampling` adds vLLM's sampling fields (top_k,
-min_p, repetition_penalty, ...) to the body on both backends.
+More: kbx_ray/llm/README.md, `request.py`.
 """
 from __future__ import annotations
 

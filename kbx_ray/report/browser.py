@@ -1,17 +1,5 @@
 """report.html -> what a real browser made of it: do its figures decode, does its browser work?
-
-A PNG that is truncated, mis-encoded or given the wrong MIME type still sits in the HTML as text;
-only a browser tells whether it renders. This loads a copy of the page, with a probe script added
-before </body>, in headless Chromium (`--dump-dom`), and reads back each <img>'s `complete`,
-`naturalWidth` and `naturalHeight` after the load event, and how many dark pixels it paints on a
-canvas. The last matters: Chromium paints a truncated PNG as far as it decodes, with the full size
-from its header, so a PNG cut after its header reports its size but paints nothing. (A stream cut
-halfway still paints its top half; the Pillow decode in the tests catches that.) Nothing is
-fetched: the page is a local file, every asset is a data URI, and background networking is off.
-
-`check_browser` uses the results browser as a reader would (sort, filter, follow a cell's link) and
-`screenshot` paints the page. Used by tests/integration/test_report_html.py and
-scripts/bench/check_report_html.py.
+More: kbx_ray/report/README.md, `browser.py`.
 """
 from __future__ import annotations
 

@@ -1,15 +1,5 @@
 """Result dirs -> one evaluations DataFrame, and the two views the report takes of it.
-
-The views:
-- `final_rows`: each cell's answer (`final` true or null, as in kbx_ray/metrics.py). Every rate in
-  the report is over these, one row per cell, so the report agrees with the live W&B metrics.
-- `state_after_k`: each cell's state after k repair rounds (DESIGN.md, "Repair-round ablation"):
-  the state after min(k, stop) rounds of the one R-round run, by kbx_ray/ablation.py's rule (the
-  methods' own choice of answer). One sweep at R rounds thus yields the whole curve for k = 0..R.
-
-Several sweeps are compared side by side, so `sweep_id` is part of every grouping, and cells are
-keyed by (sweep_id, cell_id): cell_id hashes the task, method, model, sample and hardware but not
-the sweep, so the same grid run twice has the same cell ids.
+More: kbx_ray/report/README.md, `load.py`.
 """
 from __future__ import annotations
 

@@ -1,17 +1,5 @@
 """Evaluations of a study's corpus kernels -> our verdicts beside the study's, round by round.
-
-A sweep over KernelBench-X's GEAK corpus (`sweep=rejudge_kbx`, llm/replay_corpus.py) judges each
-kernel at the round the study made it, and carries the study's own verdicts of it (`peer_*`
-columns). Here, over the kernels judged on both sides (`peer_round` set, `peer_skip` not):
-- per round: call and exec rates and geomean speedup, ours beside theirs;
-- the agreement matrix of the two verdicts (fails to run / runs wrong / correct), and every
-  disagreement with its reason: ours (error_kind and message, or why we are stricter on purpose)
-  and theirs (their verdict fields and error line);
-- the repair-round curve rebuilt from their kernels: the state after k rounds by the ablation's
-  rule (kbx_ray/ablation.py), once with our verdicts and once with theirs. A kernel not judged (a
-  round the corpus lacks, a text that cannot be read) counts on neither side.
-The accounting of the corpus itself (records and kernels skipped, and why) comes from the source
-named in the sweep's config.yaml, when it is still there.
+More: kbx_ray/report/README.md, `rejudged.py`.
 """
 from __future__ import annotations
 
@@ -25,9 +13,11 @@ from omegaconf import OmegaConf
 
 from kbx_ray.metrics import geomean
 from kbx_ray.report.load import SweepSource
+from kbx_ray.types import ErrorKind
 
 VERDICTS = ("fails to run", "runs, wrong", "correct")
-DISQUALIFIED = "disqualified"  # ours only: failed by a policy of ours (it agrees with a failure)
+# ours only: failed by a policy of ours (it agrees with a failure)
+DISQUALIFIED = ErrorKind.DISQUALIFIED
 ROUND_COLUMNS = ("sweep_id", "round", "kernels", "call_ours", "call_theirs", "exec_ours",
                  "exec_theirs", "speedup_ours", "speedup_theirs", "agree")
 CURVE_COLUMNS = ("sweep_id", "k", "cells", "call_ours", "call_theirs", "exec_ours", "exec_theirs",

@@ -1,21 +1,5 @@
 """Evaluations -> the study's tables, as DataFrames (render.py formats them, figures.py plots them).
-
-Rates use `sinks.metrics.Tally`, the same code as the live W&B metrics, so the report and the
-dashboard agree by construction. All over final rows, one per cell:
-- call_rate / exec_rate: share of cells whose kernel ran on the first case / was correct.
-- fast_1, fast_1p5, fast_2: share of cells whose kernel is correct AND faster than eager by more
-  than p (KernelBench's fast_p); failed cells count in the denominator.
-  When correct kernels exist but none was timed (a CPU sweep), fast_p is NaN: unknown, not 0.
-- geomean_speedup: geometric mean of `speedup` (itself the geomean over a kernel's timed cases)
-  over the correct, timed kernels.
-
-The study's own speedup metrics (FIELD.md), over correct timed kernels:
-- sum_ratio: Σ ref ms / Σ candidate ms over every timed case of every kernel in the group, so the
-  longest-running cases dominate it;
-- mean_task_ratio: the mean over tasks of each task's own Σ ref ms / Σ candidate ms (its correct
-  kernels' timed cases summed, so several samples of one task weigh as one), so every task weighs
-  the same;
-- slower_than_eager: share of timed correct kernels with speedup < 1.
+More: kbx_ray/report/README.md, `tables.py`.
 """
 from __future__ import annotations
 

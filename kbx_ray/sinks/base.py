@@ -1,11 +1,5 @@
 """The sink protocol: a no-op base class and a fan-out container (the torchtitan pattern).
-
-The engine talks to one `FanOut` and never to a concrete sink, so adding a sink is one module in
-sinks/ whose factory carries `@register("sink", name)` (it takes a `SinkContext`, and returns the
-sink, or None when its options turn it off), plus its name in conf/config.yaml's `sinks`. A
-dashboard that breaks must not stop a sweep that may have run for hours, so a failing sink is
-disabled; the Parquet sink is the record, and its failure must stop the sweep, so sinks marked
-`critical` propagate.
+More: kbx_ray/sinks/README.md, `base.py`.
 """
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
 """Rows -> Parquet part files: the sweep's record, and the source of resume and of the report.
-
-Layout: `<sweep_dir>/generations/` and `<sweep_dir>/evaluations/`, each a dataset of part files.
-Every `write_*` call writes one new part atomically: it is written to a hidden `.part-*.tmp` file,
-fsynced, then renamed, so a kill -9 or a full disk never leaves a torn part, and a reader (which
-skips dot-files) sees either the whole batch or none of it. The engine writes a cell's evaluation
-rows only once the cell is complete, so "has evaluation rows" means "done" and resume is a set
-difference (`done_cells`).
-
-The schemas are explicit so that a batch whose optional columns are all None still has the right
-types, and parts written months apart still concatenate.
+More: kbx_ray/sinks/README.md, `parquet.py`.
 """
 from __future__ import annotations
 

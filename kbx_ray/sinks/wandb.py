@@ -3,27 +3,7 @@
 W&B is a dashboard, not the record (Parquet is), so nothing W&B does may stop a sweep: a missing
 package, a failed init, a network error all log one warning and turn the sink off. `wandb` is
 imported lazily so that the package, the workers and CI never need it.
-
-What is logged:
-- `evaluations`: a `wandb.Table(log_mode="INCREMENTAL")`; each log uploads only the new rows. Every
-  evaluation column except `cases` (per-case JSON, kept in Parquet only: it is the bulk of the bytes
-  and the table lives in driver memory); `flags` is joined with commas. The table is logged at most
-  every `table_log_interval_s`, and at close, because each log is one artifact version.
-- `metrics/<dim>/<value>/<name>` for dim in method, model, hardware, category, and
-  `metrics/overall/<name>`: call_rate, exec_rate, fast_1, fast_1p5, fast_2, geomean_speedup,
-  mean_sol_fraction, cells (definitions in kbx_ray/metrics.py), stepped by `progress/cells_done`.
-- `generation/<model>/<name>`: calls, prompt and completion tokens, mean latency, truncation rate
-  and tokens/s of the LLM calls (wandb_runs.GenerationTally); `generation/<model>/replica<i>/`
-  `served` and `peak_inflight` per replica of a multi-replica backend (engine gauges).
-- at the end: the Parquet results with config.yaml and run.json as a `results` artifact, and the
-  report (built then) as a `report` artifact; the summary holds flat values.
-
-One run per sweep: its id comes from the sweep id and `resume="allow"`, so a resumed sweep appends
-to the same run (offline: each resume is one more offline-run dir of that id, which `wandb sync`
-joins); the step carries on from the last run's (wandb_runs.RunState). The run is started by the
-first rows, so a sweep that fails at start leaves no run behind.
-
-The API key is never read or written by us: wandb finds it itself (env, netrc or `wandb login`).
+More: kbx_ray/sinks/README.md, `wandb.py`.
 """
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
 """The W&B run of a sweep: its identity, its step across resumes, its generation metrics, and the
 artifacts it closes with. Kept apart from wandb.py, which turns rows into logs.
-
-- Identity: the run id is the sweep id (W&B's id alphabet), so every run of a sweep, the first
-  and each resume, is the same W&B run (`resume="allow"`); the name is the sweep id, readable
-  (`<sweep or method>-<model>-<suite>-<hash>`); the group is `sink.wandb.group` or the sweep id
-  without its hash; tags name the methods, models, suite and pools.
-- Step: W&B drops a resumed run's history at steps it already has, and an offline run cannot ask
-  the server where it stopped, so the last step is kept in `<sweep>/wandb/kbx_state.json`.
+More: kbx_ray/sinks/README.md, `wandb_runs.py`.
 """
 from __future__ import annotations
 

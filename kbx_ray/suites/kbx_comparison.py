@@ -1,12 +1,6 @@
 """KernelBench-X's comparison as a task's `check`, for tasks with declared-mutated arguments or
 quantization thresholds.
-
-The evaluator hands a task's check the candidate's outputs and the reference's, each list being
-the returned tensors followed by the declared-mutated arguments the call passed. Returned tensors
-are judged as the peer judges them (its dtype tolerance through the evaluator's own comparison, or
-its quantization metrics); a mutated argument is judged by the dtype tolerance and, when it
-differs, named as such: the peer compares only what `test_results` holds, so the record can say
-that this failure is ours alone (suites/peer.py).
+More: kbx_ray/suites/README.md, `kbx_comparison.py`.
 """
 from __future__ import annotations
 

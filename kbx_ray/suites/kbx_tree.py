@@ -1,13 +1,6 @@
 """A KernelBench-X tree on disk -> (task id, JSON entry, file), and the helper modules its test code
 imports.
-
-The real tree keeps its task list in `data/kernelbenchx_v1.json` and its problems in
-`data/kernelbenchx/<Category>/<name>.py`; an entry's `name` is often an API path (`torch.div`), so
-its `file` field (`Math/div.py`) is what locates it, as in the peer's harness. Files that no entry
-lists (precision variants such as `Activation/relu_fp16.py`) are tasks too, loadable by id. The
-test code below each file's separator imports helpers from the tree's `utils/` folder
-(`from data_utils import rand_tensor`); their sources are found here and embedded in the shim, so
-the sandbox worker, which sees only the shim file, can run the test code as written.
+More: kbx_ray/suites/README.md, `kbx_tree.py`.
 """
 from __future__ import annotations
 

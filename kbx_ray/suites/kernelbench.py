@@ -1,20 +1,5 @@
 """KernelBench problem folders (level1/19_ReLU.py, ...) -> Tasks, through generated shims (shim.py).
-
-A problem file defines `class Model(nn.Module)`, `get_inputs()` and `get_init_inputs()`; the
-candidate defines `ModelNew`, with Model's constructor signature. The protocol follows KernelBench's
-own evaluation:
-- weights: `torch.manual_seed(42)` right before each construction, `Model(*get_init_inputs())` in
-  the judge and `ModelNew(*get_init_inputs())` in the sandbox worker, both built on the CPU and then
-  moved to the device, so that parameters created the same way in the same order agree;
-- inputs: `get_inputs()` after seeding torch with the evaluation seed, drawn on the evaluation
-  device; one case ("default"), checked on every evaluation seed; forward runs under `no_grad`;
-- tolerance: KernelBench's `get_tolerance_for_precision`, by output dtype: atol = rtol = 1e-4 for
-  float32 (and float64), 1e-2 for float16 and bfloat16;
-- a problem that cannot be built here (a missing package such as einops, a level-4 model whose
-  config and weights come from the Hugging Face hub, offline) is skipped with its reason;
-- cost: bytes of inputs, parameters and outputs; FLOPs are unknown (0), so SOL is bandwidth-only.
-The shim's `ModelNew` attribute is the reference forward (the contract's `<name>` is always the
-reference), and its `bind_candidate` turns the candidate's class into the per-case callable.
+More: kbx_ray/suites/README.md, `kernelbench.py`.
 """
 from __future__ import annotations
 

@@ -1,29 +1,5 @@
 """KernelBench-X tasks (a JSON list plus <Category>/<name>.py files) -> Tasks, through shims.
-
-Each file holds the reference function, a separator line of '#' characters, then test code that
-calls the reference on a few inputs and ends with `test_results = test_<name>()`. The adapter runs
-that test code with the reference wrapped by a recorder (recorder.py): every call it makes becomes a
-case, named by the `test_results` key its output lands in ("call_<i>" when it lands in none), whose
-inputs are the recorded arguments. The candidate (a function with the reference's name and
-signature) is thus judged on exactly the inputs test_results is built from, each call's outputs
-compared one by one (stricter than comparing test_results after any post-processing), by the same
-worker and judge as every task. Judged as the peer's harness (EVAL/1_exe_acc.py) judges, or
-stricter where said:
-- tolerance: float32 and float64 1e-5, float16 and bfloat16 5e-3, integers exact; a task whose
-  entry carries `precision_thresholds` (Quantization) is judged by cosine, relative L1 and RMSE
-  (quant_metrics.py) instead;
-- non-tensor returns (an optimizer, numbers, tuples of both) and complex outputs are turned into
-  real tensors on both sides (tensorize.py);
-- arguments the reference changes in place, or hands back as its output (`out=`, `inplace=True`),
-  are declared mutated (compared like outputs: the peer compares only what test_results holds);
-- seeds: the test's own seeding calls (torch.manual_seed, random.seed, ...) are neutralised and the
-  evaluation seed seeds torch, random and numpy, so each seed draws fresh random inputs (the peer
-  runs seed 0 once); literal inputs stay as written;
-- devices: test code written for "cuda" runs on the evaluation device; the survey that finds the
-  cases runs there too (on the CPU, a problem that needs CUDA is skipped as `needs cuda`);
-- cost: bytes of inputs and outputs; FLOPs are unknown (0), so SOL is bandwidth-only.
-Drawing inputs runs the test code, and with it the reference (a call's output may feed the next),
-in the worker too; the worker still never compares, and the judge recomputes every reference.
+More: kbx_ray/suites/README.md, `kernelbenchx.py`.
 """
 from __future__ import annotations
 

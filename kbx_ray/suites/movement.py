@@ -1,12 +1,6 @@
 """A reference -> its task's kinds: whether it is data movement, by the aten ops it runs (not by
 its name, category or cost), and which inputs are structure (`structure`).
-
-The runtime ledger (`evaluate/worker/ledger.py`) treats a data-movement task apart: there a torch
-copy of an input is the answer itself, so torch may not make one (`x.to(dtype)`, `clone`). An
-external suite gives no flop count, so the adapter decides here, once, from the reference run on
-its smallest recorded call: a task is data movement only where every op that call dispatches
-only moves values (views, copies, allocation, cat, gathers and scatters by index, triangles).
-`softmax(input, dim, dtype)` runs `_softmax`: it computes, whatever its `input.to(dtype)`.
+More: kbx_ray/suites/README.md, `movement.py`.
 """
 from __future__ import annotations
 

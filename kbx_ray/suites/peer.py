@@ -1,36 +1,32 @@
 """Our verdict -> where it is stricter than the peer harnesses' on purpose, in one line.
-
-KernelBench-X's harness runs the kernel once (seed 0) on its test code and compares the values that
-land in `test_results`; KernelBench's compares `ModelNew`'s forward outputs. Neither looks at how
-the values were computed. This harness fails a kernel for more: no Triton launch, torch computing on
-the tested path, inputs it changed, outputs aliasing inputs, disagreeing runs, stale results after
-timing, later seeds, and its static policy. A record failed for one of those reasons carries it in
-`stricter_reason`, so a report can say "the peer's harness would pass it; ours fails it, because
-...". A failure the peer makes too (wrong values, a crash) leaves it empty. Next to it, the record's
-`peer_verdict` is the peer's own verdict where the replayed input carried one.
+More: kbx_ray/suites/README.md, `peer.py`.
 """
 from __future__ import annotations
 
 import re
 from typing import Any, Callable
 
+from kbx_ray.types import ErrorKind, Stage
+
 _SEED = re.compile(r"seed (\d+):")
 # (error kind, text in the message) -> why the peer's harness does not fail it
 _RULES: tuple[tuple[str, str, str], ...] = (
-    ("disqualified", "no Triton kernel was launched",
+    (ErrorKind.DISQUALIFIED, "no Triton kernel was launched",
      "no Triton kernel ran: torch or Python computed the result (the peer compares values only)"),
-    ("disqualified", "computes with torch ops",
+    (ErrorKind.DISQUALIFIED, "computes with torch ops",
      "torch computes on the tested path (the peer compares values only)"),
-    ("disqualified", "patched the harness", "it patched the harness runtime"),
-    ("disqualified", "non-default stream", "it left a non-default stream current"),
-    ("disqualified", "output buffer", "it returns the previous call's output buffer (a cache)"),
-    ("input_mutated", "", "it changed an input the task does not declare mutated (the peer "
-                          "compares test_results only)"),
-    ("output_aliases_input", "", "an output shares memory with an input"),
-    ("mismatch", "mutated argument", "it changed a declared-mutated argument unlike the "
-                                     "reference (the peer compares test_results only)"),
-    ("nondeterministic", "", "two runs on the same inputs disagree (the peer runs once)"),
-    ("timing_invalid", "", "its timing failed a cross-check (the peer does not cross-check)"),
+    (ErrorKind.DISQUALIFIED, "patched the harness", "it patched the harness runtime"),
+    (ErrorKind.DISQUALIFIED, "non-default stream", "it left a non-default stream current"),
+    (ErrorKind.DISQUALIFIED, "output buffer",
+     "it returns the previous call's output buffer (a cache)"),
+    (ErrorKind.INPUT_MUTATED, "", "it changed an input the task does not declare mutated (the "
+                                  "peer compares test_results only)"),
+    (ErrorKind.OUTPUT_ALIASES_INPUT, "", "an output shares memory with an input"),
+    (ErrorKind.MISMATCH, "mutated argument", "it changed a declared-mutated argument unlike the "
+                                             "reference (the peer compares test_results only)"),
+    (ErrorKind.NONDETERMINISTIC, "", "two runs on the same inputs disagree (the peer runs once)"),
+    (ErrorKind.TIMING_INVALID, "",
+     "its timing failed a cross-check (the peer does not cross-check)"),
 )
 
 
@@ -41,17 +37,17 @@ def stricter_reason(stage: str, error_kind: str, error_msg: str,
     if not error_kind:
         return ""
     msg = error_msg or ""
-    if stage == "static" and error_kind == "disqualified":
+    if stage == Stage.STATIC and error_kind == ErrorKind.DISQUALIFIED:
         return f"static policy: {msg.splitlines()[0][:160] if msg else 'refused'}"
     for kind, needle, why in _RULES:
         if error_kind == kind and needle in msg:
             return why
-    if stage == "timing" and "after timing" in msg:
+    if stage == Stage.TIMING and "after timing" in msg:
         what = "a stale or cached result" if "stale" in msg else "a wrong result"
         return f"{what} after timing (the peer does not re-check)"
     m = _SEED.search(msg)
-    if error_kind in ("mismatch", "shape_mismatch", "dtype_mismatch") and m and \
-            not first_seed(int(m.group(1))):
+    wrong = (ErrorKind.MISMATCH, ErrorKind.SHAPE_MISMATCH, ErrorKind.DTYPE_MISMATCH)
+    if error_kind in wrong and m and not first_seed(int(m.group(1))):
         return "wrong on a later seed only (its first was right; the peer checks one seed)"
     return ""
 

@@ -1,17 +1,5 @@
 """An external problem -> a generated task module (a "shim") that the evaluator runs like tasks/.
-
-The evaluator judges a task through its module file: the trusted parent imports it for the
-reference, `make_inputs`, `cost` and `TOLERANCE`, and the sandbox worker gets a private copy of that
-one file (Landlock hides every other path from it). So an adapter turns each external problem into a
-single self-contained module: the problem's own source embedded as a string, plus the names the task
-contract asks for, bound to an adapter object from this package. Shims live in a cache folder
-(`$KBX_SUITE_CACHE`, default ~/.cache/kbx_ray/suites) under a content hash, so a changed problem is
-a new file, a new task hash and a new cell; evaluator nodes must see that folder, as they see
-tasks/.
-
-The helpers below are what the adapters share at run time, in the parent and in the worker alike:
-copying trees of tensors, seeding every RNG, and running test code written for CUDA on the CPU.
-Standard library and torch only.
+More: kbx_ray/suites/README.md, `shim.py`.
 """
 from __future__ import annotations
 

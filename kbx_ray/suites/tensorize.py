@@ -1,19 +1,6 @@
 """A reference's non-tensor return (an optimizer, a dict, a scalar, a complex tensor) -> a tuple of
 plain real tensors, the only outputs the evaluator compares.
-
-KernelBench-X compares whatever its test code stores in `test_results`: an optimizer's `defaults`,
-tuples of tensors and numbers, plain Python numbers. The adapter applies the same function to the
-reference's return (in the judge) and to the candidate's (in the worker, through the task's
-`bind_candidate`), so both sides reach the comparison in one shape:
-- a tensor stays (a complex one becomes `view_as_real`, so both parts are compared, not the real
-  part alone);
-- a number becomes a 0-d tensor (bool, int64, float64; a complex number two float64s), None an
-  empty float64 tensor, a string an int64 digest of its bytes;
-- a list or tuple is flattened in order; a dict becomes its sorted keys (one digest) then its
-  values;
-- an object with a `defaults` dict and `param_groups` (an optimizer) becomes its defaults, then
-  every tensor of its state: what the peer compares, and the moments a real step leaves behind.
-Standard library, torch and shim.py only: it runs in the worker.
+More: kbx_ray/suites/README.md, `tensorize.py`.
 """
 from __future__ import annotations
 

@@ -92,6 +92,7 @@ def gpu(args: argparse.Namespace, save: Any = None) -> dict:
     from kbx_ray.evaluate.parent.aot import compile_candidate
     from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
     from kbx_ray.evaluate.settings import SandboxConfig
+    from kbx_ray.types import Stage
 
     major, minor = torch.cuda.get_device_capability()
     arch = major * 10 + minor
@@ -111,7 +112,7 @@ def gpu(args: argparse.Namespace, save: Any = None) -> dict:
                 res = ev.evaluate(task, cand)
                 row[mode] = {"wall_s": round(time.perf_counter() - t0, 3), "exec_ok": res.exec_ok,
                              # JIT compiles happen inside the worker's calls of the correctness stage
-                             "correctness_s": round(res.stage_s.get("correctness", 0.0), 3),
+                             "correctness_s": round(res.stage_s.get(Stage.CORRECTNESS, 0.0), 3),
                              "w_call_s": round(res.stage_s.get("w_call", 0.0), 3),
                              "new_kernels": len(_kernels(cache) - before)}
             finally:

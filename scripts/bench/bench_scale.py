@@ -40,7 +40,7 @@ from kbx_ray import engine, evaluator_group  # noqa: E402
 from kbx_ray.config import EngineConfig, load_config  # noqa: E402
 from kbx_ray.evaluate.settings import EvalConfig  # noqa: E402
 from kbx_ray.hardware import HardwarePool  # noqa: E402
-from kbx_ray.types import EvalResult  # noqa: E402
+from kbx_ray.types import EvalResult, Stage  # noqa: E402
 
 log = logging.getLogger("bench_scale")
 
@@ -68,7 +68,7 @@ class SimEvaluator:
         t0 = time.monotonic()
         await asyncio.sleep(seconds * self.scale)
         self.busy.append((t0, time.monotonic()))
-        return EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id, stage="done",
+        return EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id, stage=Stage.DONE,
                           call_ok=True, exec_ok=True, device="cuda", gpu_name=self.gpu)
 
 

@@ -33,7 +33,7 @@ from kbx_ray.extract import candidate_id
 from kbx_ray.hardware import detect_local, peak_table
 from kbx_ray import footprint
 from kbx_ray.suite import load_module, load_suite
-from kbx_ray.types import Candidate, EvalResult, Task
+from kbx_ray.types import Candidate, ErrorKind, EvalResult, Task
 
 log = logging.getLogger("suite_gpu")
 
@@ -65,7 +65,7 @@ def main() -> int:
     t0 = time.perf_counter()
     busy = GpuBusy()
     info = _pass(tasks, cfg, args.jobs, rows, out, pool, t0)
-    oom = [t for t in tasks if rows.get(t.task_id, {}).get("error_kind") == "infra_error"
+    oom = [t for t in tasks if rows.get(t.task_id, {}).get("error_kind") == ErrorKind.INFRA_ERROR
            and "out of memory" in rows[t.task_id]["error_msg"].lower()]
     if oom and args.jobs > 1:  # the jobs' memory together ran out, not the task's: retry alone
         log.info("retrying %d tasks that ran out of GPU memory beside other jobs, alone", len(oom))

@@ -198,6 +198,7 @@ def l4_cluster():  # type: ignore[no-untyped-def]
         cluster.shutdown()
 
 
+@pytest.mark.slow  # starts a two-node Ray cluster
 def test_pool_actor_lands_on_its_node(l4_cluster) -> None:  # type: ignore[no-untyped-def]
     import ray
 
@@ -213,6 +214,7 @@ def test_pool_actor_lands_on_its_node(l4_cluster) -> None:  # type: ignore[no-un
         ray.kill(actor)
 
 
+@pytest.mark.slow  # starts a two-node Ray cluster
 def test_pool_available(l4_cluster) -> None:  # type: ignore[no-untyped-def]
     assert pool_available(get_pool("l4")) and pool_available(_pinned("l4"))
     assert pool_available(get_pool("cpu"))

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[2] / "kbx_ray"
 
 
@@ -152,6 +154,7 @@ def test_what_both_sides_import_reaches_neither_side() -> None:
     assert "kbx_ray.evaluate.common.inputs" in g["kbx_ray.evaluate.parent.reference_cache"]
 
 
+@pytest.mark.slow  # starts a fresh interpreter
 def test_loading_the_evaluation_settings_imports_no_side_and_no_torch() -> None:
     """A config load imports `evaluate/settings.py`: it must not start the sandbox's or the
     worker's modules (nor torch), so it is checked in a fresh interpreter's `sys.modules`."""

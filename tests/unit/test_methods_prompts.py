@@ -31,6 +31,7 @@ def test_exemplars_are_disjoint_from_the_suite():
         assert Path(e.solution_path).read_text().strip() not in solutions
 
 
+@pytest.mark.slow  # starts a sandboxed CPU evaluator
 def test_exemplar_kernels_pass_the_harness():
     ev = Evaluator(EvalConfig(device="cpu", seeds=1, case_timeout_s=60, load_timeout_s=120))
     try:

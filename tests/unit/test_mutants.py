@@ -76,6 +76,7 @@ def test_backend_serves_the_kth_mutant_then_nothing():
     assert ask(len(expected)).error_kind == "no_code_block"
 
 
+@pytest.mark.slow  # starts a sandboxed CPU evaluator
 def test_mutants_are_killed_by_the_evaluator(cpu_evaluator):
     """A missing mask, a dropped store and a grid that misses the tail all fail; the unmutated
     solution passes on the same evaluator."""

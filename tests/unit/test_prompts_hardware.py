@@ -85,6 +85,7 @@ class _Rows:
         self.ev += ev
 
 
+@pytest.mark.slow  # starts a sandboxed CPU evaluator
 def test_engine_hands_the_cells_pool_to_the_method(tmp_path: Path):
     cfg = load_config([f"output_dir={tmp_path}", "suite.include=[activation/relu]", "model=reference",
                        "method=one_shot", "hardware=[h100]", "sink.wandb.mode=disabled"])

@@ -247,6 +247,7 @@ def local_ray():
     ray.shutdown()
 
 
+@pytest.mark.slow  # starts a local Ray cluster
 def test_a_sink_from_a_new_module_receives_a_sweeps_rows(plugin, local_ray, tmp_path: Path,
                                                          caplog: pytest.LogCaptureFixture):
     """The new suite, backend and method run a sweep (engine.mode=noop: made-up verdicts), and the

@@ -141,6 +141,7 @@ def test_disk_full_raises_one_line_and_keeps_earlier_parts(
     assert done_cells(tmp_path) == {"c1", "c2"}
 
 
+@pytest.mark.slow  # starts a writer process, killed
 def test_kill_9_mid_write_leaves_only_whole_parts(tmp_path: Path) -> None:
     """A real writer is SIGKILLed halfway through writing its third part's bytes."""
     script = textwrap.dedent(f"""

@@ -43,6 +43,7 @@ def test_a_run_on_another_gpu_is_refused():
                           "C", "x", "", IDS)
 
 
+@pytest.mark.slow  # starts the script in a child process
 def test_cli_writes_the_record(tmp_path):
     run = tmp_path / "run.json"
     run.write_text(json.dumps({"gpu": "NVIDIA H200", "tasks": [

@@ -1,15 +1,5 @@
 """The sandbox worker confines itself, first thing after exec, and says what it got.
-
-The parent (`parent/spawn.py`) spawns a worker with Popen's own safe options only: a new session, closed
-descriptors, a scrubbed environment, its temp dir as cwd. Code run between fork and exec
-(`preexec_fn`) can deadlock when the parent has threads, as a Ray actor does. The rest is done
-here, by the worker, before it imports torch or triton (they start threads, and a process must be
-single-threaded to enter a user namespace) and before it reads any request: resource limits, a
-private network namespace (inside a user namespace when not root), Landlock with no-new-privs (a
-GPU worker under landlock=on takes Landlock after CUDA's init, before any request). The parent
-passes a `Spec` as JSON in KBX_CONFINE. `apply` returns the report that the worker's hello
-carries, and the parent refuses a worker that lacks what its config demands (`unmet`). Standard
-library only.
+More: kbx_ray/evaluate/common/README.md, `confine.py`.
 """
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
 """Landlock: the worker confines its own files, TCP and signal reach before it runs a candidate.
-
-Landlock (Linux >= 5.13) lets an unprivileged process drop rights for itself and its children, for
-good. The worker calls it first thing after exec (confine.py): from then on it can read only what running
-torch and triton needs (the interpreter, site-packages, system libraries, its own /proc entry),
-write only its temp dir (its Triton cache lies inside it), open no TCP connection (ABI >= 4) and signal no
-process outside itself (ABI >= 6). A candidate that slipped past the static checks still cannot read
-the repository's solutions, other processes' environments (/proc/<pid>/environ) or the user's home,
-nor write outside its temp dir. Where the kernel lacks Landlock, `restrict` returns False and the
-other layers stand alone (INTEGRITY.md). Standard library only.
+More: kbx_ray/evaluate/common/README.md, `landlock.py`.
 """
 from __future__ import annotations
 

@@ -1,16 +1,5 @@
 """GPU timing shared by the candidate worker and the trusted reference timer.
-
-Both sides call `bench` with the same settings, so launch overhead and L2 state are handled the same
-way for candidate and reference. Each timed call: flush L2 with a write larger than L2, record a
-start event, call, record an end event. The warmup repeats that flush-then-call pattern: after a
-warmup without flushes, the first few dozen flushed calls of a compute-bound kernel run 6-15% slower
-on an H200 (fp32 matmul), and an adaptive loop that stops after 20 reps would report them
-(scripts/bench/results/timing_probe_h200.json). The GPU is fed without pauses, batches queued while
-the previous one runs, and no timed window may hold a wait for the host (`bench`'s docstring;
-scripts/bench/results/dobench_gap*_h200.json measured why both matter on an H200). Reps adapt: they
-stop once the median's 95% confidence interval (from order statistics) is within `target_rel_ci` of
-the median, or the budget is spent.
-Standard library and torch only.
+More: kbx_ray/evaluate/common/README.md, `timing.py`.
 """
 from __future__ import annotations
 

@@ -1,15 +1,5 @@
 """Nested values (tuples, lists, dicts of tensors and scalars) -> the tensors they hold: one walk.
-
-The runtime guards, the timed-call rotation, the worker and the suite adapters all need the
-tensors of an argument tree, in order. torch's pytree walks it (`tree_iter`: tuples, lists, named
-tuples, torch's return types, dicts in insertion order); a list, tuple or dict subclass that
-pytree does not register is a leaf there, so it is walked by its items here, as every walker did
-before this one. Non-tensor leaves are dropped.
-
-The guards rely on this walk inside the worker, where the candidate runs in the same process, so
-`sentinels.Sentinels` watches this module's globals, pytree's functions and its node registry: a
-candidate that replaced one of them, or registered a new node type to hide a tensor, is caught as
-tampering. Standard library and torch only (the worker imports it).
+More: kbx_ray/evaluate/common/README.md, `trees.py`.
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from typing import Any
 import ray
 
 from kbx_ray.evaluate.settings import EvalConfig
-from kbx_ray.types import Candidate, EvalResult, Task
+from kbx_ray.types import Candidate, ErrorKind, EvalResult, Stage, Task
 
 
 def _node() -> tuple[str, str]:
@@ -46,8 +46,8 @@ class EvaluatorActor:
         worker's Triton cache first, so its compiles for this GPU become cache hits."""
         where = {"node_id": self.node_id, "node_accelerator": self.node_accelerator}
         if self.evaluator is None:  # engine overhead benchmark: an instant, passing verdict
-            return EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id, stage="done",
-                              call_ok=True, exec_ok=True, device="cpu", **where)
+            return EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id,
+                              stage=Stage.DONE, call_ok=True, exec_ok=True, device="cpu", **where)
         return replace(_evaluate(self.evaluator, task, cand, aot), **where)
 
     def evaluate_batch(self, items: list[tuple[Task, Candidate, Any]]) -> list[EvalResult]:
@@ -74,7 +74,7 @@ def _evaluate(evaluator: Any, task: Task, cand: Candidate, aot: Any) -> EvalResu
 
         logging.getLogger(__name__).exception("evaluating %s failed", cand.candidate_id)
         return EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id,
-                          error_kind="infra_error", device=getattr(evaluator, "device", ""),
+                          error_kind=ErrorKind.INFRA_ERROR, device=getattr(evaluator, "device", ""),
                           error_msg=f"the evaluator failed ({type(e).__name__}: {e}); not the "
                                     "candidate's fault: re-run it")
     return replace(res, stage_s={**res.stage_s, **seeded}) if seeded else res

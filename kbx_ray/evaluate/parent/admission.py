@@ -1,17 +1,5 @@
-"""The evaluator's GPU memory admission: gpu_memory.py's ledger around each evaluation (issue 27
-item 7, "a shared GPU").
-
-Why: evaluators that share a GPU ran it out of memory together, and an OOM raised in the
-candidate's call was filed as the candidate's `runtime_error` though the memory was held by the
-others. So the parent (evaluator.py) reserves each evaluation's estimated peak (`estimate`: the
-largest case's memory footprint, kbx_ray/footprint.py: its distinct input storages and outputs,
-x `evaluation.gpu_mem_factor`, plus the timing flush buffer) before
-it runs and releases it after, once the worker and the parent have emptied their allocator caches;
-an OOM while another live evaluator held a reservation (`shared_oom`) is `infra_error`, flagged
-`oom_shared_gpu`, and retried once on a fresh worker holding the whole device (`alone`); an OOM
-with no one else holding memory stays the candidate's (a kernel that allocates absurdly is its
-own fault). On the CPU there is no ledger unless one is handed in (the tests do, to run two real
-processes against one ledger).
+"""The evaluator's GPU memory admission: gpu_memory.py's ledger around each evaluation.
+More: kbx_ray/evaluate/parent/README.md, `admission.py`.
 """
 from __future__ import annotations
 
@@ -23,12 +11,13 @@ from kbx_ray import footprint
 from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger, budget_bytes, estimate_bytes
 from kbx_ray.evaluate.parent.sandbox import Sandbox, WorkerDied
 from kbx_ray.evaluate.settings import EvalConfig
-from kbx_ray.types import EvalResult, trim
+from kbx_ray.types import ErrorKind, EvalResult, trim
 
 log = logging.getLogger(__name__)
 
 OOM_TEXT = ("CUDA out of memory", "OutOfMemoryError")  # torch.OutOfMemoryError's type and text
-CANDIDATE_KINDS = ("runtime_error", "cuda_error")  # what the worker files an OOM in the call as
+# what the worker files an OOM in the call as
+CANDIDATE_KINDS = (ErrorKind.RUNTIME_ERROR, ErrorKind.CUDA_ERROR)
 REPLAY_SETS = 2  # the replay process's fresh inputs and its program's buffers, in footprints
 
 
@@ -109,7 +98,7 @@ class Admission:
 
 def file_shared_oom(res: EvalResult) -> None:
     """The attempt's record once `shared_oom` holds: the platform's error, retried alone."""
-    res.error_kind, res.exec_ok = "infra_error", False
+    res.error_kind, res.exec_ok = ErrorKind.INFRA_ERROR, False
     res.error_msg = trim("out of GPU memory while other evaluators held memory on this GPU: not "
                          f"the candidate's fault; retried alone. {res.error_msg}")
 

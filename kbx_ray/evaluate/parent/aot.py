@@ -1,14 +1,5 @@
-"""Ahead-of-time Triton compiles on CPU nodes, and seeding a GPU worker's cache with them (issue 6).
-
-`compile_candidate` runs `worker/aot_compile.py` on the candidate in a sandboxed child (its own
-session, resource limits, a scrubbed environment, a temp dir as HOME and cwd, no network, Landlock)
-with a fresh `TRITON_CACHE_DIR`, and returns the files Triton wrote there: the kernels compiled for the
-target architecture (sm_XX) under the keys a GPU worker with the same Triton looks up. The engine's
-compile workers (`kbx_ray/compile_workers.py`) call it on `compile`-resource nodes while the GPUs
-are busy with other candidates; the evaluator's sandbox copies the files into its worker's own Triton
-cache (`Sandbox.seed_triton`, `triton_cache.seed_cache`) before the candidate arrives, and into any
-worker it starts for that candidate later. A cache entry is only ever a hit for the exact key Triton computes on the GPU,
-so a wrong guess costs nothing but the compile the GPU would have done anyway.
+"""Ahead-of-time Triton compiles on CPU nodes, and seeding a GPU worker's cache with them.
+More: kbx_ray/evaluate/parent/README.md, `aot.py`.
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from kbx_ray.evaluate.reply import CallReport, OutputMeta, ReplyError, TimedChec
 from kbx_ray.evaluate.parent.redaction import scrub_paths
 from kbx_ray.evaluate.parent.seed_dependence import seed_dependence
 from kbx_ray.evaluate.parent.reference_cache import RefOutputs
-from kbx_ray.types import EvalResult, ErrorKind, trim
+from kbx_ray.types import ErrorKind, EvalResult, Stage, trim
 
 AWAITS_GPU = "awaits_gpu"  # the flag of a CPU record whose verdict waits for a GPU
 
@@ -30,6 +30,12 @@ class Fail(Exception):
     def __init__(self, stage: str, kind: str, msg: str) -> None:
         super().__init__(msg)
         self.stage, self.kind, self.msg = stage, kind, msg
+
+    @classmethod
+    def refused(cls, stage: str, reply: dict) -> Fail:
+        """The worker's failed reply (`infra_error` when it names no kind)."""
+        return cls(stage, reply.get("error_kind", ErrorKind.INFRA_ERROR),
+                   reply.get("error_msg", ""))
 
 
 def file_failure(res: EvalResult, f: Fail) -> None:
@@ -61,8 +67,8 @@ def read(cls: type[R], reply: dict, op: str, stage: str) -> R:
     try:
         return parse_reply(cls, reply, op)
     except ReplyError as e:
-        raise Fail(stage, "infra_error", f"no verdict can be given: the worker's {op} reply is "
-                   f"malformed ({e})") from None
+        raise Fail(stage, ErrorKind.INFRA_ERROR,
+                   f"no verdict can be given: the worker's {op} reply is malformed ({e})") from None
 
 
 def decode(metas: tuple[OutputMeta, ...], blobs: list, device: str) -> list:
@@ -76,30 +82,34 @@ def integrity(info: CallReport, torch_compute: str, res: EvalResult,
     test-only setting, the launch count and torch ops decide nothing: the replay judges)."""
     if info.tampered:
         res.flags.append("tampered_runtime")
-        return Verdict(False, "disqualified", "the candidate patched the harness runtime")
+        return Verdict(False, ErrorKind.DISQUALIFIED, "the candidate patched the harness runtime")
     if info.side_stream_launches:
-        return Verdict(False, "disqualified", "a Triton kernel was launched on a non-default "
-                       "CUDA stream (its time escapes the timing events)")
+        return Verdict(False, ErrorKind.DISQUALIFIED,
+                       "a Triton kernel was launched on a non-default CUDA stream (its time "
+                       "escapes the timing events)")
     if info.stream_changed:
-        return Verdict(False, "disqualified", "the candidate left a non-default stream current")
+        return Verdict(False, ErrorKind.DISQUALIFIED,
+                       "the candidate left a non-default stream current")
     if monitor and info.launches == 0 and not info.launch_free:
         # a call whose every output is empty (an early return, a zero grid Triton skips) or an
         # exact copy of an input (floor of integers) owes no launch
-        return Verdict(False, "disqualified", "no Triton kernel was launched")
+        return Verdict(False, ErrorKind.DISQUALIFIED, "no Triton kernel was launched")
     if info.torch_ops and monitor:
         ops = list(info.torch_ops[:5])
         flag = "torch_compute:" + ",".join(ops)
         if flag not in res.flags:
             res.flags.append(flag)
         if torch_compute == "fail":
-            return Verdict(False, "disqualified", f"computes with torch ops {ops}")
+            return Verdict(False, ErrorKind.DISQUALIFIED, f"computes with torch ops {ops}")
     if info.aliased:
-        return Verdict(False, "output_aliases_input", "an output shares memory with an input")
+        return Verdict(False, ErrorKind.OUTPUT_ALIASES_INPUT,
+                       "an output shares memory with an input")
     if info.mutated:
-        return Verdict(False, "input_mutated", f"inputs {list(info.mutated)} changed but the "
-                                               "task does not declare them mutated")
+        return Verdict(False, ErrorKind.INPUT_MUTATED,
+                       f"inputs {list(info.mutated)} changed but the task does not declare them "
+                       "mutated")
     if info.nondeterministic:
-        return Verdict(False, "nondeterministic", "two runs on the same inputs disagree")
+        return Verdict(False, ErrorKind.NONDETERMINISTIC, "two runs on the same inputs disagree")
     return None
 
 
@@ -115,13 +125,14 @@ def repeat_problem(info: CallReport, outs: list, blobs: list, ref_mod: Any, case
         return None
     k = len(info.outputs)
     if len(metas) != len(outs) or len(blobs) < k + len(metas):
-        return Verdict(False, "nondeterministic", "two runs on the same inputs disagree "
+        return Verdict(False, ErrorKind.NONDETERMINISTIC, "two runs on the same inputs disagree "
                        "(different outputs)")
     outs2 = decode(metas, blobs[k:], device)
     v = compare(outs2, outs, ref_mod, case)
     if not v.ok:
-        return Verdict(False, "nondeterministic", "two runs on the same inputs disagree beyond "
-                       f"the task's tolerance (second run against the first: {v.message})")
+        return Verdict(False, ErrorKind.NONDETERMINISTIC,
+                       "two runs on the same inputs disagree beyond the task's tolerance (second "
+                       f"run against the first: {v.message})")
     return None
 
 
@@ -133,7 +144,7 @@ def values(outs: list, ref: list, ref_mod: Any, case: dict, exact: Exact | None)
     within tolerance of the float64 answer are the candidate's to keep (precise.py), and a
     verdict that passes so says how many in its message ("reference_imprecise: ...")."""
     v = compare(outs, ref, ref_mod, case)
-    if v.ok or v.kind != "mismatch" or exact is None or getattr(ref_mod, "check", None):
+    if v.ok or v.kind != ErrorKind.MISMATCH or exact is None or getattr(ref_mod, "check", None):
         return v
     merged, count = admitted(outs, ref, exact(), ref_mod)
     if not count:
@@ -153,14 +164,15 @@ def verdict(reference: RefOutputs, outs: list, info: CallReport, ref_mod: Any, c
     the float64 answer gave flags `reference_imprecise:<case>` on `res`."""
     ref, shape, contiguous = reference
     if info.structure != shape:
-        return Verdict(False, "shape_mismatch", f"returned {info.structure}, expected {shape}")
+        return Verdict(False, ErrorKind.SHAPE_MISMATCH,
+                       f"returned {info.structure}, expected {shape}")
     why = dtype_problem(outs, ref)
     if why:
-        return Verdict(False, "dtype_mismatch", why)
+        return Verdict(False, ErrorKind.DTYPE_MISMATCH, why)
     for i, (meta, c) in enumerate(zip(info.outputs, contiguous)):
         why = layout_problem(list(meta.shape), list(meta.stride), c)
         if why:
-            return Verdict(False, "shape_mismatch", f"output {i}: {why}")
+            return Verdict(False, ErrorKind.SHAPE_MISMATCH, f"output {i}: {why}")
     v = values(outs, ref, ref_mod, case, exact)
     flag = f"reference_imprecise:{case['name']}"
     if v.ok and v.message.startswith("reference_imprecise") and flag not in res.flags:
@@ -174,7 +186,7 @@ def strays_problem(before: dict, v: Verdict, outs: list) -> Verdict:
     if not (v.ok and v.strays):
         return v
     why = recurring_strays(before, v, outs)
-    return Verdict(False, "mismatch", why, v.max_abs_err, v.max_rel_err) if why else v
+    return Verdict(False, ErrorKind.MISMATCH, why, v.max_abs_err, v.max_rel_err) if why else v
 
 
 def seed_problem(outs_by_seed: list[list]) -> str:
@@ -211,15 +223,16 @@ def check_timed_calls(case: dict, checked: TimedCheck, blobs: list, device: str,
     one list per input set (a later recheck tells a stale answer by them)."""
     where = f"case {case['name']}, its timed calls checked after timing"
     if checked.error:
-        raise Fail("timing", "runtime_error", f"{where}: {checked.error}")
+        raise Fail(Stage.TIMING, ErrorKind.RUNTIME_ERROR, f"{where}: {checked.error}")
     if checked.launchless:
-        raise Fail("timing", "disqualified", f"{where}: {checked.launchless} of "
+        raise Fail(Stage.TIMING, ErrorKind.DISQUALIFIED, f"{where}: {checked.launchless} of "
                    f"{checked.calls} timed calls launched no Triton kernel")
     if checked.repeated:
-        raise Fail("timing", "disqualified", f"{where}: {checked.repeated} timed calls "
+        raise Fail(Stage.TIMING, ErrorKind.DISQUALIFIED, f"{where}: {checked.repeated} timed calls "
                    "returned an output object returned before (a cached result)")
     if not checked.samples:
-        raise Fail("timing", "infra_error", f"{where}: the worker sent no timed outputs")
+        raise Fail(Stage.TIMING, ErrorKind.INFRA_ERROR,
+                   f"{where}: the worker sent no timed outputs")
     k, decoded = 0, []
     for sample in checked.samples:
         decoded.append(decode(sample.outputs, blobs[k:], device))
@@ -228,12 +241,13 @@ def check_timed_calls(case: dict, checked: TimedCheck, blobs: list, device: str,
         ref, _, contiguous = reference(sample.seed)
         why = dtype_problem(outs, ref)
         if why:
-            raise Fail("timing", "dtype_mismatch", f"{where}: {why}")
+            raise Fail(Stage.TIMING, ErrorKind.DTYPE_MISMATCH, f"{where}: {why}")
         v = values(outs, ref, ref_mod, case, exact(sample.seed) if exact else None)
         for i, (meta, c) in enumerate(zip(sample.outputs, contiguous)):
             why = layout_problem(list(meta.shape), list(meta.stride), c)
-            v = Verdict(False, "shape_mismatch", f"output {i}: {why}") if why and v.ok else v
+            if why and v.ok:
+                v = Verdict(False, ErrorKind.SHAPE_MISMATCH, f"output {i}: {why}")
         if not v.ok:
-            raise Fail("timing", v.kind, timed_mismatch(
+            raise Fail(Stage.TIMING, v.kind, timed_mismatch(
                 f"{where}, input set {j} of {len(decoded)}", v, outs, decoded[:j] + decoded[j + 1:]))
     return decoded

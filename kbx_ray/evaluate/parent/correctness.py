@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from kbx_ray.types import ErrorKind
+
 DEFAULT_TOLERANCE: dict[str, tuple[float, float]] = {
     "float32": (1e-5, 1e-5), "float64": (1e-7, 1e-7), "float16": (5e-3, 5e-3),
     "bfloat16": (1e-2, 1e-2),
@@ -86,17 +88,18 @@ def flatten(out: Any) -> list[torch.Tensor]:
 def compare(out: list[torch.Tensor], ref: list[torch.Tensor], task: Any, case: dict) -> Verdict:
     """Shape, dtype and NaN placement exactly; values by the task's check or tolerance."""
     if len(out) != len(ref):
-        return Verdict(False, "shape_mismatch", f"{len(out)} outputs, expected {len(ref)}")
+        return Verdict(False, ErrorKind.SHAPE_MISMATCH, f"{len(out)} outputs, expected {len(ref)}")
     for i, (o, r) in enumerate(zip(out, ref)):
         if tuple(o.shape) != tuple(r.shape):
-            return Verdict(False, "shape_mismatch",
+            return Verdict(False, ErrorKind.SHAPE_MISMATCH,
                            f"output {i}: shape {list(o.shape)}, expected {list(r.shape)}")
         if o.dtype != r.dtype:
-            return Verdict(False, "dtype_mismatch", f"output {i}: dtype {o.dtype}, expected {r.dtype}")
+            return Verdict(False, ErrorKind.DTYPE_MISMATCH,
+                           f"output {i}: dtype {o.dtype}, expected {r.dtype}")
     custom = getattr(task, "check", None)
     if custom is not None:
         why = custom(list(out), list(ref), case)  # on the evaluation device (tasks/README.md)
-        return Verdict(False, "mismatch", f"task check: {why}") if why else Verdict(True)
+        return Verdict(False, ErrorKind.MISMATCH, f"task check: {why}") if why else Verdict(True)
     worst = Verdict(True)
     table = tolerance_table(task)
     for i, (o, r) in enumerate(zip(out, ref)):
@@ -227,11 +230,11 @@ def _close(o: torch.Tensor, r: torch.Tensor, table: dict[str, tuple[float, float
         nan_r = r64.isnan()
         nan_o = o64.isnan()
         if not torch.equal(nan_o, nan_r):
-            return Verdict(False, "mismatch", _nan_message(nan_o, nan_r, s, r.shape, cplx,
-                                                           o64, r64))
+            return Verdict(False, ErrorKind.MISMATCH,
+                           _nan_message(nan_o, nan_r, s, r.shape, cplx, o64, r64))
         inf_r = r64.isinf()
         if not torch.equal(o64.isinf() & (o64 == r64), inf_r):
-            return Verdict(False, "mismatch", "Infs differ")
+            return Verdict(False, ErrorKind.MISMATCH, "Infs differ")
         finite = ~(nan_r | inf_r)
         mag = r64.abs().where(finite, torch.zeros_like(r64))
         diff = (o64 - r64).abs().where(finite, torch.zeros_like(o64))
@@ -254,7 +257,7 @@ def _close(o: torch.Tensor, r: torch.Tensor, table: dict[str, tuple[float, float
     if count:
         idx = _where(first, r.shape, cplx)
         part = (" (imaginary part)" if first % 2 else " (real part)") if cplx else ""
-        return Verdict(False, "mismatch",
+        return Verdict(False, ErrorKind.MISMATCH,
                        f"{count} of {n} values outside rtol={rtol} atol={atol}; "
                        f"max abs err {max_abs:.3g}, max rel err {max_rel:.3g}; first bad index {idx}"
                        f"{part}: {first_vals[0]:.6g} vs {first_vals[1]:.6g}", max_abs, max_rel)
@@ -281,6 +284,6 @@ def _equal(o: torch.Tensor, r: torch.Tensor, of: torch.Tensor, rf: torch.Tensor)
         count += k
     if count:
         idx = _where(first, r.shape, False)
-        return Verdict(False, "mismatch", f"{count} of {r.numel()} integer values differ "
-                                          f"(first at {idx}: {o[tuple(idx)]} vs {r[tuple(idx)]})")
+        return Verdict(False, ErrorKind.MISMATCH, f"{count} of {r.numel()} integer values differ "
+                       f"(first at {idx}: {o[tuple(idx)]} vs {r[tuple(idx)]})")
     return Verdict(True)

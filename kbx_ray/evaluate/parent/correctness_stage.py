@@ -10,7 +10,7 @@ from kbx_ray.evaluate.parent.case_checks import Fail as _Fail
 from kbx_ray.evaluate.parent.correctness import Verdict
 from kbx_ray.evaluate.parent.replay_check import Pending
 from kbx_ray.evaluate.reply import RunReply
-from kbx_ray.types import CaseResult, EvalResult, Task
+from kbx_ray.types import CaseResult, ErrorKind, EvalResult, Stage, Task
 
 # `ev` is the `evaluator.Evaluator` running the evaluation (not imported: it imports this module)
 Evaluator = Any
@@ -27,7 +27,7 @@ def check_cases(ev: Evaluator, ref_mod: Any, task: Task, cases: list[dict],
         cr = _check_case(ev, ref_mod, task, case, seeds, res, first=i == 0)
         res.cases.append(cr)
         if not cr.ok:
-            raise _Fail("correctness", cr.error_kind, f"case {case['name']}: {cr.message}")
+            raise _Fail(Stage.CORRECTNESS, cr.error_kind, f"case {case['name']}: {cr.message}")
 
 
 def _check_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, seeds: list[int],
@@ -47,8 +47,9 @@ def _check_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, seeds: list
                 t0 = time.perf_counter()
                 reply, blobs = ev._ask({"op": "run", "case": case, "seeds": [seed],
                                         "repeat": i == 0}, ev.cfg.case_timeout_s,
-                                       "compile" if first and i == 0 else "correctness", res)
-                res.stage, res.call_ok = "correctness", True
+                                       Stage.COMPILE if first and i == 0
+                                       else Stage.CORRECTNESS, res)
+                res.stage, res.call_ok = Stage.CORRECTNESS, True
                 info = case_checks.read(RunReply, reply, "run", res.stage).results[0]
                 t1 = time.perf_counter()
                 outs = case_checks.decode(info.outputs, blobs, ev.device)
@@ -84,7 +85,7 @@ def _check_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, seeds: list
     if task.random and len(outs_by_seed) > 1:
         why = case_checks.seed_problem(outs_by_seed)
         if why:
-            cr.error_kind, cr.message = "mismatch", why
+            cr.error_kind, cr.message = ErrorKind.MISMATCH, why
             return cr
     cr.ok = True
     return cr

@@ -31,7 +31,7 @@ from kbx_ray.evaluate.parent.sandbox import Sandbox, WorkerDied, scrub_paths
 from kbx_ray.evaluate.settings import EvalConfig, resolve_device
 from kbx_ray.evaluate.parent.timing_stage import time_cases
 from kbx_ray.suite import load_module
-from kbx_ray.types import Candidate, EvalResult, Task, trim
+from kbx_ray.types import Candidate, ErrorKind, EvalResult, Stage, Task, trim
 
 log = logging.getLogger(__name__)
 
@@ -173,17 +173,17 @@ class Evaluator:
         self.seeds = res.seeds
         try:
             self._run(task, cand, res)
-            res.stage, res.exec_ok = "done", True
+            res.stage, res.exec_ok = Stage.DONE, True
         except _Fail as f:
             case_checks.file_failure(res, f)  # an interpreter gap: awaits a GPU, never a pass
-            if f.kind == "infra_error":  # the worker's harness failed: one more try, on a fresh
-                return bool(self._recover())  # worker (an H100 OOM drawing timing input sets)
+            if f.kind == ErrorKind.INFRA_ERROR:  # the worker's harness failed: one more try on
+                return bool(self._recover())  # a fresh worker (an H100 OOM drawing timing inputs)
         except WorkerDied as d:
             res.error_kind, res.error_msg = d.kind, trim(scrub_paths(d.msg))
         except Exception as e:  # noqa: BLE001 - the parent's own failure, never the candidate's
             log.exception("evaluating %s failed in the parent", cand.candidate_id)
             self._recover()
-            res.exec_ok, res.error_kind = False, "infra_error"
+            res.exec_ok, res.error_kind = False, ErrorKind.INFRA_ERROR
             res.error_msg = trim(scrub_paths(f"the evaluator failed at stage {res.stage} "
                                              f"({type(e).__name__}: {e}); not the candidate's "
                                              "fault: re-run it"))
@@ -217,37 +217,37 @@ class Evaluator:
         path = self.sandbox.write_code(f"kbx_cand_{module}", cand.code)
         self._ask({"op": "load", "code_path": path, "task_path": task.path, "entry": task.name,
                    "module": module, "task_key": task.task_hash, "monitor": self.monitor,
-                   "deny": self.cfg.torch_compute == "fail"}, self.cfg.load_timeout_s, "compile")
+                   "deny": self.cfg.torch_compute == "fail"}, self.cfg.load_timeout_s, res.stage)
         self.replay.begin(cand.code, module)
         mark = self._clock(res, "load", mark)
         ref_mod = load_module(task.path)
         cases = self.cases_for(task) + self._unseen(ref_mod, task, res)
         check_cases(self, ref_mod, task, cases, res)
-        mark = self._clock(res, "correctness", mark)
+        mark = self._clock(res, Stage.CORRECTNESS, mark)
         if self.device != "cuda" and not self.cfg.cpu_timing:
             res.timing_skipped = "no GPU: correctness ran under the Triton interpreter"
             return
         if self.device != "cuda":
             res.flags.append("cpu_timing")  # the protocol ran; its figures mean nothing
         time_cases(self, ref_mod, task, cases, res)
-        self._clock(res, "timing", mark)
+        self._clock(res, Stage.TIMING, mark)
 
     def _static(self, task: Task, cand: Candidate, res: EvalResult) -> float:
         """The extraction's error, the syntax and the static checks; the clock after them."""
         t_run = time.perf_counter()
         if cand.error_kind:
-            raise _Fail("extract", cand.error_kind, cand.error_msg)
-        res.stage = "static"
+            raise _Fail(Stage.EXTRACT, cand.error_kind, cand.error_msg)
+        res.stage = Stage.STATIC
         try:
             tree = ast.parse(cand.code)
         except SyntaxError as e:
-            raise _Fail("static", "syntax_error", f"line {e.lineno}: {e.msg}") from None
+            raise _Fail(Stage.STATIC, ErrorKind.SYNTAX_ERROR, f"line {e.lineno}: {e.msg}") from None
         rep = static_check(tree, task.name)
         res.flags += rep.flags
         if rep.violations:
-            raise _Fail("static", "disqualified", "; ".join(rep.violations))
-        res.stage = "compile"
-        return self._clock(res, "static", t_run)
+            raise _Fail(Stage.STATIC, ErrorKind.DISQUALIFIED, "; ".join(rep.violations))
+        res.stage = Stage.COMPILE
+        return self._clock(res, Stage.STATIC, t_run)
 
     @staticmethod
     def _clock(res: EvalResult, stage: str, since: float) -> float:
@@ -267,12 +267,12 @@ class Evaluator:
              res: EvalResult | None = None) -> tuple[dict, list[bytearray]]:
         left = self.deadline - time.perf_counter()
         if left <= 0:
-            raise _Fail(stage, "timeout", f"the evaluation ran past its {self.cfg.eval_budget_s:.0f}"
-                        " s budget (evaluation.eval_budget_s)")
+            raise _Fail(stage, ErrorKind.TIMEOUT, f"the evaluation ran past its "
+                        f"{self.cfg.eval_budget_s:.0f} s budget (evaluation.eval_budget_s)")
         try:
             reply, blobs = self.sandbox.request(header, min(timeout, left))
         except WorkerDied as d:
-            if d.kind == "timeout" and left < timeout:
+            if d.kind == ErrorKind.TIMEOUT and left < timeout:
                 d.msg = (f"{header.get('op')}: the evaluation ran past its "
                          f"{self.cfg.eval_budget_s:.0f} s budget (evaluation.eval_budget_s)")
             raise _Fail(stage, d.kind, d.msg) from None
@@ -282,7 +282,7 @@ class Evaluator:
                 if k in ("inputs", "poison", "call", "encode") and isinstance(v, (int, float)):
                     res.stage_s[f"w_{k}"] = round(res.stage_s.get(f"w_{k}", 0.0) + float(v), 6)
         if not reply.get("ok"):
-            raise _Fail(stage, reply.get("error_kind", "infra_error"), reply.get("error_msg", ""))
+            raise _Fail.refused(stage, reply)
         return reply, blobs
 
     @property

@@ -1,20 +1,6 @@
 """GPU memory admission: a ledger of device-memory reservations shared by every evaluator process
-on one GPU (a sibling of gpulock.py; issue 27 item 7). Standard library only.
-
-Why: several evaluators share each GPU (`engine.evaluators_per_gpu`, `suite_gpu.py --jobs`), and
-their working sets together ran the device out of memory: `suite_gpu.py --jobs 8` on an H200 had
-20 of 137 tasks fail with CUDA OOM, 4 filed as the candidate's `runtime_error`. So each evaluation
-reserves its estimated peak device memory (`estimate_bytes`: its largest case's inputs and outputs
-times `evaluation.gpu_mem_factor`, the timing flush buffer, a margin and a floor for the two CUDA
-contexts) against a per-GPU budget (`budget_bytes`: the device's total memory minus a reserve), and
-waits while the reservations of the others leave too little. Reservations are files `<pid>.<n>`
-holding a byte count in one directory per GPU, updated under an `flock`; the file of a process
-that died is ignored (its pid is gone), so a killed evaluator never holds memory in the ledger.
-
-`shared_since_admission()` says whether another live process held a reservation while this one
-ran (at its admission, now, or admitted since): an out-of-memory error then is the platform's
-(`infra_error`, retried with `reserve(alone=True)`), one while alone is the candidate's. The
-evaluator's side is admission.py.
+on one GPU (a sibling of gpulock.py). Standard library only.
+More: kbx_ray/evaluate/parent/README.md, `gpu_memory.py`.
 """
 from __future__ import annotations
 

@@ -1,18 +1,5 @@
 """Whose verdict is right when the candidate and a half-precision reference disagree.
-
-A reference in float16 or bfloat16 rounds where PyTorch does: a GEMM's output before a
-normalisation, a reduction's partials (cuBLAS may reduce bf16 in reduced precision), an
-elementwise chain. A kernel that keeps float32 longer is closer to the true answer, and at sizes
-past the public cases (an unseen case, a long reduction) the two can differ by more than the
-tolerance. Failing that kernel would fail an honest one for being more exact.
-
-So a value judged outside the tolerance of the reference gets a second judge: the same reference
-run on the same inputs with every floating tensor in float64 (the task's exact math, rounded
-nowhere). A value within the task's tolerance of that answer is right whatever the half-precision
-reference said; every other value is judged against the reference as before. The candidate still
-has to compute the answer: the float64 run is the parent's, on the parent's inputs, and a value
-passes only where it is close to one of the two answers. Where the reference cannot run in float64
-(an op without float64 support, dtype-specific code that raises), the first judgement stands.
+More: kbx_ray/evaluate/parent/README.md, `precise.py`.
 """
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
 """A checked call's recorded kernel program -> the verdict of its replay on fresh secret inputs.
-
-The replay process is a second sandbox worker that never loads a candidate's module: it builds
-only the candidate's kernels (`static/kernels.py`) and runs the program the worker recorded
-(`worker/recorder.py`, `worker/replayer.py`) on inputs whose values the candidate never saw
-(`inputs.replay_inputs`: STRUCTURE parameters and non-tensor arguments kept). Whatever the
-candidate's host code computed, in a hook, through a harness frame or after the check, is absent
-there, so the replayed outputs decide. INTEGRITY.md, "The replay".
+More: kbx_ray/evaluate/parent/README.md, `replay_check.py`.
 """
 from __future__ import annotations
 
@@ -22,7 +16,7 @@ from kbx_ray.evaluate.protocol import tensor_from_wire
 from kbx_ray.evaluate.reply import CallReport
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.evaluate.static.kernels import kernel_source
-from kbx_ray.types import Task
+from kbx_ray.types import ErrorKind, Stage, Task
 
 PAYLOAD_SHARE = 4  # a program with no fresh input carries under 1/4 of its outputs' values
 # a live timed call this much faster than its own recorded program did not run it (noise: the
@@ -75,21 +69,23 @@ class Replay:
             return None
         raw = info.program
         if not raw:
-            return Verdict(False, "infra_error", "no verdict can be given: the worker sent no "
-                           "kernel program")
+            return Verdict(False, ErrorKind.INFRA_ERROR,
+                           "no verdict can be given: the worker sent no kernel program")
         if "unsupported" in raw:
-            return Verdict(False, "replay_unsupported", "its kernel program could not be recorded "
-                           f"({raw['unsupported']}), so no verdict can be given")
+            return Verdict(False, ErrorKind.REPLAY_UNSUPPORTED,
+                           f"its kernel program could not be recorded ({raw['unsupported']}), "
+                           "so no verdict can be given")
         try:
             prog = program.parse(raw)
         except program.ProgramError as e:
-            return Verdict(False, "disqualified", f"its recorded kernel program is outside the "
-                           f"replay's instruction set: {e}")
+            return Verdict(False, ErrorKind.DISQUALIFIED,
+                           f"its recorded kernel program is outside the replay's instruction "
+                           f"set: {e}")
         fresh = self._fresh(seed)
         self.programs[case["name"]] = (prog, seed)
         why = self._payload(prog, refs, ref_mod, task, case, seed, fresh)
         if why:
-            return Verdict(False, "disqualified", why)
+            return Verdict(False, ErrorKind.DISQUALIFIED, why)
         flight = self._send("replay", prog, task, case, seed, fresh, left, {})
         if isinstance(flight, Verdict):
             return flight
@@ -156,15 +152,15 @@ class Replay:
         if got is None:
             return
         if isinstance(got, Verdict):
-            raise case_checks.Fail("timing", got.kind, f"case {case['name']}, timing its "
+            raise case_checks.Fail(Stage.TIMING, got.kind, f"case {case['name']}, timing its "
                                    f"kernel program: {got.message}")
         cr.replay_ms, fast = got
         if live_ms < FASTER.get(self.device, 0.7) * fast:
-            raise case_checks.Fail("timing", "timing_invalid", f"case {case['name']}: its timed "
-                                   f"calls ({live_ms:.4g} ms) ran faster than its own recorded "
-                                   f"kernel program ({fast:.4g} ms at its 20th percentile, timed "
-                                   "twice): the timed calls did not run the program that was "
-                                   "judged")
+            raise case_checks.Fail(Stage.TIMING, ErrorKind.TIMING_INVALID,
+                                   f"case {case['name']}: its timed calls ({live_ms:.4g} ms) ran "
+                                   f"faster than its own recorded kernel program ({fast:.4g} ms at "
+                                   "its 20th percentile, timed twice): the timed calls did not "
+                                   "run the program that was judged")
 
     def _outputs(self, prog: program.Program, got: tuple | Verdict) -> list | Verdict:
         if isinstance(got, Verdict):
@@ -172,7 +168,7 @@ class Replay:
         reply, blobs = got
         metas = reply.get("outputs")
         if not isinstance(metas, list) or len(metas) != len(prog.outputs):
-            return Verdict(False, "infra_error", "no verdict can be given: the replay sent "
+            return Verdict(False, ErrorKind.INFRA_ERROR, "no verdict can be given: the replay sent "
                            f"{metas!r:.80} for {len(prog.outputs)} outputs")
         return [tensor_from_wire(m, b).to(self.device) for m, b in zip(metas, blobs)]
 
@@ -189,7 +185,8 @@ class Replay:
                   **extra}
         budget = min(self.cfg.case_timeout_s, left())
         if budget <= 0:
-            return Verdict(False, "timeout", "the evaluation ran past its budget before its replay")
+            return Verdict(False, ErrorKind.TIMEOUT,
+                           "the evaluation ran past its budget before its replay")
         try:
             return self.sandbox.send(header, budget)
         except WorkerDied as d:
@@ -203,12 +200,13 @@ class Replay:
             self.sandbox.kill()
             return Verdict(False, d.kind, f"the replay of its kernel program: {d.msg}")
         if not reply.get("ok"):
-            kind = reply.get("error_kind", "infra_error")
-            if kind not in ("runtime_error", "disqualified", "replay_unsupported", "timeout",
-                            "cuda_error", "unsupported_interpreter"):
-                kind = "infra_error"
-            if kind in ("infra_error", "cuda_error", "timeout"):  # its context or memory is suspect
-                self.sandbox.kill()
+            kind = reply.get("error_kind", ErrorKind.INFRA_ERROR)
+            if kind not in (ErrorKind.RUNTIME_ERROR, ErrorKind.DISQUALIFIED,
+                            ErrorKind.REPLAY_UNSUPPORTED, ErrorKind.TIMEOUT,
+                            ErrorKind.CUDA_ERROR, ErrorKind.UNSUPPORTED_INTERPRETER):
+                kind = ErrorKind.INFRA_ERROR
+            if kind in (ErrorKind.INFRA_ERROR, ErrorKind.CUDA_ERROR, ErrorKind.TIMEOUT):
+                self.sandbox.kill()  # its context or memory is suspect
             return Verdict(False, kind, str(reply.get("error_msg", ""))[:4000])
         return reply, blobs
 

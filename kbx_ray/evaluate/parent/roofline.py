@@ -2,15 +2,7 @@
 
 A fraction above 1 is physically impossible, so it is also an integrity check: the parent rejects a
 timing that claims to beat speed-of-light.
-
-A task's `cost(case)` gives `flops` and `bytes` (the work of a plain kernel: what the figures
-report) and may give `min_bytes`: the traffic no correct kernel can avoid on any input the case can
-draw (what must be written, plus what must be read whatever the data: a masked kernel skips masked
-elements, a gather hits repeated rows in cache, a small table is read once), and likewise
-`min_flops` (a kernel that skips the key blocks past a drawn length skips their FLOPs). The
-impossibility check (`floor_fraction`) bounds the time by `min_bytes` and `min_flops` where the
-task gives them, so that a kernel which honestly skips work is never called faster than light; the
-GB/s, TFLOP/s and SOL fraction reported keep `bytes` and `flops` (and may then exceed 1).
+More: kbx_ray/evaluate/parent/README.md, `roofline.py`.
 """
 from __future__ import annotations
 

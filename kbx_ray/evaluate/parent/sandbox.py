@@ -1,14 +1,5 @@
 """The parent side of the sandbox: a warm worker subprocess, its limits, timeouts and respawns.
-
-The worker gets its own session (so the whole process group can be killed), a scrubbed environment
-built from an allowlist, a private temp directory as cwd and HOME (its Triton cache inside it:
-nothing it writes outlives it), and its output redirected to a capped log file: Popen's own options, never `preexec_fn` (unsafe in a threaded Ray actor). First
-thing after exec it sets its resource limits, moves into a network namespace of its own where the
-kernel allows one, and (CPU workers) confines itself with Landlock (confine.py, landlock.py); its hello
-says what took, and a worker without what the config demands is refused. The task file is copied
-into the temp dir, so the worker never learns where the repository is; every string that comes
-back is scrubbed of the parent's secret values. A hang, crash or CUDA error kills the group; the
-next request starts a fresh worker. INTEGRITY.md describes the layers and what each one stops.
+More: kbx_ray/evaluate/parent/README.md, `sandbox.py`.
 """
 from __future__ import annotations
 
@@ -32,6 +23,7 @@ from kbx_ray.evaluate.parent.spawn import (confine_spec, kill_group, reply_cap_b
                                           scrubbed_env, spawn)
 from kbx_ray.evaluate.parent.triton_cache import checked_name, seed_cache, worker_cache
 from kbx_ray.evaluate.settings import SandboxConfig
+from kbx_ray.types import ErrorKind
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +172,8 @@ class Sandbox:
             except (ProcessLookupError, PermissionError):
                 pass
 
-        late = WorkerDied("timeout", f"{header.get('op')} ran past its {timeout:.0f} s limit")
+        late = WorkerDied(ErrorKind.TIMEOUT,
+                          f"{header.get('op')} ran past its {timeout:.0f} s limit")
         watchdog = threading.Timer(max(timeout, 0.0) + 0.5, expire)
         watchdog.daemon = True
         watchdog.start()
@@ -199,7 +192,8 @@ class Sandbox:
         """The reply to `flight`, within its deadline, scrubbed and with a CUDA fault confirmed."""
         try:
             if self.proc is not flight.proc:
-                raise WorkerDied("crash", "the worker was killed while a request was in flight")
+                raise WorkerDied(ErrorKind.CRASH,
+                                 "the worker was killed while a request was in flight")
             ready, _, _ = select.select([self.reply], [], [],
                                         max(flight.deadline - time.monotonic(), 0.0))
             if not ready:
@@ -218,9 +212,9 @@ class Sandbox:
         if isinstance(reply.get("error_msg"), str):
             reply["error_msg"] = scrub_paths(reply["error_msg"])
         if not reply.get("ok") and (reply.get("cuda_suspect")
-                                    or reply.get("error_kind") == "cuda_error"):
+                                    or reply.get("error_kind") == ErrorKind.CUDA_ERROR):
             reply["error_kind"] = self._confirm_cuda(reply.get("error_kind"), flight.timeout)
-        if reply.get("error_kind") == "cuda_error" or reply.get("fatal"):
+        if reply.get("error_kind") == ErrorKind.CUDA_ERROR or reply.get("fatal"):
             self.kill()
         return reply, blobs
 
@@ -228,18 +222,19 @@ class Sandbox:
         """A failure whose text looks like a CUDA fault is `cuda_error` only if this worker's
         CUDA context is really broken: a tiny op and a synchronize in the same process fail, or
         the process is dead. Otherwise the worker's own kind stands (`runtime_error`: a
-        candidate that raises "CUDA error: ..." itself, issue 26 class 7); a worker that
+        candidate that raises "CUDA error: ..." itself, INTEGRITY.md class 7); a worker that
         claimed `cuda_error` itself is not believed either."""
         if not self.alive:
-            return "cuda_error"
+            return ErrorKind.CUDA_ERROR
         try:
             probe, _ = self._roundtrip({"op": "probe"}, min(max(timeout, 5.0), 60.0))
         except WorkerDied:
-            return "cuda_error"
+            return ErrorKind.CUDA_ERROR
         if not probe.get("ok") or probe.get("value") != 12.0:
-            return "cuda_error"
-        return kind if kind in ("runtime_error", "disqualified", "unsupported_interpreter") \
-            else "runtime_error"
+            return ErrorKind.CUDA_ERROR
+        believed = (ErrorKind.RUNTIME_ERROR, ErrorKind.DISQUALIFIED,
+                    ErrorKind.UNSUPPORTED_INTERPRETER)
+        return kind if kind in believed else ErrorKind.RUNTIME_ERROR
 
     def _died(self, why: str) -> WorkerDied:
         """Turn a dead worker into a crash record with the tail of its log and its exit cause."""
@@ -253,7 +248,7 @@ class Sandbox:
         cause = f"exit code {code}"
         if code is not None and code < 0:
             cause = f"killed by {signal.Signals(-code).name}"
-        return WorkerDied("crash", redact(f"worker died ({cause}; {why}). {tail}".strip()))
+        return WorkerDied(ErrorKind.CRASH, redact(f"worker died ({cause}; {why}). {tail}".strip()))
 
     def log_tail(self, n: int = 1500) -> str:
         try:

@@ -4,12 +4,7 @@ The parent distrusts the worker's figures: the event times must fit in the wall 
 itself, calls on never-seen inputs must cost what timed ones cost, no GPU work may trail the call
 (side streams), and no case may beat the hardware's peak. What passes becomes the case's speedup
 over the eager reference and its roofline figures.
-
-"Beat the peak" is judged on the least work a correct kernel must do, the task's
-`cost(case)["min_bytes"]` and `["min_flops"]` where it gives them (a masked kernel skips masked
-elements, a gather serves repeated rows from cache, an attention kernel skips the keys past a
-drawn length), else `bytes` and `flops`; the reported GB/s, TFLOP/s and SOL fraction keep `bytes`
-and `flops` (roofline.py).
+More: kbx_ray/evaluate/parent/README.md, `timing_judgement.py`.
 """
 from __future__ import annotations
 
@@ -20,7 +15,7 @@ from kbx_ray.evaluate.common import timing as timing_mod
 from kbx_ray.evaluate.parent.case_checks import Fail
 from kbx_ray.evaluate.parent.roofline import floor_fraction, roofline
 from kbx_ray.evaluate.settings import EvalConfig
-from kbx_ray.types import CaseResult, EvalResult
+from kbx_ray.types import CaseResult, ErrorKind, EvalResult, Stage
 
 
 def timing_groups(ref_mod: Any, timed: list[tuple], limit_mb: float) -> list[list[tuple]]:
@@ -44,7 +39,8 @@ def timing_record(raw: Any) -> timing_mod.Timing:
     try:
         return parse(timing_mod.Timing, raw, "time.timing", omitted=("times_ms",))
     except ReplyError as e:
-        raise Fail("timing", "infra_error", "no verdict can be given: the worker's time reply "
+        raise Fail(Stage.TIMING, ErrorKind.INFRA_ERROR,
+                   "no verdict can be given: the worker's time reply "
                    f"is malformed ({e})") from None
 
 
@@ -65,7 +61,8 @@ def check_fresh_calls(case: dict, t: timing_mod.Timing, checked: TimedCheck, fre
     ratio = fresh_ratio if device == "cuda" else max(10.0, fresh_ratio)
     bound = max(ratio * t.median_ms, t.median_ms + floor_us / 1e3) + 0.02
     if min(times) > bound:
-        raise Fail("timing", "timing_invalid", f"case {case['name']}: calls on inputs never "
+        raise Fail(Stage.TIMING, ErrorKind.TIMING_INVALID,
+                   f"case {case['name']}: calls on inputs never "
                    f"seen before took {min(times):.3f} ms, against {t.median_ms:.3f} ms "
                    f"on the timed ones, over the bound {bound:.3f} ms (results cached by the "
                    "inputs' content?)")
@@ -76,11 +73,13 @@ def judge_timing(cfg: EvalConfig, device: str, case: dict, cr: CaseResult, res: 
                  checked: TimedCheck, ref_mod: Any, dtype: str) -> None:
     """The timing's own checks, then its figures onto `cr` (speedup, GB/s, TFLOP/s, SOL)."""
     if t.event_sum_ms > min(t.wall_s * 1e3, parent_wall_ms) * 1.02 + 1.0:
-        raise Fail("timing", "timing_invalid", f"case {case['name']}: the reported event times "
+        raise Fail(Stage.TIMING, ErrorKind.TIMING_INVALID,
+                   f"case {case['name']}: the reported event times "
                    f"({t.event_sum_ms:.1f} ms) exceed the wall clock ({parent_wall_ms:.1f} ms)")
     check_fresh_calls(case, t, checked, cfg.fresh_ratio, device, cfg.fresh_floor_us)
     if timing_mod.side_stream_suspect(t):
-        raise Fail("timing", "disqualified", f"case {case['name']}: {t.sync_tail_ms:.3f} ms "
+        raise Fail(Stage.TIMING, ErrorKind.DISQUALIFIED,
+                   f"case {case['name']}: {t.sync_tail_ms:.3f} ms "
                    f"of GPU work after the call returned vs {t.median_ms:.3f} ms by events "
                    "(side-stream work?)")
     if t.feed == "host_bound":  # a call that syncs inside: its waits are in its times
@@ -95,5 +94,5 @@ def judge_timing(cfg: EvalConfig, device: str, case: dict, cr: CaseResult, res: 
     cr.gbps, cr.tflops, cr.sol_fraction = roofline(cost, t.median_ms, cfg.peak_gbps, peak)
     floor = floor_fraction(cost, t.median_ms, cfg.peak_gbps, peak)  # min_bytes/min_flops
     if floor and floor > cfg.sol_limit:
-        raise Fail("timing", "timing_invalid", f"case {case['name']}: {floor:.0%} of "
+        raise Fail(Stage.TIMING, ErrorKind.TIMING_INVALID, f"case {case['name']}: {floor:.0%} of "
                    "the hardware's peak is physically impossible")

@@ -12,7 +12,7 @@ from kbx_ray.evaluate.parent.correctness import Verdict
 from kbx_ray.evaluate.parent.timing_judgement import judge_timing, timing_groups, timing_record
 from kbx_ray.evaluate.reply import RecheckReply, TimeReply
 from kbx_ray.metrics import geomean
-from kbx_ray.types import CaseResult, EvalResult, Task
+from kbx_ray.types import CaseResult, EvalResult, Stage, Task
 
 # `ev` is the `evaluator.Evaluator` running the evaluation (not imported: it imports this module)
 Evaluator = Any
@@ -22,7 +22,7 @@ def time_cases(ev: Evaluator, ref_mod: Any, task: Task, cases: list[dict],
                res: EvalResult) -> None:
     """Each timed case's loops under one exclusive GPU hold per group, then its checks; the
     evaluation's speedup and fraction of peak (geometric means over the timed cases)."""
-    res.stage = "timing"
+    res.stage = Stage.TIMING
     timed = [(c, cr) for c, cr in zip(cases, res.cases) if ev._timed(c, cases)]
     # consecutive timed cases that share one exclusive GPU hold (`timing_group_mb`)
     for group in timing_groups(ref_mod, timed, ev.cfg.timing_group_mb):
@@ -48,11 +48,11 @@ def _time_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict,
     asked = time.perf_counter()
     reply, blobs = ev._ask({"op": "time", "case": case, "seed": seeds[0], "seeds": seeds,
                             "fresh": fresh, "timing": asdict(ev.cfg.timing)},
-                           ev.cfg.case_timeout_s + 4 * ev.cfg.timing.budget_s, "timing")
+                           ev.cfg.case_timeout_s + 4 * ev.cfg.timing.budget_s, Stage.TIMING)
     parent_wall_ms = (time.perf_counter() - asked) * 1e3  # our clock, not the worker's word
     ref_t = ev.refs.timing(ref_mod, task, case, ev.sandbox.info.get("gpu_name"))
     t1 = time.perf_counter()
-    timed = case_checks.read(TimeReply, reply, "time", "timing")
+    timed = case_checks.read(TimeReply, reply, "time", Stage.TIMING)
     t = timing_record(timed.timing)
     program_t = ev.replay.time_program(task, case, t.median_ms, asdict(ev.cfg.timing),
                                        lambda: ev.deadline - time.perf_counter())
@@ -72,13 +72,13 @@ def _check_timed_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, cr: C
             case, *timed, ev.device, ref_mod, lambda s: ev.refs.outputs_for(ref_mod, task, case, s),
             ev.refs.exact_for(ref_mod, task, case))
         reply, blobs = ev._ask({"op": "recheck", "case": case, "fresh_seed": fresh},
-                               ev.cfg.case_timeout_s, "timing", res)
-        check = case_checks.read(RecheckReply, reply, "recheck", "timing").check
+                               ev.cfg.case_timeout_s, Stage.TIMING, res)
+        check = case_checks.read(RecheckReply, reply, "recheck", Stage.TIMING).check
         outs = case_checks.decode(check.outputs, blobs, ev.device)
         v = (case_checks.integrity(check, ev.cfg.torch_compute, res, ev.monitor)
              or _recheck_verdict(ev, ref_mod, task, case, fresh, outs, check, res))
     if not v.ok:
-        raise _Fail("timing", v.kind, case_checks.timed_mismatch(
+        raise _Fail(Stage.TIMING, v.kind, case_checks.timed_mismatch(
             f"case {case['name']}, its call on fresh values after timing", v, outs, timed_outs))
     judge_timing(ev.cfg, ev.device, case, cr, res, t, parent_wall_ms, ref_t, timed[0],
                  ref_mod, ev.refs.dtype(task, case))

@@ -1,11 +1,5 @@
 """Ahead-of-time kernels -> a sandbox worker's own Triton cache, written by the parent.
-
-Every worker has a Triton cache of its own inside its temp dir (`spawn.scrubbed_env`), removed
-with it when the worker ends: no file a candidate writes there (or anywhere it may write) outlives
-its worker, and no later worker reads it. Files compiled ahead of time (`aot.py`) are copied in by
-the parent, never read from a directory a candidate could have written: each entry is a
-`<key>/<file>` name (no path out of the cache), never overwrites one, and a directory the worker
-turned into a link is skipped.
+More: kbx_ray/evaluate/parent/README.md, `triton_cache.py`.
 """
 from __future__ import annotations
 

@@ -1,18 +1,5 @@
 """Static checks on candidate source (AST), run in the trusted parent before the code executes.
-
-Violations disqualify the candidate; flags are observations kept on the record. The rules (tables
-in `policy.py`, module resolution in `resolve.py`) close the routes by which a
-candidate could reach the OS, the interpreter's namespaces, other streams or the harness: imports
-are allowlisted; chains rooted at an imported module are resolved against the real torch and
-triton, so `torch.os` or `typing.sys` is seen as the module it is; attribute names on runtime
-values are denylisted (frames, file readers, side streams); dunders, private attributes,
-monkeypatching, exception fallbacks, format-string traversal and hooks such as `__torch_function__`
-are refused. INTEGRITY.md explains what each rule stops.
-
-The checks come in families, one module each: what the names stand for (`aliases.py`, the
-base holding the imports and module aliases), what the code reaches by name, attribute and store
-(`reach.py`), and the module's forms: fallbacks, hooks, the entry and the kernels
-(`forms.py`); `scopes.py` has Python's scoping rules over the AST.
+More: kbx_ray/evaluate/static/README.md, `checks.py`.
 """
 from __future__ import annotations
 

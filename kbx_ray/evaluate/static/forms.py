@@ -109,8 +109,8 @@ class FormChecks(AliasScope):
 
     def _super(self, node: ast.Call) -> None:
         """`super(torch.Tensor, x).tolist()` reaches a base class's readers, which no wrapper on
-        torch.Tensor sees (issue 26, class 4): only the plain `super()` of a method of a class the
-        candidate defines is admitted."""
+        torch.Tensor sees (INTEGRITY.md class 4): only the plain `super()` of a method of a class
+        the candidate defines is admitted."""
         if node.args or node.keywords:
             self.bad("calls super(...) with arguments (reaches a base class's methods on any value)")
             return
@@ -165,9 +165,10 @@ class FormChecks(AliasScope):
 
     def _pointer_types(self, name: str, fn: ast.AST) -> None:
         """A kernel may not name the type of a pointer (`x.to(y_ptr.dtype)`, `tl.cast(a,
-        p.type)`): cast to it, an integer becomes an address no argument handed over (issue 26,
-        class 1). `.dtype.element_ty` (the element type) and comparisons stay allowed. Pointers
-        are the parameters and what pointer arithmetic, `where` and views make of them."""
+        p.type)`): cast to it, an integer becomes an address no argument handed over
+        (INTEGRITY.md class 1). `.dtype.element_ty` (the element type) and comparisons stay
+        allowed. Pointers are the parameters and what pointer arithmetic, `where` and views make
+        of them."""
         body = walk_local(fn)
         params = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
         rebound = {t.id for n in body for t in targets(n) if isinstance(t, ast.Name)}

@@ -1,12 +1,5 @@
 """A candidate's source -> its kernel module: the `@triton.jit` functions and what they may name.
-
-The replay (`worker/replayer.py`) builds only this: the module-level imports, the assignments of
-constant expressions (literals, `tl.constexpr(...)`, `math` functions and numeric builtins of
-constants, attribute chains such as `tl.float32`, arithmetic and tuples of those) and the jit
-functions, each with `@triton.jit` as its only decorator (autotune and heuristics were resolved
-when the program was recorded). The entry function, classes, helpers and every other statement are
-dropped, so none of the candidate's host code runs in the replay. Runs in the parent on source the
-static checks already passed.
+More: kbx_ray/evaluate/static/README.md, `kernels.py`.
 """
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
 """What candidate source may name: the tables behind the static checks (`checks.py`), and the
 host-API allowlist they define (`outside_host_api`).
-
-Two kinds of rule, because an AST cannot know what a runtime value is:
-- chains rooted at an imported module (`torch.cuda.x`, `tl.core.y`) are *resolved* in the trusted
-  parent against the real torch and triton, so `torch.os`, `triton.language.core.np` or any alias a
-  library happens to keep (`bltns`, `mp`, ...) is seen for what it is: a module outside the sandbox;
-- attributes of runtime values (`t.untyped_storage().from_file`, `gen.gi_frame.f_back`) cannot be
-  resolved, so their *names* are checked against the denylists below (and `value_attrs.py`).
-The stdlib helpers a kernel may use are allowlisted name by name: `typing.get_type_hints` and
-`functools.singledispatch` evaluate strings, so "import typing" alone must not open them. The
-resolution itself, against the real modules, is `resolve.py`.
+More: kbx_ray/evaluate/static/README.md, `policy.py`.
 """
 from __future__ import annotations
 
@@ -88,7 +79,7 @@ BANNED_ATTRS = frozenset({
     "classes", "load_inline", "cpp_extension", "add_pre_run_hook", "pre_run_hooks",
     "launch_enter_hook", "launch_exit_hook", "untyped_storage", "storage", "typed_storage",
     "knobs", "set_", "__array__", "from_dlpack", "to_dlpack", "apply_", "map_", "map2_",
-    # raw addresses (issue 26, class 1): a kernel addresses only the tensors it is handed
+    # raw addresses (INTEGRITY.md class 1): a kernel addresses only the tensors it is handed
     "data_ptr", "pointer_type", "const_pointer_type", "str_to_ty", "int_to_ptr",
     "create_int_to_ptr", "extern_elementwise",
 })

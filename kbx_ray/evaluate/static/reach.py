@@ -85,7 +85,7 @@ class ReachChecks(AliasScope):
             if isinstance(t.value, ast.Name) and id(t.value) in self.ctx_names:
                 return  # `ctx.beta = beta` in an autograd Function: the ctx object is its own
             if t.attr == "requires_grad" and self._local_name(t.value):
-                return  # a flag on the candidate's own local tensor (issue 27 item 6)
+                return  # a flag on the candidate's own local tensor
             if root not in (["self"], ["cls"]) or root[0] in self.aliases:
                 what = ".".join(self._expand(t) or parts(t)) or f"attribute {t.attr!r}"
                 self.bad(f"monkeypatches {what} (assigns to an object it does not own)")
@@ -141,8 +141,8 @@ class ReachChecks(AliasScope):
         aliasing test LLM kernels write for in-place and `out=` arguments. The comparison yields
         a bool, never an address: no number reaches a kernel, a value or an output, and equality
         between the candidate's own tensors tells nothing it did not make itself (a view cannot
-        be placed outside its storage). Any other use of `data_ptr` stays refused (issue 26
-        class 1)."""
+        be placed outside its storage). Any other use of `data_ptr` stays refused
+        (INTEGRITY.md class 1)."""
         call = self.parent.get(id(node))
         if not (isinstance(call, ast.Call) and call.func is node):
             return False

@@ -99,7 +99,7 @@ def _pointer_type(obj: Any) -> bool:
 def _judge(obj: Any, full: str) -> str | None:
     if id(obj) in _banned_ids():
         return f"uses {full}"
-    if _pointer_type(obj):  # a cast to it turns an integer into an address (issue 26, class 1)
+    if _pointer_type(obj):  # a cast to it turns an integer into an address (INTEGRITY.md class 1)
         return f"uses {full}, a pointer type (d1p_pi32_constexpr_relu)"
     if inspect.ismodule(obj):
         name = obj.__name__

@@ -1,15 +1,5 @@
 """Ahead-of-time Triton compiles on a CPU-only node, for a GPU architecture it does not have.
-
-Runs untrusted candidate code, so only as the child that `parent/aot.py` starts inside the
-sandbox (`python -m kbx_ray.evaluate.worker.aot_compile`, a JSON request on stdin, a JSON reply on
-stdout). It calls the candidate's entry function on every case's inputs made as fake tensors (shapes, dtypes and
-strides, no memory and no values), with Triton told that the active device is the target GPU and
-every kernel launch turned into Triton's own `warmup` (compile, never launch). Triton writes each
-compiled kernel into `TRITON_CACHE_DIR` under the key it will look up on the GPU: the key holds the
-source, the argument specialization (dtypes, 16-byte alignment, constexprs), the target and the
-compiler's version, so a GPU worker with the same Triton that reads the seeded cache skips the
-compile, and one whose key differs compiles as before. Nothing here is judged: a case whose launcher
-needs values (`.item()`, data-dependent shapes) is reported untraced and compiled on the GPU.
+More: kbx_ray/evaluate/worker/README.md, `aot_compile.py`.
 """
 from __future__ import annotations
 

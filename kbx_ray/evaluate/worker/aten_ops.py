@@ -1,12 +1,5 @@
 """Aten op names -> what each op does to values: the packets the storage ledger sorts ops by.
-
-Names are exact (a prefix such as 'copy' would admit copysign). ALLOC makes a fresh storage of
-constants; VIEWS and META never touch values; MOVES copy values unchanged (allowed on input data,
-e.g. `x.contiguous()` before a launch, but they may not write an output); LIFTS are `torch.tensor`
-/ `as_tensor` of Python values (metadata tensors); READS bring values to the host. Every other op
-computes, and inside a candidate's call computing is refused (default deny, INTEGRITY.md) unless
-every operand is an integer metadata tensor; `lossless` says which casts only move values.
-Standard library only at import (the worker imports it; `lossless` imports torch when called).
+More: kbx_ray/evaluate/worker/README.md, `aten_ops.py`.
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ def install_bounds_checker() -> None:
     bounded by that argument's own extent, the bytes its shape and strides reach from its offset,
     not its storage: a kernel handed `x[:0]` or a narrow view may not read the rest of `x`. A
     pointer no argument handed over (an integer cast to one, a pointer loaded from memory) is
-    refused and disqualifies (issue 26, class 1).
+    refused and disqualifies (INTEGRITY.md class 1).
     """
     import numpy as np
     from triton.runtime import interpreter as it
@@ -150,7 +150,7 @@ def _int_to_ptr(self: Any, src: Any, dst_type: Any) -> Any:
     MONITOR.torch_ops.add("a kernel cast an integer to a pointer")
     MONITOR.denied = True
     raise TypeError("a kernel cast an integer to a pointer: kernels address only the tensors "
-                    "they are given (issue 26, class 1)")
+                    "they are given (INTEGRITY.md class 1)")
 
 
 def _keep_provenance(it: Any, prov: Callable) -> None:

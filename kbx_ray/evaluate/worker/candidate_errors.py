@@ -104,7 +104,7 @@ def raise_origin(e: BaseException) -> str:
 
 
 def error_kind(e: BaseException, device: str) -> str:
-    """The kind by origin, never by the exception's type or text alone (issue 26 class 7).
+    """The kind by origin, never by the exception's type or text alone (INTEGRITY.md class 7).
 
     An exception any link of whose chain (`e`, its cause, its context, ...) was raised in the
     candidate's frames is the candidate's `runtime_error`: its own `raise`, an exception it builds

@@ -1,12 +1,5 @@
 """What the candidate's host code computes with torch, as it happens: the dispatch monitor.
-
-A candidate can hide a torch call from the AST (a method call on a tensor looks like any other
-call), but not from the dispatcher: a `TorchDispatchMode` hands every aten op to the storage
-ledger (`ledger.MONITOR`); the value readers (`value_readers.py`) report the reads and per-element
-host maps that dispatch nothing (`tolist`, `numpy`, `apply_`). The monitor stays on inside a
-Triton launch; only Triton's own data movement and the harness's frames are exempt
-(`frames.INTERNAL`). The same ops feed the program recorder (`recorder.py`). Standard library and
-torch only (the worker imports it).
+More: kbx_ray/evaluate/worker/README.md, `dispatch_monitor.py`.
 """
 from __future__ import annotations
 

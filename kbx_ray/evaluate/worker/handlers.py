@@ -1,11 +1,6 @@
 """The worker's requests (hello, load, run, probe; time and recheck in `timed_ops.py`, the replay
 process's in `replay_ops.py`) -> replies: what runs the candidate.
-
-Each handler takes a request header and returns the reply header and its raw blobs; a
-`CandidateError` is the candidate's failure (the entry, `main.py`, turns it into the reply).
-The candidate runs in this process, so this module's globals, the `Worker` class and the globals
-of its two parts are watched by the sentinels with the rest of the harness. Imported by `main.py`
-after it set up the process (confinement, `TRITON_INTERPRET` on the CPU).
+More: kbx_ray/evaluate/worker/README.md, `handlers.py`.
 """
 from __future__ import annotations
 

@@ -1,38 +1,5 @@
 """Numbers that left a tensor for the host, marked: what they may size, and where they may not go.
-
-A value read back from input-derived data (`item`, `tolist`; INTEGRITY.md, class 4) is a `read`
-number: an int or float subclass that stays marked through arithmetic (every numeric dunder,
-reflected ones included, `round/abs/divmod/pow`, `sum` of a list, `min/max`, and the `math`
-functions, wrapped by `install_math`). The call's own float arguments (eps, alpha, logspace's
-start/end) are `input` numbers. A marked number may size an allocation, a view/reshape/narrow/
-slice and a grid or loop bound (`triton.cdiv`, `range`). It may never be
-
-- a kernel's scalar argument or constexpr, for `read` numbers (`launch_values`, called from the
-  launch counter; `input` numbers may: an honest kernel takes eps), and every marked number is
-  made a plain int/float before Triton sees it, so specialisation and its cache are unchanged;
-- a value a torch function computes with or builds a tensor from: `torch.tensor/as_tensor/full/
-  fill_/new_full/full_like`, `x[i] = v`, `torch.Tensor([...])`, `x + v`, `arange(v)`, for either
-  kind (`check_torch_call`, from the TorchFunctionMode that `make_mode` builds and the worker
-  holds around the candidate's call; only the size arguments of the functions in `SIZES` and the
-  `size` of `full/new_full` take them). One exception: a new tensor (`_BUILDERS`: full,
-  full_like, new_full, tensor, as_tensor, ...) may hold the call's own arguments verbatim
-  (`ARGS`: `torch.full_like(x, float(other))` for a scalar `other`), which moves a value the
-  call was handed and computes nothing; what the host computed from them stays refused;
-- part of an output (`check_output`).
-
-CPython drops a subclass wherever it converts (`int(v)`, `float(v)`, `operator.index(v)`, `str(v)`,
-and `float(t)/int(t)` of a tensor, whose `__float__` may not return a subclass): `float(t)` of
-kernel results or input data is therefore refused (`value_readers.install`), and
-a marked float's value is kept (`LAUNDERED`) when it passes through a conversion (as is a scalar
-parameter's, `float(eps_t)`): a plain float equal to it, other than 0 and +-1, counts as
-marked at the same places. Ints are not kept that way, nor matched against kept floats (threshold
-10.0 is no reason to refuse a size or stride of 10): a size is an int channel by design
-(`torch.empty(n).numel()` is n again), so an int read stays bounded by the ledger's 8 one-value
-reads per call. Torch calls made by Triton's own data movement or the harness (the interpreter's
-host copies: `set_` with a tensor's sizes and strides) are not the candidate's and are not checked
-(`frames.internal`, the same exemption the dispatch monitor makes).
-A refusal is recorded in the ledger (`MONITOR.torch_ops`: a candidate that catches it is still
-disqualified) and raises `HostValueError`. Standard library and torch only (the worker imports it).
+More: kbx_ray/evaluate/worker/README.md, `host_values.py`.
 """
 from __future__ import annotations
 

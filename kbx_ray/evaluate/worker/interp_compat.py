@@ -1,26 +1,5 @@
 """Make the Triton interpreter (CPU mode) judge honest kernels as a GPU would, or say it cannot.
-
-Under TRITON_INTERPRET=1 four constructs that are right on a GPU went wrong, and were filed as the
-candidate's fault:
-- bfloat16: the interpreter keeps bf16 as raw uint16 bit patterns and runs numpy on them, so
-  arithmetic, comparisons, min/max, reductions, scans, dot and fma computed on integers, and
-  fp32 -> bf16 truncated. Here every compute op decodes bf16 to fp32 (exact), computes, and rounds
-  back to nearest-even (fp32 has more than 2x8+2 bits, so one rounding gives the correctly rounded
-  bf16 result); wider sources (fp64, integers) are rounded to odd at fp32 first (`interp_bf16.py`).
-- `@triton.autotune` with several configs benchmarks through the GPU driver: here the first config
-  left after pruning is run once as its "benchmark" (its hooks run, in the open) and chosen.
-- fp32 `tl.dot` computed exact whatever its input_precision; on a GPU the default is tf32: its
-  inputs are rounded to tf32 here too (`interp_bf16.to_tf32`), so a GEMM that fails its tolerance
-  there fails here.
-- `triton.language.extra.libdevice` is a module of stubs that return None outside the compiler:
-  they and the CUDA libdevice functions dispatch here to numpy implementations by symbol.
-- the interpreter runs a launch's programs one after another in row-major order, so a kernel that
-  reads what an earlier program stored (a scan carried through a global buffer, a last program
-  that combines the others' partials) passed; a GPU runs them in no set order. Each launch's
-  programs now run in a secret shuffled order (`interp_order.py`).
-What cannot be made right raises `InterpreterUnsupported` (a NotImplementedError), which leaves the
-launch as such and is filed `unsupported_interpreter`. Only class attributes of the interpreter and
-the existing names of the libdevice modules change: no new module-level name reaches a candidate.
+More: kbx_ray/evaluate/worker/README.md, `interp_compat.py`.
 """
 from __future__ import annotations
 

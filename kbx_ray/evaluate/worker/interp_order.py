@@ -1,20 +1,5 @@
 """The order in which the Triton interpreter runs a launch's programs: a secret shuffle.
-
-The interpreter (CPU mode) runs a launch's programs one after another in row-major order; a GPU
-runs them in no set order, many at once. A kernel that reads what an earlier program of the same
-launch stored (a scan whose blocks carry their running total through a global buffer, a last
-program that combines the others' partial results without an atomic ticket) is right here and
-wrong there. So each launch's programs run in a fresh random order: the grid loop still calls
-`set_grid_idx(x, y, z)` for every program in row-major order, and its k-th call sets the grid index
-`order[k]` instead, `order` a permutation drawn at the launch's `set_grid_dim`. Every program runs
-exactly once, as before; only the order changes. Honest kernels (atomics, several programs
-reducing into one buffer, a ticket from `tl.atomic_add` deciding who combines) do not depend on
-it.
-
-The order must be secret: a kernel that knew it could still chain its programs. It comes from a
-numpy generator seeded with os.urandom when the worker starts, held in `install`'s closure (no
-module global, no attribute of anything a candidate can name), and is drawn afresh per launch.
-A kernel cannot see the order it runs in except through its own stores, which is what is judged.
+More: kbx_ray/evaluate/worker/README.md, `interp_order.py`.
 """
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
 """One checked call -> the kernel program it ran (`program.py`), for the replay to judge.
-
-The dispatch monitor hands every aten op here and the launch hook every Triton launch. Buffers are
-storages: the call's inputs, or memory that appeared during it. Recorded: allocations and constant
-fills (whoever made them: the candidate, a Config pre_hook, `reset_to_zero`), copies and pads,
-and each launch with its resolved grid and arguments. A buffer a kernel or a copy reads that no
-recorded step produced is snapshotted if small (a stride table), else left to the replay's poison.
-Anything else the call did (torch compute, host arithmetic on values, writes after the launches)
-is simply absent from the program, so the replay, on fresh input values, does not reproduce it.
-Standard library and torch only (the worker imports it; the candidate shares this process, so
-nothing here decides a verdict).
+More: kbx_ray/evaluate/worker/README.md, `recorder.py`.
 """
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
 """A recorded kernel program (`program.py`) run on fresh inputs -> the outputs that are judged.
-
-Runs in a replay process: a sandbox worker that is never sent a candidate's module, so none of
-the candidate's host code runs here, only its `@triton.jit` functions, built from their source and
-the module's literal constants (`static/kernels.py`). This module is the instruction set: it
-performs the allocation, fill, copy, pad and constant steps itself and launches only kernels of
-that kernel module. Memory that no step initialises holds poison (all bits set: NaN in floats).
-Standard library and torch only.
+More: kbx_ray/evaluate/worker/README.md, `replayer.py`.
 """
 from __future__ import annotations
 

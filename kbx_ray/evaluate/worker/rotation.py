@@ -1,20 +1,5 @@
 """Checked timed calls: the timed buffers get another input set's values between calls.
-
-A candidate called hundreds of times on the same buffers can recognise them (pointer, shape, call
-count) and hand back its previous output instead of computing. Between two timed calls, outside
-the timed window (`timing.bench`'s `between`), this writes the next of a few input sets, drawn
-from secret seeds, into the very buffers that are timed, keeps each set's last output alive and
-notes, for each call, whether it launched a Triton kernel and whether it returned an object it had
-returned before (with the old outputs alive the allocator cannot hand back their memory, so a
-shared storage is a cache). The last output of each set goes back to the parent, which compares
-it with the reference for that set's seed.
-
-A cache keyed by the inputs' content (a hash computed in a kernel, read as a one-value result)
-still hits on every rotated set after the first visit. So after the timed loop, `fresh` more sets,
-never seen before, are each called once and timed alone (behind a spin that holds the GPU while the
-host queues the call, so host time stays out as in the timed loop). A content cache misses there
-and must compute; the parent compares those times with the timed median (and their outputs with
-the reference, like every set's).
+More: kbx_ray/evaluate/worker/README.md, `rotation.py`.
 """
 from __future__ import annotations
 

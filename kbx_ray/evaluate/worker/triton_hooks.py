@@ -91,7 +91,7 @@ def refuse_integer_pointers(kernel: Any) -> None:
     (`tt.int_to_ptr`: `x_ptr.to(tl.int64)` cast back, or `tl.cast(..., bitcast=True)` to a
     pointer type), whatever spelling the source used; the static layer refuses the spellings it
     knows and the interpreter refuses the cast on the CPU, where `run` returns no compiled kernel.
-    A kernel addresses only the tensors it is handed (issue 26, class 1). The verdict is checked
+    A kernel addresses only the tensors it is handed (INTEGRITY.md class 1). The verdict is checked
     once per compiled kernel; the launch has run, and the call ends disqualified."""
     asm = getattr(kernel, "asm", None)
     if not isinstance(asm, dict) and not hasattr(asm, "get"):
@@ -110,7 +110,7 @@ def refuse_integer_pointers(kernel: Any) -> None:
 def refuse_addresses(args: Any, kwargs: Any) -> None:
     """Refuse a launch that hands a kernel an integer inside the memory of one of its tensor
     arguments or of the call's inputs (a `data_ptr()` smuggled past the static layer): a kernel
-    addresses only the tensors it is given (issue 26, class 1). Sizes, strides and seeds are far
+    addresses only the tensors it is given (INTEGRITY.md class 1). Sizes, strides and seeds are far
     below any heap address, so no honest integer falls there."""
     vals = [v for v in _flat((args, kwargs)) if isinstance(v, int) and not isinstance(v, bool)
             and v > 4096]

@@ -14,6 +14,8 @@ import pytest
 from kbx_ray.errors import SuiteError
 from kbx_ray.suites import kernelbench
 
+pytestmark = pytest.mark.slow  # starts child processes
+
 PROBLEM = '''
 from huggingface_hub import hf_hub_download
 

@@ -20,6 +20,8 @@ from kbx_ray.llm.replay import build as build_replay
 from kbx_ray.methods.base import Attempt, build_method
 from kbx_ray.suite import get_task
 
+pytestmark = pytest.mark.slow  # starts a warm sandboxed CPU evaluator
+
 KERNELS = Path(__file__).parents[1] / "fixtures" / "replay" / "relu"
 TASK = get_task("activation/relu")
 S, W, C, F = "syntax_error", "wrong", "correct", "faster"

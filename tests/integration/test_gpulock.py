@@ -6,7 +6,11 @@ import multiprocessing as mp
 import os
 import time
 
+import pytest
+
 from kbx_ray.evaluate.parent.gpulock import GpuLock
+
+pytestmark = pytest.mark.slow  # starts lock holders in other processes
 
 
 def _worker(root: str, mode: str, hold: float, q, held=None, release=None) -> None:

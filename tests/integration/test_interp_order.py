@@ -13,7 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
+import pytest
+
 from kbx_ray.evaluate.worker import interp_order
+
+pytestmark = pytest.mark.slow  # starts each test runs in a child process
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,6 +6,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # starts a child process
+
 CODE = """
 import os, signal, sys, time
 from kbx_ray.cli import interruptible

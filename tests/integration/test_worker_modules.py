@@ -9,6 +9,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # starts a child process
+
 _CHILD = r"""
 import json
 from kbx_ray.evaluate.worker import call_checks, candidate_errors, handlers, outputs, poison

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
+pytestmark = pytest.mark.slow  # starts each test runs in a child process
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = r'''

@@ -5,7 +5,11 @@ import multiprocessing as mp
 import os
 import time
 
+import pytest
+
 from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger, budget_bytes, estimate_bytes
+
+pytestmark = pytest.mark.slow  # starts ledger holders in other processes
 
 
 def _hold(root, nbytes, hold_s, ready):
