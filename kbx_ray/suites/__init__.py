@@ -1,11 +1,9 @@
 """External suites: `suite=kernelbench` and `suite=kernelbenchx` with `suite.path=<folder>`.
 
 Each format turns a folder of someone else's problems into `Task` records whose module is a
-generated shim (shim.py), so a candidate goes through the very same evaluator (sandboxed worker,
-trusted judge) as a task from tasks/. A format is one module here whose factory carries
-`@register("suite", name, options=...)` (kbx_ray/registry.py) and returns a `SuiteFormat` for its
-typed options (`suite.options.*`), plus its conf/suite/<name>.yaml; modules are imported when a
-suite is first looked up.
+generated shim (shim.py), judged by the same evaluator as tasks/. A format is one module here whose
+factory carries `@register("suite", name, options=...)` and returns a `SuiteFormat` for its typed
+options (`suite.options.*`), plus its conf/suite/<name>.yaml.
 """
 from __future__ import annotations
 
