@@ -87,3 +87,62 @@ def test_a_request_whose_reply_was_never_read_does_not_answer_the_next():
         assert reply.get("value") == 12.0
     finally:
         sbx.kill()
+
+
+# Right in every call of the first case but its last seed's, which answers with torch beside a
+# do-nothing launch (right live, wrong in the replay); wrong live from the next case's first call.
+LAST_SEED_HOST_THEN_WRONG = '''
+import torch
+import triton
+import triton.language as tl
+
+CALLS = [0]
+
+
+@triton.jit
+def _noop(x_ptr, BLOCK: tl.constexpr):
+    pass
+
+
+@triton.jit
+def _relu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=offs < n)
+
+
+@triton.jit
+def _zeros(y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.zeros([BLOCK], dtype=tl.float32).to(y_ptr.dtype.element_ty),
+             mask=offs < n)
+
+
+def relu(x: torch.Tensor) -> torch.Tensor:
+    CALLS[0] += 1
+    if CALLS[0] == 4:  # the first case's third seed (its first seed is called twice)
+        _noop[(1,)](x, BLOCK=16)
+        return x.clamp_min(0)
+    y = torch.empty_like(x)
+    grid = (triton.cdiv(x.numel(), 1024),)
+    if CALLS[0] < 4:
+        _relu[grid](x, y, x.numel(), BLOCK=1024)
+    else:
+        _zeros[grid](y, x.numel(), BLOCK=1024)
+    return y
+'''
+
+
+def test_a_cases_last_replay_runs_beside_the_next_case_and_is_still_its_verdict(unmonitored):
+    """The last seed's replay of a case is still in flight while the next case's first call runs;
+    when it fails, the failure is that case's, though the next case's call failed live too."""
+    task = get_task("activation/relu")
+    res = unmonitored.evaluate(task, make_candidate(task.task_id, task.name,
+                                                    LAST_SEED_HOST_THEN_WRONG))
+    first_case = task.cases[0]["name"]
+    assert (res.exec_ok, res.error_kind) == (False, "mismatch"), res.error_msg
+    third = res.seeds[2]
+    assert res.error_msg.startswith(f"case {first_case}: seed {third}: the replay of its kernel "
+                                    "program"), res.error_msg
+    assert len(res.seeds) > 3  # the next case's seeds were drawn: its call ran beside the replay
+    assert [(c.case, c.ok) for c in res.cases] == [(first_case, False)]

@@ -3,6 +3,7 @@ More: kbx_ray/evaluate/parent/README.md, `replay_check.py`.
 """
 from __future__ import annotations
 
+import os
 import secrets
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -32,16 +33,15 @@ class Replay:
         self.cfg, self.device = cfg, device
         self.on = str(cfg.replay) == "on"
         self.sandbox = Sandbox(cfg.sandbox)
-        self.kernels = ""
-        self.module = ""
+        self.kernels = self.module = self.source = ""
         self.programs: dict[str, tuple[program.Program, int]] = {}  # case -> its last program
 
     def begin(self, code: str, module: str) -> None:
         """A new candidate: its kernel module, written for the replay process to build."""
         self.programs = {}
         if self.on:
-            self.module = module
-            self.kernels = self.sandbox.write_code(f"kbx_kern_{module}", kernel_source(code))
+            self.module, self.source = module, kernel_source(code)
+            self.kernels = self.sandbox.write_code(f"kbx_kern_{module}", self.source)
 
     def start(self) -> None:
         """The replay process, started if none is up (the caller keeps it off the budget)."""
@@ -179,6 +179,8 @@ class Replay:
 
     def _send(self, op: str, prog: program.Program, task: Task, case: dict, seed: int,
               fresh: int, left: Callable[[], float], extra: dict) -> Flight | Verdict:
+        if not self.sandbox.alive or not os.path.exists(self.kernels):  # a new process's home
+            self.kernels = self.sandbox.write_code(f"kbx_kern_{self.module}", self.source)
         header = {"op": op, "task_path": task.path, "module": self.module,
                   "task_key": task.task_hash, "entry": task.name, "case": case, "seed": seed,
                   "fresh_seed": fresh, "kernels_path": self.kernels, "program": prog.to_wire(),
