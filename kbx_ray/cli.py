@@ -6,44 +6,19 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import signal
 import sys
-import threading
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from kbx_ray import cli_help
 from kbx_ray.cli_eval import cmd_eval
+from kbx_ray.cli_process import closed_stdout, exit_now, interruptible, setup_logging
 from kbx_ray.config import ConfigError, load_config
 
 if TYPE_CHECKING:
     from kbx_ray.plan import Sweep
 
 log = logging.getLogger("kbx")
-
-
-def _setup_logging(verbose: bool = False, quiet: bool = False) -> None:
-    """Logs on stderr: rich on a terminal; outside one (a pipe, a file, CI) plain lines that are
-    never wrapped, so a path is one grep-able string. `quiet`: warnings and errors only."""
-    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
-    handler: logging.Handler
-    if sys.stderr.isatty():
-        from rich.console import Console
-        from rich.logging import RichHandler
-
-        handler = RichHandler(console=Console(stderr=True), show_path=False, rich_tracebacks=False)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-    else:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(message)s",
-                                               "%H:%M:%S"))
-    logging.basicConfig(level=level, handlers=[handler], force=True)
-    for noisy in ("ray", "wandb", "urllib3", "filelock", "vllm"):
-        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
-    # the console sink's progress and summary follow -q (sinks/console.py `_quiet`)
-    logging.getLogger("kbx_ray.sinks.console").setLevel(logging.WARNING if quiet else
-                                                        logging.NOTSET)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -94,25 +69,6 @@ def _cluster_errors() -> tuple[type[BaseException], ...]:
     from kbx_ray.ray_session import ClusterLost
 
     return ClusterLost, ray.exceptions.RaySystemError, ray.exceptions.RpcError
-
-
-def _exit_now(code: int) -> None:
-    """Exit without Ray's exit handlers: with its cluster gone they wait on it (up to a minute)
-    and then print their own dump."""
-    import os
-
-    try:  # the local Ray processes this driver started (a head node of its own), ended first
-        from ray._private import worker as ray_worker
-
-        node = ray_worker._global_node
-        if node is not None and node.head:
-            node.kill_all_processes(check_alive=False, allow_graceful=False)
-    except Exception:  # noqa: BLE001 - exiting anyway
-        pass
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 def _recorded_cells(p: Sweep) -> int:
@@ -215,46 +171,18 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return ConfigError, SuiteError, RegistryError, UnknownHardwareError
 
 
-@contextmanager
-def interruptible() -> Iterator[None]:
-    """SIGINT raises KeyboardInterrupt inside the block, however the process inherited it; the
-    disposition and mask are put back after (kbx called in-process leaves its caller as it was).
-
-    A process starts with SIGINT ignored when its parent ignored it (a background job of a shell
-    without job control, as scripts and CI runners start them; nohup-like wrappers), and with it
-    blocked when its parent blocked it (Ray starts its processes so). Python then installs no
-    handler, or never sees the signal, so a sweep ran on to its end, exit 0, past Ctrl-C or
-    `kill -INT` instead of stopping with what it had recorded. As `ray job stop` relies on for a
-    job's entrypoint (Ray unblocks SIGINT there), a command line that documents Ctrl-C takes it.
-    Only in the main thread, where Python runs signal handlers."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = signal.getsignal(signal.SIGINT)
-    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    if before == signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        if before == signal.SIG_IGN:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-        if signal.SIGINT in mask:
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-
-
 def main(argv: list[str] | None = None, command_line: bool | None = None) -> int:
     """`kbx ARGS`; `command_line` (default: when argv is None, as the `kbx` entry point calls it)
-    lets a sweep whose Ray cluster is gone exit at once (`_exit_now`) instead of returning."""
+    lets a sweep whose Ray cluster is gone exit at once (`exit_now`) instead of returning."""
     args = build_parser().parse_args(argv)
     code = _main(args)
     if getattr(args, "exit_now", False) and (argv is None if command_line is None else command_line):
-        _exit_now(code)
+        exit_now(code)
     return code
 
 
 def _main(args: argparse.Namespace) -> int:
-    _setup_logging(getattr(args, "verbose", False), getattr(args, "quiet", False))
+    setup_logging(getattr(args, "verbose", False), getattr(args, "quiet", False))
     user_errors = _user_errors()
     try:
         with interruptible():
@@ -262,7 +190,7 @@ def _main(args: argparse.Namespace) -> int:
             sys.stdout.flush()  # a closed pipe shows here, not at exit
             return code
     except BrokenPipeError:
-        return _closed_stdout()
+        return closed_stdout()
     except user_errors as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         print(f"kbx: error: {msg}", file=sys.stderr)
@@ -277,17 +205,6 @@ def _main(args: argparse.Namespace) -> int:
         print("kbx: internal error: this is a bug in kbx_ray, not in your input; please report it "
               "with the traceback above", file=sys.stderr)
         return 3
-
-
-def _closed_stdout() -> int:
-    """The reader of stdout left (`kbx tasks --json | head`): stop quietly, as `cat` does (exit
-    141, 128 + SIGPIPE). stdout is pointed at /dev/null so the exit's own flush cannot fail."""
-    import os
-
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-    return 141
 
 
 if __name__ == "__main__":

@@ -6,45 +6,23 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-import time
-from collections import deque
-from dataclasses import dataclass, field
 from functools import partial
 from math import inf
 from types import SimpleNamespace
 from typing import Any, Sequence
 
 from kbx_ray import hardware, scaling
-from kbx_ray.actor_group import ActorGroup, Member, Revival
-from kbx_ray.compile_workers import ready_result
+from kbx_ray.actor_group import ActorGroup, Revival
 from kbx_ray.config import ConfigError, EngineConfig, ModelConfig
 from kbx_ray.evaluate.settings import Device, EvalConfig
-from kbx_ray.evaluator_loss import MOVES, EvaluatorLost, NodeLost, lost, worker_sigkilled
+from kbx_ray.evaluator_dispatch import Dispatch, GroupStats, Lane, Request
+from kbx_ray.evaluator_loss import MOVES, EvaluatorLost, NodeLost
 from kbx_ray.per_loop import PerLoop
 from kbx_ray.retry import Backoff, retry
 from kbx_ray.scaling import actors_for, generation_reserve, pool_gpus
 from kbx_ray.types import Candidate, ErrorKind, EvalResult, Stage, Task
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class GroupStats:
-    """What one evaluator group has done so far, for its progress line and the benchmarks."""
-    done: int = 0               # verdicts given (infra_error ones included)
-    failed: int = 0             # ... of which not exec_ok
-    retried: int = 0            # calls that ended with the evaluator dead (each a candidate's try)
-    in_flight: int = 0          # candidates on an evaluator now
-    waiting: int = 0            # candidates queued for one
-    started: float = field(default_factory=time.monotonic)
-    lost: int = 0               # candidates queued again after their evaluator's node left
-    up: int = 0                 # evaluators up now (elastic groups: changes as nodes come and go)
-
-    def line(self, name: str, n_actors: int) -> str:
-        rate = self.done / max(1e-9, time.monotonic() - self.started)
-        return (f"pool {name}: {self.up}/{n_actors} evaluators up, {self.in_flight} running, "
-                f"{self.waiting} queued, "
-                f"{self.done} done ({self.failed} failed, {self.retried} retried), {rate:.2f}/s")
 
 
 def eval_config_for(pool: hardware.HardwarePool, evaluation: EvalConfig) -> EvalConfig:
@@ -59,35 +37,6 @@ def eval_config_for(pool: hardware.HardwarePool, evaluation: EvalConfig) -> Eval
 NOW = Backoff(first_s=0.0, jitter=0.0)  # a lost candidate is queued again at once
 
 
-@dataclass
-class _Request:
-    task: Task
-    cand: Candidate
-    aot: Any = None             # evaluate/aot.AotResult, a future of one (compile_workers), or None
-    future: asyncio.Future | None = None  # this try's verdict
-    tries: int = 0              # calls that ended with the evaluator dead
-    moves: int = 0              # calls that ended with the evaluator's node gone (not counted)
-
-
-@dataclass
-class _Lane:
-    """Per event loop: the requests waiting, and the dispatcher that hands them to evaluators."""
-    queue: deque[_Request] = field(default_factory=deque)
-    work: asyncio.Event = field(default_factory=asyncio.Event)  # set while `queue` holds any
-    dispatcher: asyncio.Task | None = None
-    calls: set[asyncio.Task] = field(default_factory=set)
-
-    def put(self, r: _Request) -> None:
-        self.queue.append(r)
-        self.work.set()
-
-    def take(self, n: int) -> list[_Request]:
-        batch = [self.queue.popleft() for _ in range(min(n, len(self.queue)))]
-        if not self.queue:
-            self.work.clear()
-        return batch
-
-
 class _FreshProcess:
     """A slot of `engine.mode=task`: each call runs the candidate in a GPU-pinned Ray task, a
     fresh process, so a group of them has at most one task per GPU at a time."""
@@ -97,9 +46,7 @@ class _FreshProcess:
             remote=lambda task, cand, aot=None: fn.remote(ecfg, task, cand, aot))
 
 
-class EvaluatorGroup:
-    probe_s = 10.0  # how long an evaluator whose worker was SIGKILLed has to say it still runs
-
+class EvaluatorGroup(Dispatch):
     def __init__(self, pool: hardware.HardwarePool, engine: EngineConfig, evaluation: EvalConfig,
                  n_todo: int = 0, handles: list[Any] | None = None, *,
                  models: Sequence[ModelConfig] = (), batch: int = 0, depth: int = 1) -> None:
@@ -140,7 +87,7 @@ class EvaluatorGroup:
                                   on_up=self._came_up)
         self.ready_s = max(engine.actor_ready_s, engine.pool_wait_s) if self.elastic \
             else engine.actor_ready_s
-        self._lane: PerLoop[_Lane] = PerLoop(self._bind)
+        self._lane: PerLoop[Lane] = PerLoop(self._bind)
         self._pids: dict[Any, int] = {}  # each evaluator's process, to tell a restarted one
 
     def _members(self, handles: list[Any] | None, n: int) -> list[Any]:
@@ -224,7 +171,7 @@ class EvaluatorGroup:
         are queued again, `retries` times; then each is recorded as `infra_error`. With compile
         workers (engine.aot_compile) its kernels are compiled for this pool's sm_XX first, and
         ride with it to the evaluator."""
-        req = _Request(task, cand)
+        req = Request(task, cand)
         if self.compiler is not None and self.pool.compute_capability:
             arch = self.pool.compute_capability
             req.aot = await self.compiler.compile(task, cand, arch) if self.aot_always \
@@ -240,13 +187,13 @@ class EvaluatorGroup:
                               stage=Stage.COMPILE, error_kind=ErrorKind.INFRA_ERROR,
                               error_msg=f"evaluator died {self.retries + 1} times: {e}")
 
-    async def _queued(self, req: _Request) -> EvalResult:
+    async def _queued(self, req: Request) -> EvalResult:
         req.future = asyncio.get_running_loop().create_future()
         self.stats.waiting += 1
         self._lane.get().put(req)
         return await req.future
 
-    def _counts(self, req: _Request, e: BaseException) -> bool:
+    def _counts(self, req: Request, e: BaseException) -> bool:
         """Whether the loss is one of the candidate's tries: not while its evaluator's node left
         (up to MOVES times)."""
         if isinstance(e, NodeLost) and req.moves < MOVES:
@@ -261,104 +208,3 @@ class EvaluatorGroup:
                     req.task.task_id, req.tries, self.retries + 1, e)
         return True
 
-    def _bind(self) -> _Lane:
-        """One dispatcher per event loop (the engine runs each sweep in a fresh one)."""
-        lane = _Lane()
-        self.stats.waiting = self.stats.in_flight = 0
-        lane.dispatcher = asyncio.get_running_loop().create_task(self._dispatch(lane))
-        return lane
-
-    async def _dispatch(self, lane: _Lane) -> None:
-        """The queue's head goes to the least busy evaluator that is up, with up to `batch` - 1
-        requests queued behind it."""
-        while True:
-            await lane.work.wait()
-            member = await self.members.acquire()
-            if not lane.queue:  # taken meanwhile by an evaluator that stayed busy
-                await self.members.release(member)
-                continue
-            call = asyncio.get_running_loop().create_task(
-                self._serve(member, lane, lane.take(self.batch)))
-            lane.calls.add(call)
-            call.add_done_callback(lane.calls.discard)
-
-    async def _serve(self, member: Member, lane: _Lane, batch: list[_Request]) -> None:
-        """Evaluate the batch, and the next ones while requests wait: a call leaves as soon as the
-        last returns (a hand-off through the dispatcher would cost the event loop's turns)."""
-        try:
-            while batch:
-                self.stats.waiting -= len(batch)
-                self.stats.in_flight += len(batch)
-                try:
-                    died = await self._settle_all(member.handle, batch)
-                finally:
-                    self.stats.in_flight -= len(batch)
-                if died and self.restarts:
-                    self.members.lost(member)  # no work for it until Ray has restarted it
-                    self.stats.up = self.members.n_up
-                    return
-                batch = lane.take(self.batch)
-        finally:
-            await self.members.release(member)
-
-    async def _settle_all(self, actor: Any, batch: list[_Request]) -> bool:
-        """Evaluate a batch on one evaluator and settle its futures; True if the evaluator died
-        (the call failed, or a SIGKILLed worker's verdict came from an evaluator since replaced)."""
-        try:
-            results = await self._results(actor, batch)
-            replaced = await self._replaced(actor) \
-                if self.restarts and any(map(worker_sigkilled, results)) else ""
-        except (self.ray.exceptions.RayActorError, self.ray.exceptions.WorkerCrashedError,
-                self.ray.exceptions.NodeDiedError) as e:
-            self._requeue(batch, e)
-            return True
-        except Exception as e:  # noqa: BLE001 - the callers decide; this evaluator goes on
-            for r in batch:
-                if r.future is not None and not r.future.done():
-                    r.future.set_exception(e)
-            return False
-        if replaced:
-            self._requeue(batch, replaced)
-            return True
-        for r, res in zip(batch, results):
-            self._settle(r, res)
-        return False
-
-    async def _results(self, actor: Any, batch: list[_Request]) -> list[EvalResult]:
-        # kernels compiled ahead, if there by now (no look at all without compile workers)
-        aot = [ready_result(r.aot) for r in batch] if self.compiler is not None \
-            else [None] * len(batch)
-        if len(batch) == 1:
-            return [await actor.evaluate.remote(batch[0].task, batch[0].cand, aot[0])]
-        return await actor.evaluate_batch.remote([(r.task, r.cand, a) for r, a in zip(batch, aot)])
-
-    async def _replaced(self, actor: Any) -> str:
-        """Why an evaluator whose sandbox worker was SIGKILLed is no longer the process that
-        evaluated ("" if it is; raises RayActorError if it is dead). Ray can reap the sandbox worker
-        before the actor it kills, which then reports the kill as the candidate's crash; a worker
-        killed under a live actor (a resource limit) is the candidate's own crash."""
-        try:
-            pid = (await asyncio.wait_for(actor.info.remote(), self.probe_s)).get("pid")
-        except (TimeoutError, asyncio.TimeoutError):  # one class from Python 3.11 on
-            return f"evaluator silent for {self.probe_s:g} s after its worker was SIGKILLed"
-        old = self._pids.setdefault(actor, pid)
-        return "" if pid == old else f"evaluator restarted mid-call (pid {old} -> {pid})"
-
-    def _settle(self, r: _Request, res: EvalResult) -> None:
-        if r.future is None or r.future.done():  # the cell was cancelled
-            return
-        problem = hardware.check_gpu_name(self.pool, res.gpu_name or res.device) \
-            if self.ecfg.device != "cpu" or not self.pool.is_gpu else None
-        if problem:
-            r.future.set_exception(ConfigError(problem))
-            return
-        self.stats.done += 1
-        self.stats.failed += 0 if res.exec_ok else 1
-        r.future.set_result(res)
-
-    def _requeue(self, batch: list[_Request], e: BaseException | str) -> None:
-        """Each candidate of the call tries again (evaluator_loss.lost: evaluate's retry counts
-        it unless the evaluator went with its node)."""
-        for r in batch:
-            if r.future is not None and not r.future.done():
-                r.future.set_exception(lost(e, self.elastic))

@@ -163,7 +163,8 @@ def main() -> int:
     import vllm
     from vllm import LLM
 
-    from kbx_ray.llm.vllm_actor import VLLMReplica, build
+    from kbx_ray.llm.vllm_actor import build
+    from kbx_ray.llm.vllm_replica import VLLMReplica
     from kbx_ray.llm.vllm_spec import spec_from
 
     engine = {"dtype": args.dtype, "max_model_len": args.max_model_len, "enforce_eager": True,
@@ -231,7 +232,7 @@ def _render(llm: object, prompts: list[list[dict]]) -> list[str]:
     both paths then tokenize inside the timed region, in vLLM."""
     from types import SimpleNamespace
 
-    from kbx_ray.llm.vllm_actor import VLLMReplica
+    from kbx_ray.llm.vllm_replica import VLLMReplica
 
     holder = SimpleNamespace(tokenizer=llm.get_tokenizer())  # type: ignore[attr-defined]
     return [VLLMReplica.render(holder, msgs) for msgs in prompts]  # type: ignore[arg-type]

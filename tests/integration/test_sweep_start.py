@@ -158,7 +158,7 @@ IGNORING_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.
 def test_ctrl_c_prints_one_line_and_the_same_command_resumes(tmp_path: Path):
     """SIGINT to the sweep's process group, as a terminal's Ctrl-C sends it, once a cell is
     recorded: no traceback, one line naming how many cells are recorded; a re-run resumes. The
-    sweep inherits SIGINT ignored and blocked, and stops all the same (kbx_ray/cli.py
+    sweep inherits SIGINT ignored and blocked, and stops all the same (kbx_ray/cli_process.py
     `interruptible`): it used to run on to exit 0 whenever pytest itself had been started with
     SIGINT ignored (in the background of a non-interactive shell, as CI lanes were)."""
     import os

@@ -186,11 +186,11 @@ def test_the_checker_counts_the_package_init_that_an_import_runs(tmp_path: Path)
     pkg = tmp_path / "kbx_ray"
     (pkg / "sinks").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
-    (pkg / "sinks" / "__init__.py").write_text("from kbx_ray.config import Config\n")
+    (pkg / "sinks" / "__init__.py").write_text("from kbx_ray.conf import Config\n")
     (pkg / "sinks" / "settings.py").write_text("")
     (pkg / "sinks" / "other.py").write_text("from kbx_ray.sinks import settings\n")
-    (pkg / "config.py").write_text("from kbx_ray.sinks.settings import S\n")
-    assert cycles(graph(pkg)) == [["kbx_ray.config", "kbx_ray.sinks", "kbx_ray.config"]]
+    (pkg / "conf.py").write_text("from kbx_ray.sinks.settings import S\n")
+    assert cycles(graph(pkg)) == [["kbx_ray.conf", "kbx_ray.sinks", "kbx_ray.conf"]]
 
 
 def test_the_shared_errors_module_imports_nothing_of_kbx_ray() -> None:
