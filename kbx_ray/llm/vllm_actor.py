@@ -9,7 +9,7 @@ import logging
 import re
 import time
 
-from kbx_ray.config import ModelConfig
+from kbx_ray.config.structured import ModelConfig
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.registry import register
 from kbx_ray.llm.errors import BackendError

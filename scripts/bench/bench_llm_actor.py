@@ -51,15 +51,15 @@ def _hardware() -> dict:
 
 
 def _prompts(n: int) -> list[list[dict]]:
-    from kbx_ray.prompts import build_prompt
-    from kbx_ray.suite import load_suite
+    from kbx_ray.prompting.prompts import build_prompt
+    from kbx_ray.suites.builtin import load_suite
 
     tasks = load_suite(None)
     return [build_prompt(tasks[i % len(tasks)]).messages for i in range(n)]
 
 
 def _model_cfg(args: argparse.Namespace, engine: dict) -> object:
-    from kbx_ray.config import ModelConfig
+    from kbx_ray.config.structured import ModelConfig
 
     on_gpu = _hardware()["gpu"] is not None
     return ModelConfig(name="bench", backend="vllm", path=args.model, max_tokens=args.max_tokens,

@@ -18,7 +18,7 @@ import pytest
 from fixtures.tiny_model import require_vllm, tiny_model_dir
 from fixtures.vllm_serve import GENERATION_CONFIG, tiny_with_generation_config
 
-from kbx_ray.config import load_config
+from kbx_ray.config.compose import load_config
 from kbx_ray.llm.base import GenParams, build_backend
 
 pytestmark = pytest.mark.slow

@@ -195,5 +195,5 @@ def test_the_checker_counts_the_package_init_that_an_import_runs(tmp_path: Path)
 
 def test_the_shared_errors_module_imports_nothing_of_kbx_ray() -> None:
     g = graph()
-    for leaf in ("kbx_ray.errors", "kbx_ray.identity", "kbx_ray.task_import"):
+    for leaf in ("kbx_ray.errors", "kbx_ray.config.identity", "kbx_ray.suites.task_import"):
         assert g[leaf] <= {"kbx_ray.errors"}, (leaf, g[leaf])

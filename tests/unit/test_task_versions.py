@@ -4,7 +4,7 @@ or taskkit.py (a regroup of kbx_ray/, say) would start every sweep over. These v
 computed on the tree before the top-level regroup and must not change unless a task truly does."""
 from __future__ import annotations
 
-from kbx_ray.suite import load_suite
+from kbx_ray.suites.builtin import load_suite
 
 PINNED = {  # task id -> its task_hash as released
     "activation/relu": "5e993ecf3fec0910",
