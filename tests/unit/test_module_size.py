@@ -1,5 +1,6 @@
 """The package's size bounds: every module under 300 lines, no function over 60 (a module that
-outgrows its bound splits along a seam; a function, into named steps)."""
+outgrows its bound splits along a seam; a function, into named steps), and at most 8 modules at
+kbx_ray/'s top level beside its packages (a new module goes into the package of its layer)."""
 from __future__ import annotations
 
 import ast
@@ -8,7 +9,7 @@ from pathlib import Path
 import kbx_ray
 
 ROOT = Path(kbx_ray.__file__).parent
-MODULE_LINES, FUNCTION_LINES = 300, 60
+MODULE_LINES, FUNCTION_LINES, TOP_LEVEL = 300, 60, 8
 
 
 def too_long(path: Path, name: str) -> list[str]:
@@ -39,3 +40,10 @@ def test_the_check_catches_a_long_module_and_a_long_function(tmp_path: Path) -> 
     big.write_text("def f():\n" + "    x = 1\n" * FUNCTION_LINES + "y = 2\n" * MODULE_LINES)
     assert too_long(big, "big") == [f"big: {MODULE_LINES + FUNCTION_LINES + 1} lines "
                                     f"(bound {MODULE_LINES})", f"big:1 f: {FUNCTION_LINES + 1} lines"]
+
+
+def test_the_top_level_holds_at_most_8_modules_beside_the_packages() -> None:
+    top = sorted(p.name for p in ROOT.glob("*.py"))
+    packages = sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file())
+    assert "__init__.py" in top and {"config", "orchestration", "records"} <= set(packages)
+    assert len(top) <= TOP_LEVEL, f"{len(top)} modules in kbx_ray/ (at most {TOP_LEVEL}): {top}"
