@@ -128,7 +128,7 @@ class _Judge:
 
     def file(self, task: Any, path: Path) -> Any:
         from kbx_ray.prompting.candidate_file import read_source
-        from kbx_ray.types import EvalResult, stable_hash
+        from kbx_ray.types import EvalResult, Stage, stable_hash
 
         src = read_source(path)
         if not src.ok:  # unreadable, binary, not UTF-8, empty or huge: the candidate's verdict
