@@ -1,9 +1,9 @@
 """The errors a user can act on, shared by every layer; a leaf module (standard library only).
 
 They live here, not beside the code that raises them most, so that a backend, a suite format or a
-settings module can raise them without importing config.py (which imports the settings modules):
-nothing in kbx_ray/ imports back into this file. Each message is one line that names the setting
-and the fix; the CLI prints it instead of a traceback.
+settings module can raise them without importing config/compose.py (which imports the settings
+modules): nothing in kbx_ray/ imports back into this file. Each message is one line that names the
+setting and the fix; the CLI prints it instead of a traceback.
 """
 from __future__ import annotations
 

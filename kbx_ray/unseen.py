@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kbx_ray import unseen_draw
-from kbx_ray.unseen_draw import multiple_at, positions  # noqa: F401 - the family's view of a case
+from kbx_ray.cases import unseen_draw
+from kbx_ray.cases.unseen_draw import multiple_at, positions  # noqa: F401 - a family's view of a case
 
 CPU_GROWTH = 2.0   # an unseen small case holds at most this many times the largest one's footprint
 GPU_GROWTH = 1.5   # ... and a large one (bounded in memory: 3 seeds of it are checked)
@@ -99,7 +99,7 @@ def cases(module: Any, public: list[dict] | tuple[dict, ...], count: int, rng: r
     fam = family_of(module)
     if fam.fixed or count <= 0:
         return []
-    from kbx_ray import footprint
+    from kbx_ray.cases import footprint
 
     here = [c for c in public if c["small"] or not small]
     size = lambda c: int(module.cost(c)["bytes"])  # noqa: E731

@@ -6,7 +6,7 @@ side. Writes report.md, report.html (self-contained) and figures/*.png, by defau
 """
 import sys
 
-from kbx_ray.cli import main
+from kbx_ray.cli.commands import main
 
 if __name__ == "__main__":
     sys.exit(main(["report", *sys.argv[1:]]))

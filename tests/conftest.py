@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
-from kbx_ray.extract import candidate_id
+from kbx_ray.prompting.extract import candidate_id
 from kbx_ray.types import Candidate
 
 FIXTURES = Path(__file__).parent / "fixtures"

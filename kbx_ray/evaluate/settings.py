@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kbx_ray.evaluate.common.timing import TimingConfig
-from kbx_ray.identity import FILLED, LIMIT, RUN, exempt, verdict, walk
-from kbx_ray.schema import Choice
+from kbx_ray.config.identity import FILLED, LIMIT, RUN, exempt, verdict, walk
+from kbx_ray.config.schema import Choice
 
 
 class Device(Choice):
@@ -80,7 +80,7 @@ class SandboxConfig:
 @dataclass
 class EvalConfig:
     """Each field marks itself: `verdict(...)` (a change is another sweep) or `exempt(..., why=)`
-    (kbx_ray/identity.py; tests/unit/test_config_identity.py fails on a field with neither)."""
+    (config/identity.py; tests/unit/test_config_identity.py fails on a field with neither)."""
     device: Device = verdict(Device.auto)
     seeds: int = verdict(3)                         # correctness seeds per small case
     large_seeds: int = verdict(1)                   # correctness seeds per large case; a timed one
@@ -138,7 +138,7 @@ class EvalConfig:
     #                                                 on its first fresh call on the H200)
     gpu_mem_factor: float = exempt(6.0, why=RUN)   # GPU memory admission (admission.py): an
     #                                                 evaluation reserves its largest case's input
-    #                                                 and output storage (kbx_ray/footprint.py) x
+    #                                                 and output storage (cases/footprint.py) x
     #                                                 this, + the flush buffer, 25% and 1 GiB for
     #                                                 the CUDA contexts:
     #                                                 parent and worker each hold inputs, a copy and

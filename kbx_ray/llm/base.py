@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kbx_ray.config import ModelConfig
+from kbx_ray.config.structured import ModelConfig
 from kbx_ray.registry import MissingDependencyError, RegistryError, registry
 from kbx_ray.types import Generation
 

@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from kbx_ray.config import ModelConfig
+from kbx_ray.config.structured import ModelConfig
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.llm.errors import BackendError
 from kbx_ray.llm.request import chat_body, split_for_sdk
-from kbx_ray.per_loop import PerLoop
+from kbx_ray.orchestration.per_loop import PerLoop
 from kbx_ray.registry import register
-from kbx_ray.retry import Backoff, log_retry, retry
+from kbx_ray.orchestration.retry import Backoff, log_retry, retry
 from kbx_ray.types import Generation
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from kbx_ray.config import ModelConfig
+from kbx_ray.config.structured import ModelConfig
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.registry import register
 from kbx_ray.types import Generation
@@ -38,7 +38,7 @@ class ReferenceBackend:
 @register("backend", "reference")
 def build(cfg: ModelConfig) -> ReferenceBackend:
     """Finds the solutions without importing every task (the sweep has loaded the ones it runs)."""
-    from kbx_ray.suite import DEFAULT_ROOT
+    from kbx_ray.suites.builtin import DEFAULT_ROOT
 
     root = Path(getattr(cfg, "suite_path", None) or DEFAULT_ROOT).resolve()
     return ReferenceBackend({p.parent.relative_to(root).as_posix(): str(p.resolve())

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from kbx_ray.config import ModelConfig
+from kbx_ray.config.structured import ModelConfig
 from kbx_ray.errors import ConfigError
 from kbx_ray.llm import replay_corpus, replay_files
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.registry import register
-from kbx_ray.schema import Choice
+from kbx_ray.config.schema import Choice
 from kbx_ray.types import Generation
 
 log = logging.getLogger(__name__)

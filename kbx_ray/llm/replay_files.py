@@ -8,7 +8,7 @@ import os
 import re
 from pathlib import Path
 
-from kbx_ray.candidate_file import read_source
+from kbx_ray.prompting.candidate_file import read_source
 from kbx_ray.errors import ConfigError
 
 PEER_ENTRY = "kernel_function"

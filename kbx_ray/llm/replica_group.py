@@ -4,15 +4,15 @@ Every prompt of a round is submitted at once. The cap (about 1.1 x the engine's 
 each engine's batch full with a small queue behind it, instead of piling thousands of requests onto
 one replica while another idles. A call that meets a dead actor (RayActorError; the actor restarts
 by its `max_restarts`) is retried once: on another replica when there is one, else on the same one
-once it has restarted (kbx_ray/actor_group.py does the routing and the retry).
+once it has restarted (kbx_ray/orchestration/actor_group.py does the routing and the retry).
 """
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from kbx_ray.actor_group import ActorGroup, Member, Revival
-from kbx_ray.retry import Backoff
+from kbx_ray.orchestration.actor_group import ActorGroup, Member, Revival
+from kbx_ray.orchestration.retry import Backoff
 
 
 class ReplicaTally:

@@ -15,10 +15,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kbx_ray.config import ModelConfig
-from kbx_ray.config import setup_hint
+from kbx_ray.config.structured import ModelConfig
+from kbx_ray.config.compose import setup_hint
 from kbx_ray.errors import ConfigError, did_you_mean
-from kbx_ray.hardware import node_options
+from kbx_ray.config.hardware import node_options
 from kbx_ray.llm.errors import BackendError
 from kbx_ray.llm.vllm_options import VLLMOptions
 from kbx_ray.types import stable_hash

@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, replace
 
-from kbx_ray.config import MethodConfig
-from kbx_ray.hardware import HardwarePool
+from kbx_ray.config.structured import MethodConfig
+from kbx_ray.config.hardware import HardwarePool
 from kbx_ray.methods.base import (
     Attempt, BranchOptions, Evaluate, Generate, Method, cached, finish, first_prompt, options_of,
     select_best, step, stop_reason,
 )
-from kbx_ray.prompts import Templates, agent_prompt
+from kbx_ray.prompting.prompts import Templates, agent_prompt
 from kbx_ray.registry import register
 from kbx_ray.types import Task
 

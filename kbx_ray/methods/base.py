@@ -11,15 +11,15 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Awaitable, Callable, Protocol, TypeVar
 
-from kbx_ray.config import MethodConfig
+from kbx_ray.config.structured import MethodConfig
 from kbx_ray.errors import ConfigError
-from kbx_ray.extract import extract
-from kbx_ray.hardware import HardwarePool
-from kbx_ray.prompts import (
+from kbx_ray.prompting.extract import extract
+from kbx_ray.config.hardware import HardwarePool
+from kbx_ray.prompting.prompts import (
     FEEDBACK_KINDS, Prompt, TemplateError, Templates, build_prompt, hardware_facts, pick_exemplars,
 )
 from kbx_ray.registry import RegistryError, registry
-from kbx_ray.schema import typed
+from kbx_ray.config.schema import typed
 from kbx_ray.types import STAGES, Candidate, EvalResult, Generation, Task
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kbx_ray.config import MethodConfig
+from kbx_ray.config.structured import MethodConfig
 from kbx_ray.methods.base import Method, PromptOptions
 from kbx_ray.methods.one_shot import single_round
 from kbx_ray.registry import register

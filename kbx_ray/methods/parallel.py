@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from kbx_ray.config import MethodConfig
-from kbx_ray.hardware import HardwarePool
+from kbx_ray.config.structured import MethodConfig
+from kbx_ray.config.hardware import HardwarePool
 from kbx_ray.methods.base import (
     Attempt, BranchOptions, Evaluate, Generate, Method, cached, finish, options_of,
 )
 from kbx_ray.methods.repair import run_chain
-from kbx_ray.prompts import Templates
+from kbx_ray.prompting.prompts import Templates
 from kbx_ray.registry import register
 from kbx_ray.types import Task
 

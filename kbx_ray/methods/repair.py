@@ -4,19 +4,19 @@ Round 0 is the first prompt; round r > 0 shows the model its round r-1 module an
 config asks for (compile errors, the mismatch summary, timing and SOL fraction). The chain stops
 when `stop_when` is met (correct; fast = correct and speedup >= fast_speedup; never) or after
 round R. The answer is the best candidate so far, so the state after any k <= R rounds is read off
-the same records (kbx_ray/ablation.py).
+the same records (kbx_ray/records/ablation.py).
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
-from kbx_ray.config import MethodConfig
-from kbx_ray.hardware import HardwarePool
+from kbx_ray.config.structured import MethodConfig
+from kbx_ray.config.hardware import HardwarePool
 from kbx_ray.methods.base import (
     Attempt, Evaluate, Generate, Method, PromptOptions, cached, finish, first_prompt, options_of,
     step, stop_reason,
 )
-from kbx_ray.prompts import Templates, repair_prompt
+from kbx_ray.prompting.prompts import Templates, repair_prompt
 from kbx_ray.registry import register
 from kbx_ray.types import Task
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from kbx_ray.config import ModelConfig
+from kbx_ray.config.structured import ModelConfig
 from kbx_ray.llm.base import GenParams, Messages
 from kbx_ray.mutation.mutants import Mutant, mutants_for
 from kbx_ray.registry import register
@@ -52,7 +52,7 @@ class MutantsOptions:
 
 @register("backend", "mutants", options=MutantsOptions)
 def build(cfg: ModelConfig) -> MutantsBackend:
-    from kbx_ray.suite import load_suite
+    from kbx_ray.suites.builtin import load_suite
 
     options: MutantsOptions = cfg.typed_options()
     suite = load_suite(getattr(cfg, "suite_path", None) or None)

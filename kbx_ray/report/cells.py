@@ -13,7 +13,7 @@ import math
 
 import pandas as pd
 
-from kbx_ray.extract import python_blocks
+from kbx_ray.prompting.extract import python_blocks
 from kbx_ray.report.load import SweepSource, final_rows
 from kbx_ray.report.stats import with_verdicts
 from kbx_ray.sinks import read_rows

@@ -118,13 +118,13 @@ def state_after_k(df: pd.DataFrame, k: int) -> pd.DataFrame:
     """One row per cell: the answer a run with rounds=k would have given (round 0 is the first
     attempt), with its sweep_id.
 
-    The rule is kbx_ray/ablation.py's, so the report and the methods cannot disagree: methods mark
+    The rule is records/ablation.py's, so the report and the methods cannot disagree: methods mark
     their best attempt `final` (methods/base.py:select_best: correct, then faster, then callable,
     ties to the earliest round), so the state after k rounds is the best of the cell's rows with
     round <= k on its primary pool, not the latest. It is applied per sweep, because cell ids
     repeat across sweeps of the same grid.
     """
-    from kbx_ray.ablation import STATE_COLUMNS, rounds_state
+    from kbx_ray.records.ablation import STATE_COLUMNS, rounds_state
 
     frames = [rounds_state(g, max_rounds=k).assign(sweep_id=sweep)
               for sweep, g in df.groupby("sweep_id", sort=True)]

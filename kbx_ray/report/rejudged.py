@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import OmegaConf
 
-from kbx_ray.metrics import geomean
+from kbx_ray.records.metrics import geomean
 from kbx_ray.report.load import SweepSource
 from kbx_ray.types import ErrorKind
 
@@ -81,7 +81,7 @@ def disagreements(df: pd.DataFrame) -> pd.DataFrame:
 def curve(df: pd.DataFrame) -> pd.DataFrame:
     """The state after k rounds by the ablation's rule, with our verdicts and with theirs, over the
     cells holding at least one kernel judged on both sides."""
-    from kbx_ray.ablation import rounds_state
+    from kbx_ray.records.ablation import rounds_state
 
     cells = df[df["cell_id"].isin(judged(df)["cell_id"])].copy()
     absent = cells["peer_round"].isna() | cells["peer_skip"].notna()

@@ -17,7 +17,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from kbx_ray.report import browse, cells, figures, provenance, rejudged, sections as parts
+from kbx_ray.report import browse, cells, figures, rejudged, sections as parts, what_ran
 from kbx_ray.report.load import SweepSource, load_evaluations
 from kbx_ray.report.sections import Section
 from kbx_ray.report.tables import Tables, compute_tables, timed_correct
@@ -61,7 +61,7 @@ def build_report(result_dirs: list[Path], out_dir: Path) -> ReportPaths:
     figs = make_figures(df, tables, out_dir / "figures")
     sections = build_sections(df, tables, figs, cells.kernel_texts(sources))
     sections += parts.rejudged_sections(df, sources, out_dir / "figures")
-    sections.append(Section("What ran", provenance.NOTE, provenance.provenance_table(sources)))
+    sections.append(Section("What ran", what_ran.NOTE, what_ran.provenance_table(sources)))
     out_dir.mkdir(parents=True, exist_ok=True)
     md, page = out_dir / "report.md", out_dir / "report.html"
     md.write_text(render_markdown(sections, sources, out_dir), encoding="utf-8")

@@ -12,7 +12,7 @@ import math
 
 import pandas as pd
 
-from kbx_ray.metrics import passed
+from kbx_ray.records.metrics import passed
 from kbx_ray.report.load import VARIANT_KEYS, final_rows
 
 Z95 = 1.959964  # the normal quantile of a two-sided 95% interval

@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from kbx_ray.report.load import VARIANT_KEYS, final_rows
-from kbx_ray.metrics import FAST_P, Tally, fast_key, geomean
+from kbx_ray.records.metrics import FAST_P, Tally, fast_key, geomean
 
 FAST_COLUMNS = tuple(fast_key(p) for p in FAST_P)
 RATE_COLUMNS = ("cells", "call_rate", "exec_rate", *FAST_COLUMNS, "geomean_speedup")
@@ -123,9 +123,9 @@ def ablation_table(df: pd.DataFrame) -> pd.DataFrame:
     """Rates after k = 0..R repair rounds, per variant, R being that variant's last round.
 
     Over the cells' primary pool (where rounds are judged), so `cells` counts cells, not cell x
-    pool rows; the state rule is `load.state_after_k`'s (kbx_ray/ablation.py).
+    pool rows; the state rule is `load.state_after_k`'s (kbx_ray/records/ablation.py).
     """
-    from kbx_ray.ablation import rounds_state
+    from kbx_ray.records.ablation import rounds_state
 
     frames = []
     for key, g in df.groupby(list(VARIANT_KEYS), sort=True):  # sweep_id first: ids repeat

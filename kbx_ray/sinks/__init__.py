@@ -54,7 +54,7 @@ def sink_options(names: list[str], given: Mapping[str, Any]) -> dict[str, Any]:
     (`options=`); None for a sink that registered none. An unknown sink, key or value is one
     ConfigError line."""
     from kbx_ray.errors import ConfigError
-    from kbx_ray.schema import typed
+    from kbx_ray.config.schema import typed
 
     problem = check_sinks(list(names))
     if problem:

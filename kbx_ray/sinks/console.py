@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.progress import TimeRemainingColumn
 from rich.table import Table
 
-from kbx_ray.metrics import GeoMean, geomean, is_final
+from kbx_ray.records.metrics import GeoMean, geomean, is_final
 from kbx_ray.registry import register
 from kbx_ray.sinks.base import Sink, SinkContext
 
@@ -36,8 +36,8 @@ SUMMARY_COLUMNS = ["cells", "call_rate", "exec_rate", "geomean_speedup"]
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
     """Per-category cells, call rate, exec rate and geomean speedup, plus a last row 'total'.
 
-    Rates are over each cell's final row (see kbx_ray/metrics.py); the geomean is over final rows that are
-    exec_ok and have a speedup, and is NaN where there are none.
+    Rates are over each cell's final row (see kbx_ray/records/metrics.py); the geomean is over final
+    rows that are exec_ok and have a speedup, and is NaN where there are none.
     """
     if "final" in df.columns:
         df = df[df["final"].astype("boolean").fillna(True).astype(bool)]

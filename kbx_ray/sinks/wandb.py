@@ -15,8 +15,8 @@ from typing import Any, Callable
 
 from kbx_ray.registry import register
 from kbx_ray.sinks.base import Sink, SinkContext
-from kbx_ray.wandb_settings import MODES, WandbConfig
-from kbx_ray.metrics import RunningMetrics
+from kbx_ray.sinks.wandb_settings import MODES, WandbConfig
+from kbx_ray.records.metrics import RunningMetrics
 from kbx_ray.sinks.wandb_plots import compact, final_charts
 from kbx_ray.sinks.wandb_runs import (
     GenerationTally, RunState, avoid_same_second, init_args, log_artifacts,

@@ -22,7 +22,7 @@ def final_charts(rows: list[dict]) -> dict[str, Any]:
     import pandas as pd
     import wandb
 
-    from kbx_ray.ablation import rounds_curve
+    from kbx_ray.records.ablation import rounds_curve
 
     charts: dict[str, Any] = {}
     final = [r for r in rows if r.get("final") is not False]

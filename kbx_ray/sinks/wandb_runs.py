@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kbx_ray.metrics import key_part
-from kbx_ray.wandb_settings import WandbConfig
+from kbx_ray.records.metrics import key_part
+from kbx_ray.sinks.wandb_settings import WandbConfig
 
 logger = logging.getLogger(__name__)
 

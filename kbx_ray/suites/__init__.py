@@ -16,7 +16,7 @@ from kbx_ray.registry import MissingDependencyError, registry
 from kbx_ray.errors import SuiteError
 from kbx_ray.types import Task
 
-BUILT_IN = "kbx"  # tasks/, loaded by kbx_ray/suite.py itself
+BUILT_IN = "kbx"  # tasks/, loaded by kbx_ray/suites/builtin.py itself
 log = logging.getLogger(__name__)
 
 Load = Callable[[Path, Optional[list[str]], Optional[dict[str, str]]], list[Task]]
@@ -38,7 +38,7 @@ class SuiteFormat:
 def suite_format(name: str, options: Mapping[str, Any] | None = None) -> SuiteFormat:
     """The format `name` built for `options` (`suite.options`), typed by the dataclass it
     registered; a format that registered none takes none, and its factory no argument."""
-    from kbx_ray.schema import NoOptions, typed
+    from kbx_ray.config.schema import NoOptions, typed
 
     formats = registry("suite")
     if name not in formats:

@@ -15,7 +15,7 @@ import torch
 
 from kbx_ray.registry import register
 from kbx_ray.errors import SuiteError
-from kbx_ray.task_import import select_ids
+from kbx_ray.suites.task_import import select_ids
 from kbx_ray.suites import SuiteFormat, kbx_tree, movement, recorder, shim, tensorize
 from kbx_ray.suites.kbx_comparison import PeerCheck
 from kbx_ray.types import Task

@@ -17,7 +17,7 @@ from torch.overrides import TorchFunctionMode
 
 from kbx_ray.evaluate.common import trees
 from kbx_ray.errors import SuiteError
-from kbx_ray.task_import import load_module
+from kbx_ray.suites.task_import import load_module
 from kbx_ray.types import Task, stable_hash
 
 ADAPTER_VERSION = 8  # bump when the generated text changes: every shim is regenerated

@@ -34,8 +34,8 @@ sys.path.insert(0, str(ROOT))
 
 
 def _solutions(include: list[str] | None):  # noqa: ANN202
-    from kbx_ray.extract import candidate_id
-    from kbx_ray.suite import load_suite
+    from kbx_ray.prompting.extract import candidate_id
+    from kbx_ray.suites.builtin import load_suite
     from kbx_ray.types import Candidate
 
     out = []

@@ -52,8 +52,8 @@ def serve(unseen: int) -> None:
     except ModuleNotFoundError:  # a tree before evaluate/parent/ (issue 30), such as the base
         from kbx_ray.evaluate import sandbox  # type: ignore[no-redef]
         from kbx_ray.evaluate.evaluator import EvalConfig, Evaluator  # type: ignore[no-redef]
-    from kbx_ray.extract import candidate_id
-    from kbx_ray.suite import load_suite
+    from kbx_ray.prompting.extract import candidate_id
+    from kbx_ray.suites.builtin import load_suite
     from kbx_ray.types import Candidate, stable_hash
 
     cfg = EvalConfig(device="cpu", case_timeout_s=180, load_timeout_s=180)

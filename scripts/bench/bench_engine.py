@@ -156,15 +156,15 @@ def noop_groups(depth: int) -> None:
     1."""
     import functools
 
-    from kbx_ray import evaluator_group as eg
+    from kbx_ray.orchestration import evaluator_group as eg
 
     real = getattr(eg.EvaluatorGroup, "func", eg.EvaluatorGroup)
     eg.EvaluatorGroup = functools.partial(real, depth=depth)  # the engine reads it at sweep start
 
 
 def run(n_cells: int, out_dir: str, args: argparse.Namespace) -> dict:
-    from kbx_ray import engine
-    from kbx_ray.config import load_config
+    from kbx_ray.orchestration import engine
+    from kbx_ray.config.compose import load_config
 
     samples = max(1, n_cells // N_TASKS)
     extra = [f"engine.eval_batch={args.eval_batch}"]

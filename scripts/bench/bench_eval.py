@@ -81,9 +81,9 @@ def naive_worker(task_path: str, cand_path: str) -> None:
 
 def candidates(include: list[str], n_mutants: int) -> list[tuple[Any, Any, str]]:
     """(task, Candidate, label) for each task's solution and mutants, then the failing fixtures."""
-    from kbx_ray.extract import candidate_id
+    from kbx_ray.prompting.extract import candidate_id
     from kbx_ray.mutation import mutants_for
-    from kbx_ray.suite import get_task
+    from kbx_ray.suites.builtin import get_task
     from kbx_ray.types import Candidate
 
     def cand(task: Any, code: str) -> Any:
@@ -178,7 +178,7 @@ def agreement(cands: list, results: list, cfg: Any, rounds: int = 3) -> dict:
     references disagree with each other on the same kernel."""
     import torch
 
-    from kbx_ray.suite import load_module
+    from kbx_ray.suites.task_import import load_module
 
     db, gr, sweep, dbg, rounds_ms, self_spread = {}, {}, {}, {}, {}, {}
     for (task, cand, label), r in zip(cands, results):
@@ -283,7 +283,7 @@ def main() -> int:
                  "shares-only or agreement-only run keeps the ratio and CV from the previous run)")
 
     from kbx_ray.evaluate.settings import EvalConfig
-    from kbx_ray.hardware import detect_local, peak_table
+    from kbx_ray.config.hardware import detect_local, peak_table
 
     pool = detect_local()
     cfg = EvalConfig(peak_gbps=pool.peak_gbps, peak_tflops=peak_table(pool))

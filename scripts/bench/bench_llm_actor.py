@@ -51,15 +51,15 @@ def _hardware() -> dict:
 
 
 def _prompts(n: int) -> list[list[dict]]:
-    from kbx_ray.prompts import build_prompt
-    from kbx_ray.suite import load_suite
+    from kbx_ray.prompting.prompts import build_prompt
+    from kbx_ray.suites.builtin import load_suite
 
     tasks = load_suite(None)
     return [build_prompt(tasks[i % len(tasks)]).messages for i in range(n)]
 
 
 def _model_cfg(args: argparse.Namespace, engine: dict) -> object:
-    from kbx_ray.config import ModelConfig
+    from kbx_ray.config.structured import ModelConfig
 
     on_gpu = _hardware()["gpu"] is not None
     return ModelConfig(name="bench", backend="vllm", path=args.model, max_tokens=args.max_tokens,
@@ -163,7 +163,8 @@ def main() -> int:
     import vllm
     from vllm import LLM
 
-    from kbx_ray.llm.vllm_actor import VLLMReplica, build
+    from kbx_ray.llm.vllm_actor import build
+    from kbx_ray.llm.vllm_replica import VLLMReplica
     from kbx_ray.llm.vllm_spec import spec_from
 
     engine = {"dtype": args.dtype, "max_model_len": args.max_model_len, "enforce_eager": True,
@@ -231,7 +232,7 @@ def _render(llm: object, prompts: list[list[dict]]) -> list[str]:
     both paths then tokenize inside the timed region, in vLLM."""
     from types import SimpleNamespace
 
-    from kbx_ray.llm.vllm_actor import VLLMReplica
+    from kbx_ray.llm.vllm_replica import VLLMReplica
 
     holder = SimpleNamespace(tokenizer=llm.get_tokenizer())  # type: ignore[attr-defined]
     return [VLLMReplica.render(holder, msgs) for msgs in prompts]  # type: ignore[arg-type]

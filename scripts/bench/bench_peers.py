@@ -98,9 +98,9 @@ def judge_ours(cands: list[Cand], external: Path, device: str) -> float:
     """Our verdicts, on one warm evaluator; the wall time spent judging."""
     from kbx_ray.evaluate.parent.evaluator import Evaluator
     from kbx_ray.evaluate.settings import EvalConfig
-    from kbx_ray.extract import candidate_id
+    from kbx_ray.prompting.extract import candidate_id
     from kbx_ray.llm.replay_files import with_peer_entry
-    from kbx_ray.suite import get_task
+    from kbx_ray.suites.builtin import get_task
     from kbx_ray.suites.peer import of_result
     from kbx_ray.types import Candidate
 

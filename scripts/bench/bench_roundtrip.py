@@ -34,8 +34,8 @@ def main() -> int:
     args = ap.parse_args()
     from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
     from kbx_ray.evaluate.parent.sandbox import Sandbox
-    from kbx_ray.extract import candidate_id
-    from kbx_ray.suite import get_task
+    from kbx_ray.prompting.extract import candidate_id
+    from kbx_ray.suites.builtin import get_task
     from kbx_ray.types import Candidate
 
     ev = Evaluator(EvalConfig(device="cpu", cpu_timing=True))

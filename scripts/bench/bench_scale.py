@@ -36,10 +36,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from kbx_ray import engine, evaluator_group  # noqa: E402
-from kbx_ray.config import EngineConfig, load_config  # noqa: E402
+from kbx_ray.orchestration import engine, evaluator_group  # noqa: E402
+from kbx_ray.config.compose import load_config  # noqa: E402
+from kbx_ray.config.structured import EngineConfig  # noqa: E402
 from kbx_ray.evaluate.settings import EvalConfig  # noqa: E402
-from kbx_ray.hardware import HardwarePool  # noqa: E402
+from kbx_ray.config.hardware import HardwarePool  # noqa: E402
 from kbx_ray.types import EvalResult, Stage  # noqa: E402
 
 log = logging.getLogger("bench_scale")

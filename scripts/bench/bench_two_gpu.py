@@ -82,7 +82,7 @@ def main() -> int:
 
     from bench_eval import candidates
     from kbx_ray.evaluate.settings import EvalConfig
-    from kbx_ray.hardware import detect_local, peak_table
+    from kbx_ray.config.hardware import detect_local, peak_table
 
     ray.init(include_dashboard=False, configure_logging=False, log_to_driver=False,
              num_gpus=args.fake_gpus or None, _temp_dir=tempfile.mkdtemp(prefix="rb", dir="/tmp"))

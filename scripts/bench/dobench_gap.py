@@ -50,7 +50,8 @@ CONTENDED = [("reduce/sum", "fp32_transposed_4096x8191"), ("activation/relu", "f
 
 
 def _call(task_id: str, case_name: str):  # noqa: ANN202
-    from kbx_ray.suite import get_task, load_module
+    from kbx_ray.suites.builtin import get_task
+    from kbx_ray.suites.task_import import load_module
 
     task = get_task(task_id)
     mod, sol = load_module(task.path), load_module(task.solution_path, prefix="sol")

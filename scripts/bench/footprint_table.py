@@ -5,7 +5,7 @@
 
 CPU only (no GPU needed, nothing allocated): for every task, every case (a GPU runs them all) is
 sized both ways, `cost(case)["bytes"]` (the traffic, which admission.Admission.estimate used) and
-kbx_ray/footprint.py (distinct input storages + outputs, under fake tensors), and the reservation
+cases/footprint.py (distinct input storages + outputs, under fake tensors), and the reservation
 `Admission.estimate` makes is computed with the default evaluation settings (gpu_mem_factor +
 timing and fresh sets, flush buffer, margin, floor): before, from the largest cost bytes; now, by
 `Admission.estimate` itself (the largest of each case's footprint and cost bytes). Per task: the largest case
@@ -35,11 +35,12 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "scripts/bench/results/footprint_cpu.json"))
     args = ap.parse_args()
 
-    from kbx_ray import footprint
+    from kbx_ray.cases import footprint
     from kbx_ray.evaluate.parent.admission import Admission
     from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger, budget_bytes, estimate_bytes
     from kbx_ray.evaluate.settings import EvalConfig
-    from kbx_ray.suite import load_module, load_suite
+    from kbx_ray.suites.builtin import load_suite
+    from kbx_ray.suites.task_import import load_module
 
     cfg = EvalConfig()
     factor = cfg.gpu_mem_factor + max(1, cfg.timing_sets) + max(0, cfg.fresh_sets)

@@ -42,9 +42,10 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator  # noqa: E402
-from kbx_ray.extract import candidate_id  # noqa: E402
+from kbx_ray.prompting.extract import candidate_id  # noqa: E402
 from kbx_ray.mutation import OPERATORS, Mutant, mutants_for  # noqa: E402
-from kbx_ray.suite import load_module, load_suite  # noqa: E402
+from kbx_ray.suites.builtin import load_suite  # noqa: E402
+from kbx_ray.suites.task_import import load_module  # noqa: E402
 from kbx_ray.types import Candidate, Task  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "mutation_score.json"

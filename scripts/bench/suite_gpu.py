@@ -29,10 +29,11 @@ from typing import Any
 
 from kbx_ray.evaluate.parent.local_evaluators import LocalEvaluators
 from kbx_ray.evaluate.settings import EvalConfig
-from kbx_ray.extract import candidate_id
-from kbx_ray.hardware import detect_local, peak_table
-from kbx_ray import footprint
-from kbx_ray.suite import load_module, load_suite
+from kbx_ray.prompting.extract import candidate_id
+from kbx_ray.config.hardware import detect_local, peak_table
+from kbx_ray.cases import footprint
+from kbx_ray.suites.builtin import load_suite
+from kbx_ray.suites.task_import import load_module
 from kbx_ray.types import Candidate, ErrorKind, EvalResult, Task
 
 log = logging.getLogger("suite_gpu")
@@ -103,7 +104,7 @@ def _row(task: Task, res: EvalResult) -> dict:
 
 
 def interleaved(tasks: list[Task]) -> list[Task]:
-    """Largest, smallest, next largest, ... by the largest case's footprint (kbx_ray/footprint.py,
+    """Largest, smallest, next largest, ... by the largest case's footprint (cases/footprint.py,
     the admission's own measure): neighbours in the queue run at once."""
     def size(task: Task) -> int:
         try:

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def suite_ids() -> dict[str, str]:
     """task id -> category for every task in tasks/ (the suite loader's view)."""
     sys.path.insert(0, str(ROOT))
-    from kbx_ray.suite import load_suite
+    from kbx_ray.suites.builtin import load_suite
 
     return {t.task_id: t.category for t in load_suite()}
 

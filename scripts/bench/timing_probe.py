@@ -35,7 +35,8 @@ AGREEMENT_TASKS = ["activation/relu", "math/exp", "reduce/sum", "normalization/l
 
 def _case(task_id: str, case_name: str | None):  # noqa: ANN202
     """The task, its module, its solution's entry point and the named case (None: no case)."""
-    from kbx_ray.suite import get_task, load_module
+    from kbx_ray.suites.builtin import get_task
+    from kbx_ray.suites.task_import import load_module
 
     task = get_task(task_id)
     mod, sol = load_module(task.path), load_module(task.solution_path, prefix="sol")

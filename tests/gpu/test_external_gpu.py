@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kbx_ray.suite import load_suite
+from kbx_ray.suites.builtin import load_suite
 from tests.conftest import make_candidate
 
 REPO = Path(__file__).resolve().parents[2]

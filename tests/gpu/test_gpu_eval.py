@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
-from kbx_ray.hardware import detect_local, peak_table
-from kbx_ray.suite import get_task
+from kbx_ray.config.hardware import detect_local, peak_table
+from kbx_ray.suites.builtin import get_task
 from tests.conftest import FIXTURES, make_candidate
 
 pytestmark = pytest.mark.gpu
@@ -70,7 +70,7 @@ def test_timing_agrees_with_do_bench():
     import triton.testing
 
     from kbx_ray.evaluate.common.timing import TimingConfig, bench
-    from kbx_ray.suite import load_module
+    from kbx_ray.suites.task_import import load_module
 
     sol = load_module(RELU.solution_path, prefix="sol")
     x = torch.randn(4096, 4096, device="cuda")
@@ -90,7 +90,7 @@ def _three_ways(task_id: str, case_name: str) -> dict[str, float]:
 
     from kbx_ray.evaluate.common.timing import TimingConfig, bench
     from scripts.bench.graph_timing import graph_median_ms
-    from kbx_ray.suite import load_module
+    from kbx_ray.suites.task_import import load_module
 
     task = get_task(task_id)
     mod, sol = load_module(task.path), load_module(task.solution_path, prefix="sol")
@@ -137,7 +137,7 @@ def test_timing_agrees_with_cuda_graph_replay():
 
     from kbx_ray.evaluate.common.timing import TimingConfig, bench
     from scripts.bench.graph_timing import graph_median_ms
-    from kbx_ray.suite import load_module
+    from kbx_ray.suites.task_import import load_module
 
     sol = load_module(RELU.solution_path, prefix="sol")
     x = torch.randn(8192, 8192, device="cuda")
@@ -151,7 +151,8 @@ def test_timing_of_a_compute_bound_kernel_agrees_with_cuda_graph_replay():
     flushed reps ran 15% slow on an H200 (timing_probe_h200.json). The flushed warmup: within 3%."""
     from kbx_ray.evaluate.common.timing import TimingConfig, bench
     from scripts.bench.graph_timing import graph_median_ms
-    from kbx_ray.suite import get_task, load_module
+    from kbx_ray.suites.builtin import get_task
+    from kbx_ray.suites.task_import import load_module
 
     task = get_task("matrix_multiply/matmul")
     mod, sol = load_module(task.path), load_module(task.solution_path, prefix="sol")
@@ -175,7 +176,7 @@ def test_a_call_slower_on_the_host_than_on_the_gpu_is_timed_by_its_kernel():
 
     from kbx_ray.evaluate.common.timing import TimingConfig, bench
     from scripts.bench.graph_timing import graph_median_ms
-    from kbx_ray.suite import load_module
+    from kbx_ray.suites.task_import import load_module
 
     sol = load_module(RELU.solution_path, prefix="sol")
     x = torch.randn(16 << 20, device="cuda")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
-from kbx_ray.hardware import detect_local, peak_for
-from kbx_ray.suite import get_task
+from kbx_ray.config.hardware import detect_local, peak_for
+from kbx_ray.suites.builtin import get_task
 from tests.conftest import make_candidate
 from tests.integration.test_honest_corpus import CORPUS
 

@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from kbx_ray.suite import load_module, load_suite
+from kbx_ray.suites.builtin import load_suite
+from kbx_ray.suites.task_import import load_module
 
 pytestmark = pytest.mark.gpu
 

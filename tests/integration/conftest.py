@@ -81,7 +81,7 @@ def _start_engine() -> tuple[SimpleNamespace, Callable[[], None]]:
     import ray
     from fixtures.tiny_model import require_vllm, tiny_model_dir
 
-    from kbx_ray.config import load_config
+    from kbx_ray.config.compose import load_config
     from kbx_ray.llm.base import build_backend
 
     require_vllm()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kbx_ray.evaluate.parent import aot
-from kbx_ray.suite import get_task
+from kbx_ray.suites.builtin import get_task
 from tests.conftest import make_candidate
 
 

@@ -157,10 +157,10 @@ def test_elastic_group_grows_onto_joining_evaluation_nodes_only(tmp_path):
     import ray
     from ray.cluster_utils import Cluster
 
-    from kbx_ray.config import load_config
-    from kbx_ray.hardware import get_pool
-    from kbx_ray.evaluator_group import EvaluatorGroup
-    from kbx_ray.suite import get_task
+    from kbx_ray.config.compose import load_config
+    from kbx_ray.config.hardware import get_pool
+    from kbx_ray.orchestration.evaluator_group import EvaluatorGroup
+    from kbx_ray.suites.builtin import get_task
     from tests.conftest import make_candidate
 
     node_types, head_labels = scaled_node_types()
@@ -303,8 +303,8 @@ def _types_of(nodes: dict[str, dict[str, Any]]) -> dict[str, str]:
 
 def test_sweep_scales_up_places_by_role_survives_a_node_loss_and_resumes(fake_cluster, tmp_path,
                                                                          monkeypatch, caplog):
-    from kbx_ray import engine
-    from kbx_ray.config import load_config
+    from kbx_ray.orchestration import engine
+    from kbx_ray.config.compose import load_config
     from kbx_ray.llm import base
     from kbx_ray.registry import Entry
     from kbx_ray.sinks import read_table
@@ -355,7 +355,8 @@ def test_sweep_scales_up_places_by_role_survives_a_node_loss_and_resumes(fake_cl
     first = time.time() - t0
     assert killed.get("pids"), "the h100 node to kill was not found"
     assert killed.get("joined"), "no node that joined after the kill evaluated a candidate"
-    lost = [r.getMessage() for r in caplog.records if r.name == "kbx_ray.evaluator_group"]
+    lost = [r.getMessage() for r in caplog.records
+            if r.name == "kbx_ray.orchestration.evaluator_group"]
     # what the lost node held was queued again as a node loss, not as the candidates' failures
     assert any("lost an evaluator with its node" in m for m in lost), lost
     assert not any(" died on " in m for m in lost), lost
@@ -394,8 +395,8 @@ def _evaluated_on(out: Path, node_ids: set[str]) -> bool:
 
 def test_dry_run_states_the_repair_imbalance_across_pools(tmp_path):
     """Every repair round runs on the primary pool; the plan says so, with the factor."""
-    from kbx_ray import engine
-    from kbx_ray.config import load_config
+    from kbx_ray.orchestration import engine
+    from kbx_ray.config.compose import load_config
 
     base = [f"output_dir={tmp_path}", "suite.include=[activation/relu]", "sink.wandb.mode=disabled"]
     repair = engine.describe(engine.plan(load_config(

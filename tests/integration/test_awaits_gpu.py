@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
-from kbx_ray.metrics import RunningMetrics, passed
-from kbx_ray.suite import get_task
+from kbx_ray.records.metrics import RunningMetrics, passed
+from kbx_ray.suites.builtin import get_task
 from tests.conftest import FIXTURES, make_candidate
 
 

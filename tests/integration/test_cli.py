@@ -22,7 +22,7 @@ def test_eval_broken_candidate_gives_error_kind_json():
 
 
 def test_eval_solution_passes(tmp_path):
-    from kbx_ray.suite import get_task
+    from kbx_ray.suites.builtin import get_task
 
     r = kbx("eval", "math/exp", get_task("math/exp").solution_path)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -76,7 +76,8 @@ def test_eval_candidate_files_that_cannot_be_read_as_source_are_verdicts(tmp_pat
 
 def test_an_internal_error_shows_its_traceback_and_says_it_is_a_bug(monkeypatch, capsys):
     """Our own KeyError is not passed off as the user's mistake in one line."""
-    from kbx_ray import cli, suite
+    from kbx_ray.cli import commands as cli
+    from kbx_ray.suites import builtin as suite
 
     def broken(*a, **k):
         return {}["no such internal key"]
@@ -132,7 +133,7 @@ def test_eval_extracts_a_raw_llm_answer_and_names_near_task_ids(tmp_path):
     """A pasted answer (prose, a sketch block, then the kernel) is judged as a sweep judges the
     completion; a typo in the task id gets a did-you-mean; -q leaves stderr to warnings and
     errors; outside a terminal no log line is wrapped."""
-    from kbx_ray.suite import get_task
+    from kbx_ray.suites.builtin import get_task
 
     code = open(get_task("activation/relu").solution_path).read()
     answer = tmp_path / "answer.md"
@@ -158,7 +159,7 @@ def test_eval_extracts_a_raw_llm_answer_and_names_near_task_ids(tmp_path):
 
 
 def test_eval_judges_a_folder_and_a_jsonl_in_one_process_with_a_table(tmp_path):
-    from kbx_ray.suite import get_task
+    from kbx_ray.suites.builtin import get_task
 
     good = open(get_task("activation/relu").solution_path).read()
     wrong = (FIXTURES / "candidates" / "wrong_values.py").read_text()

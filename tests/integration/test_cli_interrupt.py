@@ -1,6 +1,7 @@
-"""kbx takes Ctrl-C however it inherited SIGINT (kbx_ray/cli.py `interruptible`): a process started
-with SIGINT ignored (a background job of a shell without job control) or blocked (a process Ray
-started) would otherwise run on past it; and its caller's disposition and mask come back after."""
+"""kbx takes Ctrl-C however it inherited SIGINT (kbx_ray/cli/process.py `interruptible`): a process
+started with SIGINT ignored (a background job of a shell without job control) or blocked (a process
+Ray started) would otherwise run on past it; and its caller's disposition and mask come back
+after."""
 from __future__ import annotations
 
 import subprocess
@@ -12,7 +13,7 @@ pytestmark = pytest.mark.slow  # starts a child process
 
 CODE = """
 import os, signal, sys, time
-from kbx_ray.cli import interruptible
+from kbx_ray.cli.process import interruptible
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 try:

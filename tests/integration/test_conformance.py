@@ -13,9 +13,11 @@ import random
 import pytest
 import torch
 
-from kbx_ray import footprint, unseen
-from kbx_ray.prompts import build_prompt
-from kbx_ray.suite import load_module, load_suite
+from kbx_ray import unseen
+from kbx_ray.cases import footprint
+from kbx_ray.prompting.prompts import build_prompt
+from kbx_ray.suites.builtin import load_suite
+from kbx_ray.suites.task_import import load_module
 from kbx_ray.types import CATEGORIES, stable_hash
 from tests.conftest import make_candidate
 

@@ -26,7 +26,8 @@ _CHILD = r"""
 import importlib.util, json, sys
 import torch
 from kbx_ray.evaluate.parent import correctness
-from kbx_ray.suite import load_module, load_suite
+from kbx_ray.suites.builtin import load_suite
+from kbx_ray.suites.task_import import load_module
 
 EDGES = json.loads(sys.argv[1])
 n = len(EDGES)
@@ -90,7 +91,8 @@ def test_poles_at_zero_draw_both_zeros_in_every_case(task_id, kept):
     draw a zero at all holds both, not only when a float16 cast happens to make a -0."""
     import torch
 
-    from kbx_ray.suite import get_task, load_module
+    from kbx_ray.suites.builtin import get_task
+    from kbx_ray.suites.task_import import load_module
 
     mod = load_module(get_task(task_id).path)
     for case in (c for c in mod.CASES if kept(c)):
@@ -108,7 +110,8 @@ def test_atan2_draws_its_branch_cut_in_every_case():
     (+0, -0), whatever the seed, so a solution wrong at the branch cut fails every run."""
     import torch
 
-    from kbx_ray.suite import get_task, load_module
+    from kbx_ray.suites.builtin import get_task
+    from kbx_ray.suites.task_import import load_module
 
     mod = load_module(get_task("math/atan2").path)
     for case in mod.CASES:

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import ray
 
-from kbx_ray.config import load_config
-from kbx_ray.genlog import GenerationLog
-from kbx_ray.hardware import get_pool
+from kbx_ray.config.compose import load_config
+from kbx_ray.records.genlog import GenerationLog
+from kbx_ray.config.hardware import get_pool
 from kbx_ray.sinks import read_table
-from kbx_ray.suite import get_task
+from kbx_ray.suites.builtin import get_task
 from kbx_ray.types import Generation
 from tests.conftest import make_candidate
 
@@ -33,7 +33,7 @@ def local_ray():
 
 
 def _group(retries: int):
-    from kbx_ray.evaluator_group import EvaluatorGroup
+    from kbx_ray.orchestration.evaluator_group import EvaluatorGroup
 
     cfg = load_config(["engine.evaluators=1", f"engine.retries={retries}"])
     return EvaluatorGroup(get_pool("cpu"), cfg.engine, cfg.evaluation)
@@ -82,7 +82,7 @@ def test_evaluator_that_keeps_dying_is_recorded_as_infra_error(local_ray):
 def test_batch_on_an_evaluator_that_dies_is_queued_again(local_ray):
     """A call carrying several candidates (engine.eval_batch) meets a dead evaluator: every one of
     them is retried once it is back, and each gets its own verdict."""
-    from kbx_ray.evaluator_group import EvaluatorGroup
+    from kbx_ray.orchestration.evaluator_group import EvaluatorGroup
 
     task = get_task("activation/relu")
     code = Path(task.solution_path).read_text()
@@ -165,7 +165,7 @@ def _group_killed_after_its_worker(restarted: bool, *overrides: str):
     """A group whose first call replays the race: Ray reaps the evaluator's sandbox worker, the
     actor answers with the worker's SIGKILL crash, and only then does the actor itself die (and,
     if `restarted`, come back before the group asks after it)."""
-    from kbx_ray.evaluator_group import EvaluatorGroup
+    from kbx_ray.orchestration.evaluator_group import EvaluatorGroup
 
     class Group(EvaluatorGroup):
         raced = False
@@ -313,7 +313,7 @@ def test_a_batch_torn_between_its_two_parts_is_not_written_twice(local_ray, tmp_
     not a second copy of their generation rows."""
     import shutil
 
-    from kbx_ray import engine
+    from kbx_ray.orchestration import engine
 
     args = [f"output_dir={tmp_path}", "suite.include=[activation/relu,math/exp]",
             "sink.wandb.mode=disabled", "method=repair", "method.rounds=1"]

@@ -11,11 +11,12 @@ import asyncio
 import pytest
 import ray
 
-from kbx_ray import engine
-from kbx_ray.config import ConfigError, load_config
-from kbx_ray.hardware import get_pool
+from kbx_ray.orchestration import engine
+from kbx_ray.config.compose import load_config
+from kbx_ray.errors import ConfigError
+from kbx_ray.config.hardware import get_pool
 from kbx_ray.llm.vllm_spec import actor_options, for_cluster, spec_from
-from kbx_ray.evaluator_group import EvaluatorGroup
+from kbx_ray.orchestration.evaluator_group import EvaluatorGroup
 
 H100 = ["hardware=[h100]", "engine.mode=noop", "sink.wandb.mode=disabled"]
 

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray import engine, scaling
-from kbx_ray.config import ConfigError, load_config
-from kbx_ray.grid import build_axes, iter_cells
+from kbx_ray.orchestration import engine, scaling
+from kbx_ray.config.compose import load_config
+from kbx_ray.errors import ConfigError
+from kbx_ray.orchestration.grid import build_axes, iter_cells
 from kbx_ray.llm.base import generation_gpus
 from kbx_ray.registry import registry
 from kbx_ray.sinks import build_sinks, sink_options
@@ -59,7 +60,7 @@ MODULES = {
 
         from kbx_ray.methods.base import PromptOptions, cached, finish, options_of
         from kbx_ray.methods.repair import run_chain
-        from kbx_ray.prompts import Templates
+        from kbx_ray.prompting.prompts import Templates
         from kbx_ray.registry import register
 
         @dataclass
@@ -105,7 +106,7 @@ MODULES = {
         from pathlib import Path
 
         from kbx_ray.registry import register
-        from kbx_ray.suite import load_suite
+        from kbx_ray.suites.builtin import load_suite
         from kbx_ray.suites import SuiteFormat
 
         TASKS = str(Path(__file__).resolve().parent / "tasks")
@@ -144,7 +145,7 @@ def extensions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def overrides(tmp_path: Path) -> list[str]:
-    from kbx_ray.suite import DEFAULT_ROOT
+    from kbx_ray.suites.builtin import DEFAULT_ROOT
 
     return [f"output_dir={tmp_path / 'results'}", "suite.name=ext_suite",
             f"suite.path={DEFAULT_ROOT}", "suite.options.tasks=[activation/relu]",

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kbx_ray.suite import load_module, load_suite
+from kbx_ray.suites.builtin import load_suite
+from kbx_ray.suites.task_import import load_module
 from tests.conftest import make_candidate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -180,8 +181,8 @@ def test_replay_of_peer_predictions_rejudges_them_with_both_verdicts(tmp_path: P
     the record, and the report puts both verdicts side by side per category."""
     import ray
 
-    from kbx_ray import engine
-    from kbx_ray.config import load_config
+    from kbx_ray.orchestration import engine
+    from kbx_ray.config.compose import load_config
     from kbx_ray.report import build_report
     from kbx_ray.sinks import read_table
 

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from kbx_ray.suite import SuiteError, load_module, load_suite
+from kbx_ray.errors import SuiteError
+from kbx_ray.suites.builtin import load_suite
+from kbx_ray.suites.task_import import load_module
 from kbx_ray.types import Task
 from tests.conftest import FIXTURES, make_candidate
 
@@ -90,7 +92,7 @@ def test_a_class_entry_is_extracted_and_passes_static_checks():
     import ast
 
     from kbx_ray.evaluate.static.checks import static_check
-    from kbx_ray.extract import extract_code
+    from kbx_ray.prompting.extract import extract_code
 
     code = (KB / "candidates" / "linear_relu_correct.py").read_text()
     assert extract_code(f"Here it is:\n```python\n{code}```\n", "ModelNew").strip() == code.strip()

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
-from kbx_ray.suite import get_task
+from kbx_ray.suites.builtin import get_task
 from tests.conftest import make_candidate
 
 NAIVE_TANH_GELU = '''

@@ -18,7 +18,7 @@ import pytest
 from kbx_ray.evaluate.parent.evaluator import Evaluator
 from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger
 from kbx_ray.evaluate.settings import EvalConfig
-from kbx_ray.suite import get_task
+from kbx_ray.suites.builtin import get_task
 from tests.conftest import make_candidate
 
 # the honest solution with its entry point raising: the replay finds the same kernels as the

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
-from kbx_ray.suite import get_task
+from kbx_ray.suites.builtin import get_task
 from tests.conftest import FIXTURES, make_candidate
 
 HONEST = FIXTURES / "honest"

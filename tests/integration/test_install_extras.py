@@ -28,7 +28,7 @@ def test_the_kernelbench_extra_and_the_test_install_carry_einops():
 @pytest.mark.skipif(not KB.is_dir(), reason=f"no KernelBench tree at {KB} (set KBX_EXTERNAL)")
 def test_mamba2_loads_and_levels_1_to_3_load_what_the_readme_says(tmp_path, monkeypatch):
     pytest.importorskip("einops", reason="the [kernelbench] extra is not installed")
-    from kbx_ray.suite import load_suite
+    from kbx_ray.suites.builtin import load_suite
 
     monkeypatch.setenv("KBX_SUITE_CACHE", str(tmp_path))
     skipped: dict[str, str] = {}
@@ -44,7 +44,7 @@ def test_without_einops_the_two_mamba2_problems_are_skipped_as_the_readme_says(t
     """The README's own first install (no extra): 248, the Mamba2 pair skipped `needs einops`."""
     import sys
 
-    from kbx_ray.suite import load_suite
+    from kbx_ray.suites.builtin import load_suite
 
     monkeypatch.setenv("KBX_SUITE_CACHE", str(tmp_path))  # probed afresh, not served from a cache
     monkeypatch.setitem(sys.modules, "einops", None)  # `import einops` fails as if not installed

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kbx_ray.suite import get_task
+from kbx_ray.suites.builtin import get_task
 from tests.conftest import make_candidate
 
 KERNEL = '''

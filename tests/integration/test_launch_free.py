@@ -18,7 +18,7 @@ from dataclasses import replace
 import pytest
 
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
-from kbx_ray.suite import get_task, task_from_file
+from kbx_ray.suites.builtin import get_task, task_from_file
 from tests.conftest import FIXTURES, make_candidate
 
 TASK = '''

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from kbx_ray.config import ConfigError, ModelConfig
-from kbx_ray.extract import extract
+from kbx_ray.config.structured import ModelConfig
+from kbx_ray.errors import ConfigError
+from kbx_ray.prompting.extract import extract
 from kbx_ray.llm.base import GenParams, build_backend
 from kbx_ray.llm.errors import BackendError
 

@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from kbx_ray.config import load_config
+from kbx_ray.config.compose import load_config
 from kbx_ray.llm.base import GenParams, build_backend
 from kbx_ray.llm.errors import BackendError
 

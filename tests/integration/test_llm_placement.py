@@ -9,7 +9,7 @@ import ray
 from ray.cluster_utils import Cluster
 from ray.util.placement_group import placement_group_table
 
-from kbx_ray.config import load_config
+from kbx_ray.config.compose import load_config
 from kbx_ray.llm.vllm_spec import actor_options, for_cluster, placement_hint, spec_from
 
 

@@ -8,14 +8,14 @@ import asyncio
 
 import pytest
 
-from kbx_ray import engine
-from kbx_ray.config import load_config
-from kbx_ray.extract import extract
+from kbx_ray.orchestration import engine
+from kbx_ray.config.compose import load_config
+from kbx_ray.prompting.extract import extract
 from kbx_ray.llm.base import GenParams, build_backend
 from kbx_ray.llm.errors import BackendError
-from kbx_ray.prompts import build_prompt
+from kbx_ray.prompting.prompts import build_prompt
 from kbx_ray.sinks import read_table
-from kbx_ray.suite import load_suite
+from kbx_ray.suites.builtin import load_suite
 
 pytestmark = pytest.mark.slow
 

@@ -25,9 +25,9 @@ import pytest
 import ray
 from fixtures.tiny_model import require_vllm, tiny_model_dir
 
-from kbx_ray import engine
-from kbx_ray.config import load_config
-from kbx_ray.genlog import FILE as WAL
+from kbx_ray.orchestration import engine
+from kbx_ray.config.compose import load_config
+from kbx_ray.records.genlog import FILE as WAL
 from kbx_ray.llm import vllm_actor
 from kbx_ray.llm.base import build_backend
 from kbx_ray.llm.errors import BackendError

@@ -18,7 +18,7 @@ import pytest
 from fixtures.tiny_model import require_vllm, tiny_model_dir
 from fixtures.vllm_serve import GENERATION_CONFIG, tiny_with_generation_config
 
-from kbx_ray.config import load_config
+from kbx_ray.config.compose import load_config
 from kbx_ray.llm.base import GenParams, build_backend
 
 pytestmark = pytest.mark.slow
@@ -70,7 +70,7 @@ class _Stub(BaseHTTPRequestHandler):
 
 
 def test_the_same_preset_builds_the_same_request_on_both_backends(model_dir):
-    from kbx_ray.llm.vllm_actor import VLLMReplica, sampling_params
+    from kbx_ray.llm.vllm_replica import VLLMReplica, sampling_params
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Stub)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -91,7 +91,7 @@ def test_the_same_preset_builds_the_same_request_on_both_backends(model_dir):
 
 
 def test_vllm_serve_and_the_vllm_backend_decode_the_same_texts(vllm_server):
-    from kbx_ray.llm.vllm_actor import VLLMReplica
+    from kbx_ray.llm.vllm_replica import VLLMReplica
     from kbx_ray.llm.vllm_spec import spec_from
 
     seeds = (1, 2, 3)

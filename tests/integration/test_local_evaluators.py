@@ -5,7 +5,7 @@ from pathlib import Path
 
 from kbx_ray.evaluate.parent.local_evaluators import LocalEvaluators
 from kbx_ray.evaluate.settings import EvalConfig
-from kbx_ray.suite import get_task
+from kbx_ray.suites.builtin import get_task
 from tests.conftest import FIXTURES, make_candidate
 
 

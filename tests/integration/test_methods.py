@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray.config import ModelConfig, load_config
+from kbx_ray.config.compose import load_config
+from kbx_ray.config.structured import ModelConfig
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 from kbx_ray.llm.base import GenParams
 from kbx_ray.llm.replay import build as build_replay
 from kbx_ray.methods.base import Attempt, build_method
-from kbx_ray.suite import get_task
+from kbx_ray.suites.builtin import get_task
 
 pytestmark = pytest.mark.slow  # starts a warm sandboxed CPU evaluator
 

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 import ray
 
-from kbx_ray import engine
-from kbx_ray.ablation import rounds_curve, rounds_state
-from kbx_ray.config import CONF_DIR, load_config
+from kbx_ray.orchestration import engine
+from kbx_ray.records.ablation import rounds_curve, rounds_state
+from kbx_ray.config.compose import CONF_DIR, load_config
 from kbx_ray.methods.base import branches
 from kbx_ray.sinks import read_table
 

@@ -15,9 +15,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from kbx_ray import engine
-from kbx_ray.config import load_config
-from kbx_ray.genlog import FILE as WAL
+from kbx_ray.orchestration import engine
+from kbx_ray.config.compose import load_config
+from kbx_ray.records.genlog import FILE as WAL
 from kbx_ray.sinks import read_table
 
 pytestmark = pytest.mark.slow

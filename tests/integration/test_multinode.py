@@ -15,8 +15,8 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
-from kbx_ray import engine
-from kbx_ray.config import load_config
+from kbx_ray.orchestration import engine
+from kbx_ray.config.compose import load_config
 from kbx_ray.sinks import read_table
 
 TYPES = {"a100": "A100", "l4": "L4", "h100": "H100"}
@@ -69,9 +69,9 @@ def test_evaluators_per_gpu_packs_several_evaluators_onto_one_gpu(cluster, tmp_p
     evaluate/parent/gpulock.py)."""
     import asyncio
 
-    from kbx_ray.hardware import get_pool
-    from kbx_ray.evaluator_group import EvaluatorGroup
-    from kbx_ray.suite import get_task
+    from kbx_ray.config.hardware import get_pool
+    from kbx_ray.orchestration.evaluator_group import EvaluatorGroup
+    from kbx_ray.suites.builtin import get_task
     from tests.conftest import make_candidate
 
     c, _ = cluster
@@ -97,7 +97,7 @@ def test_aot_compile_workers_run_on_compile_nodes_and_seed_each_arch(cluster, tm
     """engine.aot_compile=always: compile actors go to the node with the `compile` resource, and each
     GPU pool's evaluator gets its candidate's kernels compiled for its own sm_XX (A100: sm_80,
     H100: sm_90), written into the worker's Triton cache before the candidate arrives."""
-    from kbx_ray.compile_workers import CompileWorkers
+    from kbx_ray.orchestration.compile_workers import CompileWorkers
 
     c, _ = cluster
     node = c.add_node(num_cpus=1, resources={"compile": 1})
@@ -121,8 +121,8 @@ def test_aot_compile_workers_run_on_compile_nodes_and_seed_each_arch(cluster, tm
         assert workers.nodes == {node.node_id}
 
         async def busy_then_free() -> tuple:
-            from kbx_ray.compile_workers import ready_result
-            from kbx_ray.suite import get_task
+            from kbx_ray.orchestration.compile_workers import ready_result
+            from kbx_ray.suites.builtin import get_task
             from tests.conftest import make_candidate
 
             task = get_task("math/exp")

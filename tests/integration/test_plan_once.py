@@ -9,8 +9,8 @@ import pytest
 import ray
 from omegaconf import OmegaConf
 
-from kbx_ray import cli
-from kbx_ray.config import CONF_DIR
+from kbx_ray.cli import commands as cli
+from kbx_ray.config.compose import CONF_DIR
 from kbx_ray.sinks import read_table
 
 RELU_REPAIR = Path(__file__).parents[1] / "fixtures" / "replay" / "relu_repair.jsonl"

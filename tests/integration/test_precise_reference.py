@@ -14,7 +14,7 @@ import torch
 from kbx_ray.evaluate.parent.evaluator import Evaluator
 from kbx_ray.evaluate.parent.precise import admitted, float64_outputs
 from kbx_ray.evaluate.settings import EvalConfig
-from kbx_ray.suite import task_from_file
+from kbx_ray.suites.builtin import task_from_file
 from tests.conftest import make_candidate
 
 TASK = '''"""Column sums of a float16 matrix: `colsum(x)` for x [R, C] returns [C]."""

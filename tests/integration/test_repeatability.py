@@ -11,7 +11,8 @@ from kbx_ray.evaluate.parent import case_checks
 from kbx_ray.evaluate.reply import CallReport
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 from kbx_ray.evaluate.worker.outputs import encode
-from kbx_ray.suite import get_task, load_module
+from kbx_ray.suites.builtin import get_task
+from kbx_ray.suites.task_import import load_module
 from tests.conftest import make_candidate
 
 # a split-K sum whose every second call scales its result by SCALE: the injected difference

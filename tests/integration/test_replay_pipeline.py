@@ -14,7 +14,7 @@ from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 from kbx_ray.evaluate.parent.sandbox import Sandbox
 from kbx_ray.evaluate.settings import SandboxConfig
 from kbx_ray.evaluate.static import checks
-from kbx_ray.suite import get_task
+from kbx_ray.suites.builtin import get_task
 from tests.conftest import make_candidate
 
 # The first seed's two calls (the run and its repeat) answer with torch beside a do-nothing launch:

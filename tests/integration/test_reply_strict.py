@@ -11,7 +11,7 @@ import pytest
 from kbx_ray.evaluate.parent.evaluator import Evaluator
 from kbx_ray.evaluate.parent.sandbox import Sandbox
 from kbx_ray.evaluate.settings import EvalConfig
-from kbx_ray.suite import get_task
+from kbx_ray.suites.builtin import get_task
 from tests.conftest import make_candidate
 
 

@@ -18,7 +18,7 @@ from kbx_ray.evaluate.parent import evaluator as evaluator_mod
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 from kbx_ray.evaluate.parent.sandbox import ConfinementError, Sandbox
 from kbx_ray.evaluate.settings import SandboxConfig
-from kbx_ray.suite import get_task
+from kbx_ray.suites.builtin import get_task
 from tests.conftest import make_candidate
 
 REPO = Path(__file__).resolve().parents[2]

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray.suite import get_task
+from kbx_ray.suites.builtin import get_task
 from tests.conftest import FIXTURES, make_candidate
 
 RELU = get_task("activation/relu")

@@ -13,7 +13,7 @@ from kbx_ray.evaluate.parent import evaluator as evaluator_mod
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 from kbx_ray.evaluate.static import checks
 from kbx_ray.evaluate.common import landlock
-from kbx_ray.suite import get_task
+from kbx_ray.suites.builtin import get_task
 from tests.conftest import make_candidate
 
 RELU = get_task("activation/relu")

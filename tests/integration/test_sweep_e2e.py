@@ -6,8 +6,9 @@ import json
 import pytest
 import ray
 
-from kbx_ray import engine
-from kbx_ray.config import ConfigError, load_config
+from kbx_ray.orchestration import engine
+from kbx_ray.config.compose import load_config
+from kbx_ray.errors import ConfigError
 from kbx_ray.sinks import read_table
 from kbx_ray.types import SCHEMA_VERSION
 
@@ -80,7 +81,7 @@ def test_dry_run_counts_cells(tmp_path):
 def test_dry_run_prices_gpu_pools_at_their_measured_cost(tmp_path):
     """A pool with a measured cost per evaluation (conf/hardware eval_gpu_s) is priced at it, with
     its source named, beside the timing budget's bound; one without says it has none."""
-    from kbx_ray.hardware import get_pool
+    from kbx_ray.config.hardware import get_pool
 
     h100 = get_pool("h100")
     assert h100.eval_gpu_s > 0 and "suite_gpu.py" in h100.eval_gpu_s_source
@@ -96,7 +97,7 @@ def test_dry_run_prices_gpu_pools_at_their_measured_cost(tmp_path):
 
 
 def test_missing_pool_is_a_clear_error(local_ray, tmp_path):
-    from kbx_ray.config import ConfigError
+    from kbx_ray.errors import ConfigError
 
     cfg = load_config([f"output_dir={tmp_path}", "suite.include=[math/exp]", "hardware=h100",
                        "sink.wandb.mode=disabled"])
@@ -107,12 +108,12 @@ def test_missing_pool_is_a_clear_error(local_ray, tmp_path):
 def test_a_changed_verdict_setting_is_another_sweep_or_refused(local_ray, tmp_path, caplog):
     """evaluation.fresh_sets was missing from the sweep's identity: a re-run with it changed
     resumed and mixed verdicts. Now it is a new sweep; under sweep_id= it is refused in one line."""
-    from kbx_ray import cli
+    from kbx_ray.cli import commands as cli
 
     base = [f"output_dir={tmp_path}", "suite.include=[activation/relu]", "sink.wandb.mode=disabled"]
     p = engine.run_sweep(load_config(base))
     assert p.n_todo == 1 and (p.sweep_dir / "identity.json").is_file()
-    caplog.set_level("INFO", logger="kbx_ray.sweep_folder")
+    caplog.set_level("INFO", logger="kbx_ray.records.sweep_folder")
     other = engine.run_sweep(load_config([*base, "evaluation.fresh_sets=3"]))
     assert other.sweep_id != p.sweep_id and other.n_todo == 1  # judged again, in its own folder
     assert f"not a resume of {p.sweep_id}: evaluation.fresh_sets=2 -> 3" in caplog.text
@@ -144,7 +145,7 @@ def test_dry_run_with_no_pool_named_estimates_every_pool_of_cluster_yaml(tmp_pat
     cluster (engine.ray_address) gets each of its GPU pools' estimate, alone and all together."""
     import yaml
 
-    from kbx_ray.dry_run import CLUSTER_YAML
+    from kbx_ray.orchestration.dry_run import CLUSTER_YAML
 
     spec = yaml.safe_load(CLUSTER_YAML.read_text())["available_node_types"]
     pools = [nt["labels"]["kbx-pool"] for nt in spec.values()
@@ -174,7 +175,7 @@ def test_a_resumed_cpu_sweep_is_estimated_from_its_own_evaluations(tmp_path):
     """The CPU-hours of the cells left come from what this sweep's evaluations took (their median
     `eval_wall_s` on the CPU), not from the constant measured elsewhere."""
     from kbx_ray.sinks import ParquetSink
-    from kbx_ray.sweep_folder import sweep_id
+    from kbx_ray.records.sweep_folder import sweep_id
 
     cfg = load_config([f"output_dir={tmp_path}", INCLUDE])
     sink = ParquetSink(tmp_path / sweep_id(cfg))
@@ -194,7 +195,7 @@ def test_dry_run_all_pools_together_has_its_least_wall_time_too(tmp_path):
     a10g node (3 final kernels) outlasts 8 H100s judging all 9 rounds."""
     import re
 
-    from kbx_ray import dry_run
+    from kbx_ray.orchestration import dry_run
 
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text(

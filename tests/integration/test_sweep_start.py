@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 import ray
 
-from kbx_ray import cli, engine
-from kbx_ray.config import ConfigError, load_config
-from kbx_ray.sweep_folder import sweep_id
+from kbx_ray.cli import commands as cli
+from kbx_ray.orchestration import engine
+from kbx_ray.config.compose import load_config
+from kbx_ray.errors import ConfigError
+from kbx_ray.records.sweep_folder import sweep_id
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -142,7 +144,7 @@ def test_a_failed_start_leaves_no_folder_and_no_wandb_run(local_ray, tmp_path: P
                        "model=openai", "model.options.base_url=http://127.0.0.1:9/v1",
                        "model.options.retries=0", "sink.wandb.mode=offline"])
     sweep_dir = tmp_path / "results" / sweep_id(cfg)
-    with caplog.at_level("INFO", logger="kbx_ray.engine"), pytest.raises(ConfigError):
+    with caplog.at_level("INFO", logger="kbx_ray.orchestration.engine"), pytest.raises(ConfigError):
         engine.run_sweep(cfg)
     assert f"nothing was recorded; removed {sweep_dir}" in caplog.text  # it was made, then gone
     assert not sweep_dir.exists() and not list(tmp_path.rglob("offline-run-*"))
@@ -158,7 +160,7 @@ IGNORING_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.
 def test_ctrl_c_prints_one_line_and_the_same_command_resumes(tmp_path: Path):
     """SIGINT to the sweep's process group, as a terminal's Ctrl-C sends it, once a cell is
     recorded: no traceback, one line naming how many cells are recorded; a re-run resumes. The
-    sweep inherits SIGINT ignored and blocked, and stops all the same (kbx_ray/cli.py
+    sweep inherits SIGINT ignored and blocked, and stops all the same (kbx_ray/cli/process.py
     `interruptible`): it used to run on to exit 0 whenever pytest itself had been started with
     SIGINT ignored (in the background of a non-interactive shell, as CI lanes were)."""
     import os
@@ -225,7 +227,7 @@ def test_closing_a_vllm_backend_whose_replica_is_pending_takes_seconds(local_ray
 
 def test_ray_actor_output_goes_to_the_log_file_not_stdout(local_ray, tmp_path: Path,
                                                           capfd: pytest.CaptureFixture):
-    from kbx_ray.ray_session import worker_output_to
+    from kbx_ray.orchestration.ray_session import worker_output_to
 
     @ray.remote(num_cpus=0)
     class Chatty:

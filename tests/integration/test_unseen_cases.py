@@ -16,9 +16,10 @@ import pytest
 from kbx_ray import unseen
 from kbx_ray.evaluate.parent.evaluator import Evaluator
 from kbx_ray.evaluate.settings import EvalConfig
-from kbx_ray.records import evaluation_row
+from kbx_ray.records.rows import evaluation_row
 from kbx_ray.sinks.parquet import rows_to_table
-from kbx_ray.suite import get_task, load_module
+from kbx_ray.suites.builtin import get_task
+from kbx_ray.suites.task_import import load_module
 from tests.conftest import FIXTURES, make_candidate
 
 EXPLOITS = FIXTURES / "exploits"

@@ -16,7 +16,7 @@ from kbx_ray.evaluate.parent import case_checks as case_checks_mod  # the parent
 from kbx_ray.evaluate.parent.evaluator import Evaluator
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.evaluate.common.timing import TimingConfig
-from kbx_ray.suite import get_task, task_from_file
+from kbx_ray.suites.builtin import get_task, task_from_file
 from tests.conftest import FIXTURES, make_candidate
 
 EXPLOITS = FIXTURES / "exploits"

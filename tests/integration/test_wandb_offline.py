@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from kbx_ray.sinks import FanOut, ParquetSink, WandbSink, read_table
-from kbx_ray.wandb_settings import WandbConfig
+from kbx_ray.sinks.wandb_settings import WandbConfig
 
 
 @pytest.fixture(autouse=True)

@@ -1,11 +1,12 @@
-"""kbx_ray.ablation on evaluation rows read back from Parquet: the state and metrics after k rounds."""
+"""kbx_ray.records.ablation on evaluation rows read back from Parquet: the state and metrics after k
+rounds."""
 from __future__ import annotations
 
 import math
 
 import pytest
 
-from kbx_ray.ablation import rounds_curve, rounds_state
+from kbx_ray.records.ablation import rounds_curve, rounds_state
 from kbx_ray.sinks import read_table
 from kbx_ray.sinks.parquet import ParquetSink
 

@@ -17,7 +17,9 @@ import pytest
 import yaml
 from ray.autoscaler._private.util import prepare_config, validate_config
 
-from kbx_ray.hardware import CONF_DIR, get_pool, on_role_cluster, ray_options, selector_matches
+from kbx_ray.config.hardware import (
+    CONF_DIR, get_pool, on_role_cluster, ray_options, selector_matches,
+)
 
 CLUSTER_YAML = Path(__file__).resolve().parents[2] / "cluster.yaml"
 DOCKERFILE = CLUSTER_YAML.parent / "conf" / "docker" / "Dockerfile"

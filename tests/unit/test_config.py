@@ -1,9 +1,12 @@
 import pytest
 
-from kbx_ray.config import ConfigError, load_config
-from kbx_ray.sweep_folder import sweep_id
-from kbx_ray.grid import build_axes, iter_cells
-from kbx_ray.suite import SuiteError, load_suite, select_ids
+from kbx_ray.config.compose import load_config
+from kbx_ray.errors import ConfigError
+from kbx_ray.records.sweep_folder import sweep_id
+from kbx_ray.orchestration.grid import build_axes, iter_cells
+from kbx_ray.errors import SuiteError
+from kbx_ray.suites.builtin import load_suite
+from kbx_ray.suites.task_import import select_ids
 
 
 def test_defaults():
@@ -65,7 +68,7 @@ def test_sweep_id_is_stable_and_ignores_task_selection(tmp_path, monkeypatch):
         sweep_id(load_config([f"method.templates_dir={tmp_path}"]))
     import shutil
 
-    import kbx_ray.config as config
+    import kbx_ray.config.compose as config
 
     before = sweep_id(load_config(["sweep.methods=[repair]"]))
     shutil.copytree(config.CONF_DIR, tmp_path / "conf")

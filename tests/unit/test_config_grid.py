@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray.config import ConfigError, load_config
-from kbx_ray.sweep_folder import sweep_id
-from kbx_ray.grid import build_axes, iter_cells
-from kbx_ray.preflight import validate
+from kbx_ray.config.compose import load_config
+from kbx_ray.errors import ConfigError
+from kbx_ray.records.sweep_folder import sweep_id
+from kbx_ray.orchestration.grid import build_axes, iter_cells
+from kbx_ray.config.preflight import validate
 from kbx_ray.llm.vllm_spec import engine_arg_names
-from kbx_ray.suite import load_suite
+from kbx_ray.suites.builtin import load_suite
 
 TASKS = ["activation/relu", "math/exp"]
 
@@ -149,7 +150,7 @@ def test_sweep_ids_are_readable_and_old_folders_resume(tmp_path: Path):
 
 
 def test_dry_run_counts_the_rounds_axis_per_method_and_pool():
-    from kbx_ray import engine
+    from kbx_ray.orchestration import engine
 
     cfg = load_config(["sweep=repair_ablation", "hardware=[h100,a100]",
                        "suite.include=[activation/relu,math/exp]"])

@@ -7,17 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray import identity, sweep_folder
-from kbx_ray.config import Config, ConfigError, load_config
-from kbx_ray.grid import build_axes
-from kbx_ray.sweep_folder import identity_key, sweep_id
+from kbx_ray.config import identity
+from kbx_ray.records import sweep_folder
+from kbx_ray.config.compose import load_config
+from kbx_ray.config.structured import Config
+from kbx_ray.errors import ConfigError
+from kbx_ray.orchestration.grid import build_axes
+from kbx_ray.records.sweep_folder import identity_key, sweep_id
 
 
 def test_every_settings_field_is_marked_verdict_or_exempt():
     """A new field anywhere under Config (EvalConfig, SandboxConfig, EngineConfig, ...) fails here
     until it says whether it can change a verdict: `verdict(default)` or `exempt(default, why=)`."""
     assert identity.unmarked(Config) == [], (
-        "mark these fields in their dataclass with kbx_ray.identity.verdict(...) or "
+        "mark these fields in their dataclass with kbx_ray.config.identity.verdict(...) or "
         "exempt(..., why=...)")
     for path, why in _exemptions(Config):
         assert len(why) > 10, path

@@ -12,9 +12,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from kbx_ray.config import ConfigError, load_config
-from kbx_ray.grid import build_axes, iter_cells
-from kbx_ray.sweep_folder import identity_key
+from kbx_ray.config.compose import load_config
+from kbx_ray.errors import ConfigError
+from kbx_ray.orchestration.grid import build_axes, iter_cells
+from kbx_ray.records.sweep_folder import identity_key
 from kbx_ray.types import stable_hash
 
 TASKS = [SimpleNamespace(task_id="activation/relu", task_hash="0123abcd"),

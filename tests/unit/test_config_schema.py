@@ -1,4 +1,5 @@
-"""The one typed schema (kbx_ray/config.py): defaults, choices, errors and help all come from it."""
+"""The one typed schema (config/structured.py): defaults, choices, errors and help all come from
+it."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -6,14 +7,13 @@ from dataclasses import replace
 import pytest
 from omegaconf import OmegaConf
 
-from kbx_ray.cli import build_parser
-from kbx_ray.config import (
-    CONF_DIR, AotCompile, Config, ConfigError, EngineMode, StopWhen, choice_keys, default_yaml,
-    load_config,
-)
+from kbx_ray.cli.commands import build_parser
+from kbx_ray.config.compose import CONF_DIR, choice_keys, default_yaml, load_config
+from kbx_ray.config.structured import AotCompile, Config, EngineMode, StopWhen
+from kbx_ray.errors import ConfigError
 from kbx_ray.evaluate.settings import Landlock
-from kbx_ray.preflight import validate
-from kbx_ray.wandb_settings import WandbConfig, WandbMode
+from kbx_ray.config.preflight import validate
+from kbx_ray.sinks.wandb_settings import WandbConfig, WandbMode
 
 
 def test_conf_config_yaml_shows_every_default_of_the_schema():

@@ -7,7 +7,7 @@ for every case of every task and for unseen cases drawn from each family (CPU- a
 it is at most the storage of the distinct input tensors (each storage counted once) plus the
 outputs (the returned tensors and the `MUTATES` arguments, written back).
 
-Sizes come from kbx_ray/footprint.py (the GPU memory admission's measure): `make_inputs` and the
+Sizes come from cases/footprint.py (the GPU memory admission's measure): `make_inputs` and the
 reference run under torch's FakeTensorMode (shapes and storages, no data), so the GPU-sized cases
 cost milliseconds. An output whose size depends on the
 data (masked_select) is counted at its largest (a ShapeEnv bounds it). Where drawing or the
@@ -23,18 +23,19 @@ import random
 import pytest
 
 from kbx_ray import unseen
-from kbx_ray.footprint import fake_sizes, inputs_and_outputs
-from kbx_ray.suite import load_module, load_suite
+from kbx_ray.cases.footprint import fake_sizes, inputs_and_outputs
+from kbx_ray.suites.builtin import load_suite
+from kbx_ray.suites.task_import import load_module
 
 TASKS = load_suite()
 IDS = [t.task_id for t in TASKS]
 
 
 def _sizes(task, mod, case: dict) -> tuple[int, int] | None:
-    """kbx_ray.footprint's sizing under FakeTensorMode (a ShapeEnv where an output's size depends
-    on the data: masked_select, nonzero); for real where drawing or the reference reads drawn
-    values (random lengths, a random start, one hit), on a small case only (None for a GPU one:
-    seconds to minutes here)."""
+    """kbx_ray.cases.footprint's sizing under FakeTensorMode (a ShapeEnv where an output's size
+    depends on the data: masked_select, nonzero); for real where drawing or the reference reads
+    drawn values (random lengths, a random start, one hit), on a small case only (None for a GPU
+    one: seconds to minutes here)."""
     ref = getattr(mod, task.name)
     sizes = fake_sizes(mod, case, ref, task.mutates)
     if sizes is None and case["small"]:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray.genlog import GenerationLog
+from kbx_ray.records.genlog import GenerationLog
 from kbx_ray.sinks import read_table
 from kbx_ray.sinks.parquet import ParquetSink
-from kbx_ray.writer import CellWriter as _Writer
-from kbx_ray.writer import flush_when_due as _flush_when_due
+from kbx_ray.records.writer import CellWriter as _Writer
+from kbx_ray.records.writer import flush_when_due as _flush_when_due
 
 
 class FailingEvaluations(ParquetSink):

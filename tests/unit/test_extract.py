@@ -1,4 +1,4 @@
-from kbx_ray.extract import extract, extract_code
+from kbx_ray.prompting.extract import extract, extract_code
 from kbx_ray.types import Generation
 
 CODE = "import torch\n\ndef relu(x):\n    return x\n"

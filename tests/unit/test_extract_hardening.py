@@ -6,7 +6,7 @@ import ast
 
 import pytest
 
-from kbx_ray.extract import extract, extract_code, split_think
+from kbx_ray.prompting.extract import extract, extract_code, split_think
 from kbx_ray.types import Generation
 
 KERNEL = ("import torch\nimport triton\nimport triton.language as tl\n\n\n@triton.jit\n"

@@ -1,5 +1,6 @@
-"""kbx_ray.footprint: a case's memory (distinct input storages + outputs), sized without allocating,
-for the GPU memory admission (evaluate/parent/admission.py) and the unseen cases' bound (unseen.py).
+"""kbx_ray.cases.footprint: a case's memory (distinct input storages + outputs), sized without
+allocating, for the GPU memory admission (evaluate/parent/admission.py) and the unseen cases' bound
+(unseen.py).
 """
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import textwrap
 
 import pytest
 
-from kbx_ray import footprint, unseen
+from kbx_ray import unseen
+from kbx_ray.cases import footprint
 from kbx_ray.evaluate.parent.admission import REPLAY_SETS, Admission
 from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger, estimate_bytes
 from kbx_ray.evaluate.settings import EvalConfig
-from kbx_ray.suite import get_task, load_module
+from kbx_ray.suites.builtin import get_task
+from kbx_ray.suites.task_import import load_module
 
 # tasks whose draw or reference reads drawn values: fake mode cannot size them (module docstring)
 FALLBACK = ("fusion/paged_attention_decode", "fusion/rope_interleaved",

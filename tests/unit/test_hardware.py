@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray import hardware
-from kbx_ray.hardware import (
-    HardwarePool, UnknownHardwareError, check_gpu_name, detect_local, get_pool,
-    match_pool, peak_for, pool_available, ray_options,
+from kbx_ray.config import hardware
+from kbx_ray.config.hardware import (
+    HardwarePool, UnknownHardwareError, check_gpu_name, detect_local, get_pool, match_pool,
+    peak_for, pool_available, ray_options,
 )
 
 REQUIRED = {"rtx4090", "rtx5090", "a100", "h20", "h800", "l20", "h100", "h200", "l4", "l40s",
@@ -85,7 +85,7 @@ def test_detect_local_builds_a_pool_for_an_unknown_gpu(
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=0: "NVIDIA RTX A6000")
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i=0: props)
-    with caplog.at_level(logging.WARNING, logger="kbx_ray.hardware"):
+    with caplog.at_level(logging.WARNING, logger="kbx_ray.config.hardware"):
         pool = detect_local()
     assert (pool.name, pool.gpu, pool.sm_count, pool.peak_gbps) == ("rtx_a6000", "NVIDIA RTX A6000",
                                                                    84, 0.0)
@@ -244,8 +244,8 @@ def test_role_cluster_placement_selects_the_pools_evaluation_nodes() -> None:
 
 
 def test_scaling_demand_target_and_concurrency() -> None:
-    from kbx_ray import scaling
-    from kbx_ray.config import load_config
+    from kbx_ray.orchestration import scaling
+    from kbx_ray.config.compose import load_config
 
     cfg = load_config(["engine.max_evaluators=16"])
     opts = dict(ray_options(hardware.on_role_cluster(get_pool("l4"))), num_cpus=1)

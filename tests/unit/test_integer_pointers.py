@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kbx_ray.evaluate.worker import triton_hooks
-from kbx_ray.suite import get_task
+from kbx_ray.suites.builtin import get_task
 from tests.conftest import FIXTURES
 
 triton = pytest.importorskip("triton")

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pyarrow.parquet as pq
 
-from kbx_ray.records import evaluation_row
+from kbx_ray.records.rows import evaluation_row
 from kbx_ray.sinks.parquet import ParquetSink
 from kbx_ray.types import STAGES, CaseResult, ErrorKind, EvalResult, Stage, Task
 

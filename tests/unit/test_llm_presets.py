@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from kbx_ray.config import CONF_DIR, ConfigError, load_config
+from kbx_ray.config.compose import CONF_DIR, load_config
+from kbx_ray.errors import ConfigError
 from kbx_ray.llm.errors import BackendError
 from kbx_ray.llm.openai_http import settings_from
 from kbx_ray.llm.base import generation_gpus

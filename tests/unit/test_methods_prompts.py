@@ -5,16 +5,17 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray import config as config_mod
-from kbx_ray.config import ConfigError, load_config
-from kbx_ray.grid import build_axes, count_cells, iter_cells
+from kbx_ray.config import compose as config_mod
+from kbx_ray.config.compose import load_config
+from kbx_ray.errors import ConfigError
+from kbx_ray.orchestration.grid import build_axes, count_cells, iter_cells
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
-from kbx_ray.extract import candidate_id
+from kbx_ray.prompting.extract import candidate_id
 from kbx_ray.methods.base import REGISTRY, branches, check_method
-from kbx_ray.prompts import (
+from kbx_ray.prompting.prompts import (
     TemplateError, Templates, build_prompt, feedback, load_exemplars, pick_exemplars,
 )
-from kbx_ray.suite import get_task, load_suite
+from kbx_ray.suites.builtin import get_task, load_suite
 from kbx_ray.types import Candidate, CaseResult, EvalResult
 
 PRESETS = sorted(p.stem for p in (config_mod.CONF_DIR / "method").glob("*.yaml"))
@@ -137,7 +138,7 @@ def test_agent_turn_survives_a_blank_error_message():
     """A failed candidate whose error message is only whitespace (a crash that printed nothing)
     must not take the agentic cell down with an IndexError."""
     from kbx_ray.methods.base import Attempt
-    from kbx_ray.prompts import agent_prompt
+    from kbx_ray.prompting.prompts import agent_prompt
     from kbx_ray.types import Generation
 
     task = get_task("activation/relu")

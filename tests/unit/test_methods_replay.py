@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray.config import ConfigError, ModelConfig
+from kbx_ray.config.structured import ModelConfig
+from kbx_ray.errors import ConfigError
 from kbx_ray.llm.base import GenParams, build_backend
 from kbx_ray.llm.replay import ReplayError
 from kbx_ray.sinks.parquet import ParquetSink

@@ -1,11 +1,11 @@
-"""kbx_ray/metrics.py: the one geometric mean, as a list function and as a running tally."""
+"""kbx_ray/records/metrics.py: the one geometric mean, as a list function and as a running tally."""
 from __future__ import annotations
 
 import math
 
 import pytest
 
-from kbx_ray.metrics import GeoMean, Tally, geomean
+from kbx_ray.records.metrics import GeoMean, Tally, geomean
 
 
 def test_geomean_counts_only_positive_finite_values():

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray.config import ModelConfig
+from kbx_ray.config.structured import ModelConfig
 from kbx_ray.evaluate.static.checks import static_check
-from kbx_ray.extract import extract
+from kbx_ray.prompting.extract import extract
 from kbx_ray.llm.base import GenParams, build_backend
 from kbx_ray.mutation import OPERATORS, mutants_for
-from kbx_ray.suite import get_task
+from kbx_ray.suites.builtin import get_task
 from tests.conftest import make_candidate
 
 SAMPLE = ["activation/relu", "reduce/sum", "matrix_multiply/matmul", "normalization/layer_norm",

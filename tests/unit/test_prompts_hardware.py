@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 
-from kbx_ray import engine, hardware
-from kbx_ray.config import load_config
+from kbx_ray.config import hardware
+from kbx_ray.orchestration import engine
+from kbx_ray.config.compose import load_config
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
-from kbx_ray.genlog import GenerationLog
+from kbx_ray.records.genlog import GenerationLog
 from kbx_ray.methods.base import build_method
-from kbx_ray.prompts import build_prompt
-from kbx_ray.suite import get_task
+from kbx_ray.prompting.prompts import build_prompt
+from kbx_ray.suites.builtin import get_task
 from kbx_ray.types import EvalResult, Generation
 
 TASK = get_task("activation/relu")

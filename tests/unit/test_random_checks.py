@@ -23,7 +23,7 @@ from statistics import NormalDist
 import pytest
 import torch
 
-from kbx_ray.suite import load_module
+from kbx_ray.suites.task_import import load_module
 
 RAND = load_module(Path(__file__).resolve().parents[2] / "tasks" / "random" / "rand" / "task.py")
 GOLDEN = (math.sqrt(5) - 1) / 2

@@ -19,15 +19,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from kbx_ray import cli
-from kbx_ray.config import ConfigError, load_config
-from kbx_ray.preflight import validate
+from kbx_ray.cli import commands as cli
+from kbx_ray.config.compose import load_config
+from kbx_ray.errors import ConfigError
+from kbx_ray.config.preflight import validate
 from kbx_ray.llm.base import REGISTRY as BACKENDS
 from kbx_ray.llm.base import GenParams, UnknownBackendError, build_backend
 from kbx_ray.methods.base import REGISTRY as METHODS
 from kbx_ray.methods.base import build_method, check_method
 from kbx_ray.registry import MissingDependencyError, RegistryError, add_kind, register, registry
-from kbx_ray.suite import SuiteError, get_task, load_suite
+from kbx_ray.errors import SuiteError
+from kbx_ray.suites.builtin import get_task, load_suite
 from kbx_ray.types import EvalResult
 
 SINKS, SUITES = registry("sink"), registry("suite")
@@ -37,10 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbx_ray.methods.base import PromptOptions, finish, first_prompt, options_of, step
-from kbx_ray.prompts import Templates
+from kbx_ray.prompting.prompts import Templates
 from kbx_ray.registry import register
 from kbx_ray.sinks.base import Sink
-from kbx_ray.suite import get_task, select_ids
+from kbx_ray.suites.builtin import get_task
+from kbx_ray.suites.task_import import select_ids
 from kbx_ray.suites import SuiteFormat
 from kbx_ray.types import Generation
 
@@ -253,7 +256,7 @@ def test_a_sink_from_a_new_module_receives_a_sweeps_rows(plugin, local_ray, tmp_
     """The new suite, backend and method run a sweep (engine.mode=noop: made-up verdicts), and the
     new sink gets every row that Parquet records, after it; a sink whose package is missing is
     left out with the install hint, and the sweep goes on."""
-    from kbx_ray import engine
+    from kbx_ray.orchestration import engine
     from kbx_ray.sinks import read_rows
 
     (tmp_path / "tasks.txt").write_text("activation/relu\nmath/exp\n")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray.config import load_config
+from kbx_ray.config.compose import load_config
 from kbx_ray.llm.base import GenParams, build_backend
 from kbx_ray.llm.replay_corpus import read_corpus, replay_rows
 

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray import engine
-from kbx_ray.config import ConfigError, load_config
-from kbx_ray.grid import build_axes, narrow_to_sources
-from kbx_ray.plan import Sweep
-from kbx_ray.suite import DEFAULT_ROOT
+from kbx_ray.orchestration import engine
+from kbx_ray.config.compose import load_config
+from kbx_ray.errors import ConfigError
+from kbx_ray.orchestration.grid import build_axes, narrow_to_sources
+from kbx_ray.config.plan import Sweep
+from kbx_ray.suites.builtin import DEFAULT_ROOT
 
 SUITE_SIZE = len(list(DEFAULT_ROOT.glob("*/*/task.py")))
 
@@ -45,12 +46,12 @@ def samples(p: Sweep) -> dict[str, int]:
 
 
 def test_the_plan_covers_the_tasks_and_samples_the_source_holds(tmp_path, preds, caplog):
-    with caplog.at_level(logging.INFO, logger="kbx_ray.grid"):
+    with caplog.at_level(logging.INFO, logger="kbx_ray.orchestration.grid"):
         p = plan(tmp_path, preds)
     assert samples(p) == {"activation/relu": 2, "math/exp": 1} and p.n_cells == p.n_todo == 3
     assert sorted(c.sample for c in p.cells() if c.task_id == "activation/relu") == [0, 1]
     assert list(p.tasks) == ["activation/relu", "math/exp"]
-    assert [r.getMessage() for r in caplog.records if r.name == "kbx_ray.grid"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "kbx_ray.orchestration.grid"] == [
         f"replay: 2 of {SUITE_SIZE} tasks have kernels in {preds}; the sweep covers those"]
     # sweep.samples, where a config sets it, caps the samples per task
     assert samples(plan(tmp_path, preds, "sweep.samples=1")) == {"activation/relu": 1,

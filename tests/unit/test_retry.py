@@ -1,4 +1,5 @@
-"""kbx_ray/retry.py: the one retry policy (backoff, transient errors, a server-named wait, poll)."""
+"""orchestration/retry.py: the one retry policy (backoff, transient errors, a server-named wait,
+poll)."""
 from __future__ import annotations
 
 import asyncio
@@ -6,7 +7,7 @@ import time
 
 import pytest
 
-from kbx_ray.retry import Backoff, poll, retry
+from kbx_ray.orchestration.retry import Backoff, poll, retry
 
 
 class Flaky:

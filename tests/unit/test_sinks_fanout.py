@@ -7,8 +7,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from kbx_ray.config import ConfigError, load_config
-from kbx_ray.preflight import validate
+from kbx_ray.config.compose import load_config
+from kbx_ray.errors import ConfigError
+from kbx_ray.config.preflight import validate
 from kbx_ray.sinks import (
     ConsoleSink, FanOut, ParquetSink, ParquetWriteError, Sink, WandbSink, build_sinks, read_table,
     sink_options,

@@ -34,7 +34,8 @@ import coverage
 import pytest
 import torch
 
-from kbx_ray.suite import load_module, load_suite
+from kbx_ray.suites.builtin import load_suite
+from kbx_ray.suites.task_import import load_module
 from kbx_ray.types import Task
 
 TASKS = load_suite()
@@ -247,7 +248,7 @@ def cost(case: dict) -> dict:
 def test_pragma_exempts_a_branch_only_with_a_reason(tmp_path: Path, reason: str) -> None:
     """A marked decision leaves both measures (its `True` arc is never taken, yet nothing is
     missing), and a marker without a reason is reported."""
-    from kbx_ray.suite import task_from_file
+    from kbx_ray.suites.builtin import task_from_file
     path = tmp_path / "math" / "toy" / "task.py"
     path.parent.mkdir(parents=True)
     path.write_text(TOY.format(reason=reason))

@@ -14,7 +14,8 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
-from kbx_ray.suite import load_module, load_suite
+from kbx_ray.suites.builtin import load_suite
+from kbx_ray.suites.task_import import load_module
 
 ROOT = Path(__file__).resolve().parents[2] / "tasks"
 FACTORIES = {"randn", "rand", "randint", "randperm", "arange", "zeros", "ones", "full", "empty",

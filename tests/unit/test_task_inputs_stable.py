@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 import torch
 
-from kbx_ray.suite import load_module, load_suite
+from kbx_ray.suites.builtin import load_suite
+from kbx_ray.suites.task_import import load_module
 
 SEEDS = (0, 1, 2**31 - 2)
 

@@ -13,7 +13,8 @@ import coverage
 import torch
 
 from kbx_ray import taskkit
-from kbx_ray.suite import load_module, load_suite
+from kbx_ray.suites.builtin import load_suite
+from kbx_ray.suites.task_import import load_module
 
 
 def _gen(seed: int = 0) -> torch.Generator:
@@ -81,9 +82,9 @@ def test_the_small_cases_of_the_suite_take_every_branch_of_taskkit(tmp_path: Pat
 
 def test_task_hash_covers_the_shared_draw_helpers(tmp_path):
     """A task's version changes when the taskkit it draws through changes, not only its file."""
-    from kbx_ray import suite
+    from kbx_ray.suites import builtin as suite
 
-    src = (suite.Path(suite.__file__).parent.parent / "tasks" / "activation" / "relu" / "task.py")
+    src = (suite.DEFAULT_ROOT / "activation" / "relu" / "task.py")
     text = src.read_bytes()
     assert b"kbx_ray.taskkit" in text
     plain = tmp_path / "task.py"

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import torch
 
-from kbx_ray import footprint, unseen
+from kbx_ray import unseen
+from kbx_ray.cases import footprint
 
 _IDS = itertools.count()
 
@@ -102,7 +103,8 @@ def test_an_order_between_sizes_holds_in_every_draw():
     """Causal attention's queries are the last Sq of Sk keys: a draw with Sq > Sk masks whole rows,
     and the reference returns NaN there, failing an honest kernel (seen on an H100). The family's
     `order` keeps Sq <= Sk; without it some of these same draws broke the contract."""
-    from kbx_ray.suite import get_task, load_module
+    from kbx_ray.suites.builtin import get_task
+    from kbx_ray.suites.task_import import load_module
 
     fam = unseen.family(order=(("sq", "sk"),))
     assert fam.holds({"sq": 3, "sk": 3}) and not fam.holds({"sq": 4, "sk": 3})

@@ -7,7 +7,7 @@ import logging
 from contextlib import contextmanager, nullcontext
 from typing import Any, Iterator
 
-from kbx_ray import footprint
+from kbx_ray.cases import footprint
 from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger, budget_bytes, estimate_bytes
 from kbx_ray.evaluate.parent.sandbox import Sandbox, WorkerDied
 from kbx_ray.evaluate.settings import EvalConfig
@@ -54,7 +54,7 @@ class Admission:
         footprint, x `gpu_mem_factor` plus one per timing and fresh input set: on the H100 a
         decode-attention case ran out of memory while its worker drew its timing sets).
 
-        The footprint (kbx_ray/footprint.py: distinct input storages + outputs, sized under fake
+        The footprint (cases/footprint.py: distinct input storages + outputs, sized under fake
         tensors, cached per task file and case), not `cost()`'s bytes: those are the compulsory
         traffic, which skips what a case allocates but an honest kernel need not read (a KV pool's
         spare blocks, a vocabulary table's unread rows, masked regions), and evaluations sized

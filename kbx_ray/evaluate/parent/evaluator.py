@@ -30,7 +30,7 @@ from kbx_ray.evaluate.parent.replay_check import Replay
 from kbx_ray.evaluate.parent.sandbox import Sandbox, WorkerDied, scrub_paths
 from kbx_ray.evaluate.settings import EvalConfig, resolve_device
 from kbx_ray.evaluate.parent.timing_stage import time_cases
-from kbx_ray.suite import load_module
+from kbx_ray.suites.task_import import load_module
 from kbx_ray.types import Candidate, ErrorKind, EvalResult, Stage, Task, trim
 
 log = logging.getLogger(__name__)

@@ -20,10 +20,10 @@ _ALONE = ".alone"  # suffix of a reservation that wants the whole device (the OO
 def estimate_bytes(case_bytes: int, flush_bytes: int, factor: float = 6.0, margin: float = 0.25,
                    floor: int = 1 << 30) -> int:
     """Peak device memory of one evaluation: its largest case's inputs and outputs (its footprint,
-    kbx_ray/footprint.py) times `factor` (the parent's pristine inputs, their copy, the reference's and the
-    candidate's outputs; the worker's inputs, copy, outputs and the rotated timing sets), the
-    timing flush buffer, `margin` of that, and `floor` for the parent's and the worker's CUDA
-    contexts and the allocator's rounding."""
+    kbx_ray/cases/footprint.py) times `factor` (the parent's pristine inputs, their copy, the
+    reference's and the candidate's outputs; the worker's inputs, copy, outputs and the rotated
+    timing sets), the timing flush buffer, `margin` of that, and `floor` for the parent's and the
+    worker's CUDA contexts and the allocator's rounding."""
     base = factor * max(int(case_bytes), 0) + max(int(flush_bytes), 0)
     return int(base * (1 + margin)) + floor
 

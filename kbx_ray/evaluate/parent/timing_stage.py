@@ -11,7 +11,7 @@ from kbx_ray.evaluate.parent.case_checks import Fail as _Fail
 from kbx_ray.evaluate.parent.correctness import Verdict
 from kbx_ray.evaluate.parent.timing_judgement import judge_timing, timing_groups, timing_record
 from kbx_ray.evaluate.reply import RecheckReply, TimeReply
-from kbx_ray.metrics import geomean
+from kbx_ray.records.metrics import geomean
 from kbx_ray.types import CaseResult, EvalResult, Stage, Task
 
 # `ev` is the `evaluator.Evaluator` running the evaluation (not imported: it imports this module)

@@ -98,7 +98,7 @@ def trace(req: dict) -> dict:
     import torch  # noqa: F401 - imported before the candidate, as in the sandbox worker
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from kbx_ray.suite import load_module
+    from kbx_ray.suites.task_import import load_module
 
     from kbx_ray.evaluate.common import landlock
 
