@@ -40,6 +40,10 @@ def check_cases(ev: Evaluator, ref_mod: Any, task: Task, cases: list[dict],
                 cr = CaseResult(case=case["name"], seeds=len(seeds))
                 carried = _check_case(ev, ref_mod, task, case, seeds, res, cr, carried, i == 0)
                 res.cases.append(cr)
+                if ev.device == "cuda":  # hold what is live, not the case's peak: others share
+                    import torch
+
+                    torch.cuda.empty_cache()
                 if not cr.ok:
                     raise _Fail(Stage.CORRECTNESS, cr.error_kind,
                                 f"case {case['name']}: {cr.message}")

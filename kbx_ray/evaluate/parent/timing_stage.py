@@ -32,6 +32,10 @@ def time_cases(ev: Evaluator, ref_mod: Any, task: Task, cases: list[dict],
             measured = [_time_case(ev, ref_mod, task, case, res) for case, _ in group]
         for (case, cr), m in zip(group, measured):
             _check_timed_case(ev, ref_mod, task, case, cr, res, *m)
+        if ev.device == "cuda":  # hold what is live, not the group's peak: others share the GPU
+            import torch
+
+            torch.cuda.empty_cache()
     timed_speedups = [c.speedup for c in res.cases if c.speedup]
     if timed_speedups:
         res.speedup = geomean(timed_speedups)

@@ -84,6 +84,11 @@ def main() -> None:
         if op == "hello":  # what confine.py got: the parent logs it and refuses too little
             header["confinement"] = CONFINED
         protocol.send(out_fp, header, blobs)
+        if DEVICE == "cuda":  # hold what is live, not the request's peak: others share the GPU
+            try:
+                torch.cuda.empty_cache()
+            except Exception:  # noqa: BLE001 - a broken context: the parent's probe finds it
+                pass
         # a CUDA-looking failure: the parent probes this process's context next (`probe`) and
         # kills it if the context is broken (sandbox.Sandbox._confirm_cuda)
 
