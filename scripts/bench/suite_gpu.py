@@ -21,6 +21,7 @@ import json
 import logging
 import platform
 import subprocess
+import threading
 import sys
 import time
 from dataclasses import asdict
@@ -65,12 +66,12 @@ def main() -> int:
     rows: dict[str, dict] = {}
     t0 = time.perf_counter()
     busy = GpuBusy()
-    info = _pass(tasks, cfg, args.jobs, rows, out, pool, t0)
+    info = _pass(tasks, cfg, args.jobs, rows, out, pool, t0, busy)
     oom = [t for t in tasks if rows.get(t.task_id, {}).get("error_kind") == ErrorKind.INFRA_ERROR
            and "out of memory" in rows[t.task_id]["error_msg"].lower()]
     if oom and args.jobs > 1:  # the jobs' memory together ran out, not the task's: retry alone
         log.info("retrying %d tasks that ran out of GPU memory beside other jobs, alone", len(oom))
-        info = _pass(oom, cfg, 1, rows, out, pool, t0) or info
+        info = _pass(oom, cfg, 1, rows, out, pool, t0, busy) or info
     doc = write(out, info, pool, cfg, args.jobs, list(rows.values()), t0, busy.stop())
     log.info("%d/%d solutions correct on %s; %d faster than eager; wrote %s", doc["n_exec_ok"],
              len(tasks), doc["gpu"], doc["n_faster_than_eager"], out)
@@ -78,7 +79,7 @@ def main() -> int:
 
 
 def _pass(tasks: list[Task], cfg: EvalConfig, jobs: int, rows: dict, out: Path, pool: Any,
-          t0: float) -> dict:
+          t0: float, busy: "GpuBusy") -> dict:
     pairs = []
     for task in tasks:
         code = Path(task.solution_path).read_text()
@@ -92,7 +93,7 @@ def _pass(tasks: list[Task], cfg: EvalConfig, jobs: int, rows: dict, out: Path, 
                      row["exec_ok"], f"{res.speedup:.2f}" if res.speedup else "-",
                      f"{res.sol_fraction:.1%}" if res.sol_fraction else "-", res.error_kind,
                      res.eval_wall_s, res.error_msg[:300].replace("\n", " | "))
-            write(out, evs.info, pool, cfg, jobs, list(rows.values()), t0)
+            write(out, evs.info, pool, cfg, jobs, list(rows.values()), t0, busy.summary())
         return evs.info
 
 
@@ -122,27 +123,39 @@ def interleaved(tasks: list[Task]) -> list[Task]:
 
 
 class GpuBusy:
-    """nvidia-smi's utilization.gpu sampled every 200 ms over the run: the share of samples in
-    which no kernel ran at all (the GPU idle while evaluators compile, compare or wait)."""
+    """nvidia-smi's utilization.gpu sampled every 200 ms while the run lasts, read by a thread: the
+    share of samples in which no kernel ran at all (the GPU idle while evaluators compile,
+    compare or wait), written with every rewrite of the file (a run cut short keeps it)."""
 
     def __init__(self) -> None:
+        self.xs: list[float] = []
         try:
             self.proc = subprocess.Popen(
                 ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
                  "-lms", "200"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         except OSError:
             self.proc = None
+            return
+        threading.Thread(target=self._read, daemon=True).start()
 
-    def stop(self) -> dict:
-        if self.proc is None:
-            return {}
-        self.proc.terminate()
-        out = self.proc.communicate(timeout=10)[0]
-        xs = [float(x) for x in out.split() if x.replace(".", "").isdigit()]
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                self.xs.append(float(line.strip()))
+            except ValueError:
+                pass
+
+    def summary(self) -> dict:
+        xs = list(self.xs)
         if not xs:
             return {}
         return {"gpu_util_mean_pct": round(sum(xs) / len(xs), 1), "gpu_samples": len(xs),
                 "gpu_idle_share": round(sum(x == 0 for x in xs) / len(xs), 3)}
+
+    def stop(self) -> dict:
+        if self.proc is not None:
+            self.proc.terminate()
+        return self.summary()
 
 
 def write(out: Path, info: dict, pool: Any, cfg: EvalConfig, jobs: int, rows: list,
