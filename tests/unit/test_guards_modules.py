@@ -22,3 +22,22 @@ def test_every_guard_module_is_a_harness_frame_and_watched() -> None:
         path = m.__file__.replace("\\", "/")
         assert path.endswith(frames.HARNESS_FILES), m.__name__
         assert id(vars(m)) in watched, m.__name__
+
+
+def test_the_host_values_modules_and_the_recorder_are_watched_too() -> None:
+    """The host-values mode, its marked numbers and the program recorder decide what a call may
+    read back and what the replay runs: a candidate that rebinds one of their globals (through a
+    harness frame) tampered with the runtime."""
+    from kbx_ray.evaluate.worker import marked_numbers, recorder
+
+    watch = sentinels.Sentinels()
+    assert watch.changed() == []
+    for m, name in ((host_values, "check_output"), (marked_numbers, "mark"),
+                    (recorder, "RECORDER")):
+        old = getattr(m, name)
+        setattr(m, name, lambda *a, **k: None)
+        try:
+            assert any(c.endswith(f".{name}") for c in watch.changed()), m.__name__
+        finally:
+            setattr(m, name, old)
+        assert watch.changed() == []

@@ -56,8 +56,10 @@ class Worker:
         recorder.install_autotune_pause()
         self.mode = dispatch_monitor.make_dispatch_mode()
         self.values = host_values.make_mode()  # numbers read back: sizes only (host_values.py)
+        interp = [vars(m) for m in (sys.modules.get(f"kbx_ray.evaluate.worker.{n}") for n in
+                                    ("interp_compat", "interp_bf16", "interp_libdevice")) if m]
         self.sentinels = sentinels.Sentinels((*harness, vars(sys.modules[__name__]), vars(Worker),
-                                              vars(timed_ops), vars(replay_ops)))
+                                              vars(timed_ops), vars(replay_ops), *interp))
         self.inputs = InputCache(int(os.environ.get("KBX_INPUT_CACHE_MB", "4096")) << 20)
         self.tasks: dict[str, Any] = {}
         self.last: tuple | None = None  # (case name, args, kwargs, reused): the last run's buffers

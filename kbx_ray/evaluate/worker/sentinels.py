@@ -14,11 +14,12 @@ def _guard_namespaces() -> tuple[dict[str, Any], ...]:
     """The globals of the runtime guards' modules and of the tensor walk they rely on."""
     from kbx_ray.evaluate.common import trees
     from kbx_ray.evaluate.worker import (aten_ops, bounds_checker, copy_rules, dispatch_monitor,
-                                         frames, ledger, storages, triton_hooks, value_readers)
+                                         frames, host_values, ledger, marked_numbers, recorder,
+                                         storages, triton_hooks, value_readers)
 
     return tuple(vars(m) for m in (aten_ops, ledger, copy_rules, storages, frames,
                                    dispatch_monitor, value_readers, triton_hooks, bounds_checker,
-                                   trees)) + (globals(),)
+                                   trees, host_values, marked_numbers, recorder)) + (globals(),)
 
 
 def _library_namespaces() -> dict[str, Any]:
