@@ -46,9 +46,9 @@ def main() -> int:
     ap.add_argument("--include", nargs="*", default=None)
     ap.add_argument("--budget-s", type=float, default=1.0, help="timing budget per case and side")
     ap.add_argument("--jobs", type=int, default=1, help="evaluators sharing the GPU")
-    ap.add_argument("--order", choices=("memory", "given"), default="memory",
-                    help="memory: the largest tasks by footprint interleaved with the smallest, so "
-                         "that the jobs' memory reservations seldom wait on one another")
+    ap.add_argument("--order", choices=("given", "memory"), default="given",
+                    help="memory: the largest tasks by footprint interleaved with the smallest "
+                         "(unproven: its one H100 run had OOM retries that mask the order's effect)")
     ap.add_argument("--gpu-mem-budget", type=float, default=0.0,
                     help="GB of device memory the jobs' evaluations reserve from together (0: the "
                          "device's total minus evaluation.gpu_mem_reserve_gb)")
