@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from kbx_ray.errors import ConfigError
-from kbx_ray.config.schema import choice_fields, explain, spell_booleans
+from kbx_ray.config.schema import choice_fields, explain, out_of_bounds, spell_booleans
 from kbx_ray.config.structured import Config
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -90,13 +90,13 @@ def load_config(overrides: list[str] | None = None) -> Config:
         cfg.hardware = cfg.sweep.hardware
     _refuse_ignored(cfg, groups, cli)
     cfg.overrides = list(overrides or [])
-    if not 1 <= cfg.engine.evaluators_per_gpu <= 16:
-        raise ConfigError(f"engine.evaluators_per_gpu={cfg.engine.evaluators_per_gpu}: choose 1-16 "
-                          "(evaluators sharing one GPU; timing takes it alone)")
     try:
         out: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
     except ValueError as e:  # a dataclass's own check (e.g. TimingConfig.feed)
         raise ConfigError(f"bad setting: {str(e).splitlines()[0]}") from None
+    line = out_of_bounds(out)  # the schema's `bounded` fields
+    if line:
+        raise ConfigError(line)
     return out
 
 
@@ -140,12 +140,19 @@ def choice_keys() -> list[tuple[str, type[Enum], str]]:
     from kbx_ray.sinks import option_types
 
     defaults = OmegaConf.structured(Config)
-    out = [(k, e, str(OmegaConf.select(defaults, k))) for k, e in choice_fields(Config)]
+    out = [(k, e, _spelled(OmegaConf.select(defaults, k))) for k, e in choice_fields(Config)]
     for name, schema in option_types().items():
         node = OmegaConf.structured(schema)
-        out += [(f"sink.{name}.{k}", e, str(OmegaConf.select(node, k)))
+        out += [(f"sink.{name}.{k}", e, _spelled(OmegaConf.select(node, k)))
                 for k, e in choice_fields(schema)]
     return out
+
+
+def _spelled(value: Any) -> str:
+    """A choice key's default as the command line spells it (a list of choices: `[a, b]`)."""
+    if OmegaConf.is_list(value):
+        return f"[{','.join(map(str, value))}]"
+    return str(value)
 
 
 def default_yaml() -> str:

@@ -18,7 +18,7 @@ from omegaconf.errors import OmegaConfBaseException
 from kbx_ray.config.structured import Config, ModelConfig
 from kbx_ray.errors import ConfigError
 from kbx_ray.orchestration.grid import Axes, Cell, build_axes
-from kbx_ray.config.schema import explain
+from kbx_ray.config.schema import explain, out_of_bounds
 
 log = logging.getLogger(__name__)
 
@@ -32,14 +32,18 @@ class Checked:
 
 
 def validate(cfg: Config) -> Checked:
-    """Choices, the sinks and their options, the suite format's options, the grid's methods (and
-    their options) and models (and their backends' options and checks); one line each."""
+    """Choices and bounds, the sinks and their options, the suite format's options, the grid's
+    methods (and their options) and models (and their backends' options and checks); one line
+    each."""
     from kbx_ray.sinks import sink_options
 
     try:
         OmegaConf.structured(cfg)  # the schema's types and choices, for a Config edited in code
     except OmegaConfBaseException as e:
         raise explain(e, Config, "the config") from None
+    line = out_of_bounds(cfg)  # ... and its bounds
+    if line:
+        raise ConfigError(line)
     sinks = sink_options(list(cfg.sinks), cfg.sink)
     cfg.suite.typed_options()  # the suite format's options= types suite.options
     axes = build_axes(cfg)  # each method variant passes check_method, or this raises its line

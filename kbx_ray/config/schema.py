@@ -4,9 +4,11 @@ More: kbx_ray/config/README.md, `schema.py`.
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 from difflib import get_close_matches
 from enum import Enum, StrEnum
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from omegaconf import DictConfig, OmegaConf
@@ -15,6 +17,7 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationE
 from kbx_ray.errors import ConfigError, did_you_mean
 
 _BOOLEAN = {True: ("on", "true"), False: ("off", "false")}
+BOUNDS = "kbx_bounds"  # field metadata: (low, high, why) of a bounded number
 
 
 class Choice(StrEnum):
@@ -23,6 +26,45 @@ class Choice(StrEnum):
     @classmethod
     def choices(cls) -> list[str]:
         return [m.value for m in cls]
+
+
+def bounded(default: Any, low: float | None = None, high: float | None = None,
+            why: str = "") -> Any:
+    """A number field (or a list of numbers: each item) held to `low <= value <= high` (None: no
+    bound on that side); `default` is its default, or a field made already (identity.py's
+    `verdict`/`exempt`). `out_of_bounds` checks every such field once the config is typed; `why`
+    follows the range in the error line."""
+    f = default if isinstance(default, dataclasses.Field) else dataclasses.field(
+        **({"default_factory": lambda: type(default)(default)}
+           if isinstance(default, (list, dict)) else {"default": default}))
+    f.metadata = MappingProxyType({**f.metadata, BOUNDS: (low, high, why)})
+    return f
+
+
+def out_of_bounds(obj: Any, prefix: str = "") -> str | None:
+    """One line naming the first `bounded` field of a settings dataclass instance (nested ones
+    included) whose value is out of its range, and the range; None where every one is within. A
+    subclass that gives a bounded field another default keeps its base's bound."""
+    for f in dataclasses.fields(obj):
+        value, key = getattr(obj, f.name), prefix + f.name
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            line = out_of_bounds(value, f"{key}.")
+            if line:
+                return line
+        bounds = [c.__dataclass_fields__[f.name].metadata[BOUNDS] for c in type(obj).__mro__
+                  if f.name in getattr(c, "__dataclass_fields__", {})
+                  and BOUNDS in c.__dataclass_fields__[f.name].metadata]
+        if not bounds:
+            continue
+        low, high, why = bounds[0]
+        items = enumerate(value) if isinstance(value, (list, tuple)) else [(None, value)]
+        for i, v in items:
+            if (low is not None and v < low) or (high is not None and v > high):
+                span = (f"{low}-{high}" if low is not None and high is not None else
+                        f"{low} or more" if low is not None else f"{high} or less")
+                at = key if i is None else f"{key}[{i}]"
+                return f"{at}={v}: choose {span}{f' ({why})' if why else ''}"
+    return None
 
 
 def field_types(schema: type) -> dict[str, Any]:
@@ -112,7 +154,7 @@ def explain(e: OmegaConfBaseException, schema: type, where: str,
                    f"{at.rstrip('.') or 'the top level'} takes {', '.join(known) or 'no keys'}")
             return ConfigError(f"unknown key {prefix}{key} in {where}: {fix}")
     if isinstance(e, ValidationError) and key:
-        enum = _enum_of(type_at(schema, key))
+        enum = _enum_of(type_at(schema, re.sub(r"\[\d+\]", "", key)))  # a list's item: its type
         if enum is not None:
             value = first.split("'")[1] if first.count("'") >= 2 else first
             return choice_error(prefix + key, value, enum)
@@ -121,15 +163,19 @@ def explain(e: OmegaConfBaseException, schema: type, where: str,
 
 def typed(schema: type, given: Any, prefix: str, where: str = "the config") -> Any:
     """`given` (a mapping or a dataclass) typed by the dataclass `schema`, at `prefix` of the
-    config ("model.options."): an instance of it, or one ConfigError line (a value its own
-    `__post_init__` refuses too)."""
+    config ("model.options."): an instance of it, or one ConfigError line (a value out of its
+    `bounded` range, or one its own `__post_init__` refuses, too)."""
     try:
-        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), given or {}))
+        out = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), given or {}))
     except OmegaConfBaseException as e:
         raise explain(e, schema, where, prefix=prefix) from None
     except ValueError as e:
         line = str(e).splitlines()[0]
         raise ConfigError(f"bad {prefix.rstrip('.')} in {where}: {line}") from None
+    line = out_of_bounds(out, prefix)
+    if line:
+        raise ConfigError(f"{where}: {line}")
+    return out
 
 
 @dataclasses.dataclass

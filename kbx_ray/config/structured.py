@@ -11,13 +11,20 @@ from typing import Any
 
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.config.identity import RUN, exempt, verdict, walk
-from kbx_ray.config.schema import Choice, Optioned
+from kbx_ray.config.schema import Choice, Optioned, bounded
 
 
 class StopWhen(Choice):
     correct = "correct"      # stop at the first correct candidate
     fast = "fast"            # ... correct and speedup >= method.fast_speedup
     never = "never"          # every round runs
+
+
+class Feedback(Choice):
+    """What a refinement round's prompt tells of the last verdict (prompting/prompts.py)."""
+    compile = "compile"          # why it failed to compile or run
+    correctness = "correctness"  # which cases it got wrong
+    performance = "performance"  # its timing, per case
 
 
 class EngineMode(Choice):
@@ -70,8 +77,9 @@ class MethodConfig(Optioned):
                 for k in ("exemplars", "cot")}}
     name: str = "one_shot"               # label recorded in every row (a preset's name)
     kind: str = ""                       # methods/base.py:REGISTRY key; "": same as name
-    rounds: int = 0                      # refinement rounds after round 0 (repair, parallel, agentic)
-    feedback: list[str] = field(default_factory=lambda: ["compile", "correctness", "performance"])
+    rounds: int = bounded(0, low=0)      # refinement rounds after round 0 (repair, parallel,
+    #                                      agentic)
+    feedback: list[Feedback] = field(default_factory=lambda: list(Feedback))  # detail shown
     stop_when: StopWhen = StopWhen.correct
     fast_speedup: float = 1.0            # `fast` = correct and speedup >= this
     templates_dir: str | None = None     # *.txt here override conf/prompts/*.txt by name
@@ -84,7 +92,7 @@ class SweepConfig:
     methods: list[str] = field(default_factory=list)   # conf/method names; empty: the `method`
     models: list[str] = field(default_factory=list)    # conf/model names; empty: the `model`
     samples: int = 1
-    rounds: list[int] = field(default_factory=list)    # method.rounds values; empty: the method's
+    rounds: list[int] = bounded([], low=0)             # method.rounds values; empty: the method's
     hardware: list[str] = field(default_factory=list)  # pools; empty: top-level `hardware`
 
 
@@ -103,7 +111,8 @@ class EngineConfig:
     #                                                  (fresh process per candidate) | noop
     #                                                  (instant made-up verdicts: engine overhead
     #                                                  benchmark; only noop is another sweep)
-    retries: int = exempt(2, why=RUN)                # re-tries of a candidate whose evaluator died
+    retries: int = bounded(exempt(2, why=RUN), low=0)  # re-tries of a candidate whose evaluator
+    #                                                  died
     pool_wait_s: float = exempt(0.0, why=RUN)        # wait this long for the autoscaler to bring
     #                                                  up a pool
     actor_ready_s: float = exempt(300.0, why=RUN)    # evaluators not up by then are dropped
@@ -112,7 +121,9 @@ class EngineConfig:
     #                                                  loss too)
     evaluators: int = exempt(0, why=RUN)             # evaluator actors per pool; 0: one per GPU
     #                                                  (CPU: 1)
-    evaluators_per_gpu: int = exempt(1, why=RUN)     # evaluators sharing each GPU: they compile
+    evaluators_per_gpu: int = bounded(exempt(1, why=RUN), 1, 16, why="evaluators sharing one "
+                                      "GPU; timing takes it alone")
+    #                                                  evaluators sharing each GPU: they compile
     #                                                  and check in parallel; timing holds the GPU
     #                                                  alone (evaluate/parent/gpulock.py)
     eval_batch: int = exempt(0, why=RUN)             # candidates per evaluator call; 0: 1

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kbx_ray.config.schema import bounded
+
 DEFAULT_MAX_NUM_SEQS = 256
 
 
@@ -73,7 +75,7 @@ class VLLMPlacement:
 class VLLMOptions:
     engine: VLLMEngine = field(default_factory=VLLMEngine)
     placement: VLLMPlacement = field(default_factory=VLLMPlacement)
-    replicas: int = 1                    # engines (Ray actors) behind one backend
+    replicas: int = bounded(1, low=1)    # engines (Ray actors) behind one backend
     sampling: dict[str, Any] = field(default_factory=dict)  # extra sampling fields (request.py)
     env: dict[str, str] = field(default_factory=dict)       # each replica's environment
     max_inflight: int = 0                # requests per replica; 0: 1.1 x engine.max_num_seqs
@@ -82,8 +84,6 @@ class VLLMOptions:
 
     def __post_init__(self) -> None:
         tp, gpus = self.engine.tp, self.placement.num_gpus
-        if self.replicas < 1:
-            raise ValueError(f"replicas={self.replicas}: choose 1 or more")
         if gpus not in (None, 0, tp):
             raise ValueError(f"placement.num_gpus={gpus} must be 0 (CPU) or "
                              f"engine.tensor_parallel_size={tp}")

@@ -16,10 +16,10 @@ from kbx_ray.errors import ConfigError
 from kbx_ray.prompting.extract import extract
 from kbx_ray.config.hardware import HardwarePool
 from kbx_ray.prompting.prompts import (
-    FEEDBACK_KINDS, Prompt, TemplateError, Templates, build_prompt, hardware_facts, pick_exemplars,
+    Prompt, TemplateError, Templates, build_prompt, hardware_facts, pick_exemplars,
 )
 from kbx_ray.registry import RegistryError, registry
-from kbx_ray.config.schema import typed
+from kbx_ray.config.schema import bounded, typed
 from kbx_ray.types import STAGES, Candidate, EvalResult, Generation, Task
 
 
@@ -56,24 +56,15 @@ class Method(Protocol):
 class PromptOptions:
     """`method.options.*` that every method takes: what its first prompt holds (`first_prompt`)."""
 
-    exemplars: int = 0          # worked examples (conf/exemplars/) before the task
+    exemplars: int = bounded(0, low=0)  # worked examples (conf/exemplars/) before the task
     cot: bool = False           # chain-of-thought instructions (conf/prompts/cot.txt)
-
-    def __post_init__(self) -> None:
-        if self.exemplars < 0:
-            raise ValueError(f"exemplars={self.exemplars}: choose 0 or more")
 
 
 @dataclass
 class BranchOptions(PromptOptions):
     """A method that runs several candidates per round adds how many."""
 
-    branches: int = 1           # candidates per round (workers, agent candidates, samples)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.branches < 1:
-            raise ValueError(f"branches={self.branches}: choose 1 or more")
+    branches: int = bounded(1, low=1)  # candidates per round (workers, agent candidates, samples)
 
 
 O = TypeVar("O", bound=PromptOptions)
@@ -105,16 +96,14 @@ def kind_of(cfg: MethodConfig) -> str:
 
 
 def check_method(cfg: MethodConfig) -> str | None:
-    """One line naming a bad method setting and its fix, or None; run before anything starts."""
+    """One line naming a bad method setting and its fix, or None; run before anything starts (on
+    each variant of the grid, and on a method made in code: the schema's types, choices and
+    bounds again)."""
     kind = kind_of(cfg)
     if kind not in REGISTRY:
         return f"unknown method {kind!r}: choose one of {', '.join(REGISTRY)}"
-    bad = [f for f in cfg.feedback if f not in FEEDBACK_KINDS]
-    if bad:
-        return f"method {cfg.name}: unknown feedback {bad}: choose from {', '.join(FEEDBACK_KINDS)}"
-    if cfg.rounds < 0:
-        return f"method {cfg.name}: rounds must be >= 0"
     try:
+        typed(MethodConfig, cfg, "method.", f"method {cfg.name}")
         cfg.typed_options()
         Templates(cfg.templates_dir)
     except (ConfigError, TemplateError) as e:

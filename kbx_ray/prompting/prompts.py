@@ -8,14 +8,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from string import Template
-from typing import Any
+from typing import Any, Sequence
 
 from kbx_ray.types import EvalResult, Task, trim
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATES_DIR = REPO / "conf" / "prompts"
 EXEMPLARS_DIR = REPO / "conf" / "exemplars"
-FEEDBACK_KINDS = ("compile", "correctness", "performance")
 
 
 class TemplateError(ValueError):
@@ -107,7 +106,7 @@ def feedback_kind(r: EvalResult) -> str:
     return "performance" if r.exec_ok else ("correctness" if r.call_ok else "compile")
 
 
-def feedback(r: EvalResult, kinds: list[str] | tuple[str, ...], t: Templates) -> str:
+def feedback(r: EvalResult, kinds: Sequence[str], t: Templates) -> str:
     """The harness's verdict as text, with the detail of the kinds the method asks for."""
     kind = feedback_kind(r)
     if kind not in kinds:
@@ -153,14 +152,14 @@ def answer_text(a: Any) -> str:
     return trim(a.generation.text, 1500) or "(an empty answer)"
 
 
-def repair_prompt(first: Prompt, prev: Any, kinds: list[str], t: Templates) -> Prompt:
+def repair_prompt(first: Prompt, prev: Any, kinds: Sequence[str], t: Templates) -> Prompt:
     """The first prompt, the previous answer, and the harness's verdict on it."""
     ask = t.render("repair", round=prev.round, feedback=feedback(prev.result, kinds, t))
     return Prompt(messages=[*first.messages, {"role": "assistant", "content": answer_text(prev)},
                             {"role": "user", "content": ask}])
 
 
-def agent_prompt(first: Prompt, best: Any, last: list[Any], rnd: int, kinds: list[str],
+def agent_prompt(first: Prompt, best: Any, last: list[Any], rnd: int, kinds: Sequence[str],
                  t: Templates) -> Prompt:
     """The agent's reflector (best so far fails) or optimizer (it is correct) turn."""
     others = "\n".join(f"- candidate {a.branch}: " + (

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from kbx_ray.registry import register
 from kbx_ray.sinks.base import Sink, SinkContext
-from kbx_ray.sinks.wandb_settings import MODES, WandbConfig
+from kbx_ray.sinks.wandb_settings import WandbConfig
 from kbx_ray.records.metrics import RunningMetrics
 from kbx_ray.sinks.wandb_plots import compact, final_charts
 from kbx_ray.sinks.wandb_runs import (
@@ -34,9 +34,6 @@ class WandbSink(Sink):
     critical = False
 
     def __init__(self, cfg: WandbConfig, sweep_id: str, sweep_dir: Path) -> None:
-        if cfg.mode not in MODES:
-            raise ValueError(f"sink.wandb.mode={cfg.mode!r} is not one of {MODES}; "
-                             "set sink.wandb.mode=offline|online|disabled")
         self.cfg = cfg
         self.sweep_id = sweep_id
         self.sweep_dir = Path(sweep_dir)

@@ -15,8 +15,6 @@ class WandbMode(Choice):
     disabled = "disabled"
 
 
-MODES = tuple(WandbMode.choices())
-
 
 @dataclass
 class WandbConfig:

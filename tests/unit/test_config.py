@@ -128,6 +128,12 @@ def test_evaluators_per_gpu_is_bounded():
         load_config(["engine.evaluators_per_gpu=0"])
 
 
+def test_retries_are_bounded_at_loading_not_at_the_first_lost_evaluator():
+    assert load_config(["engine.retries=0"]).engine.retries == 0
+    with pytest.raises(ConfigError, match=r"^engine.retries=-1: choose 0 or more$"):
+        load_config(["engine.retries=-1"])
+
+
 @pytest.mark.parametrize("value,mode", [("on", "on"), ("off", "off"), ("always", "always"),
                                         ("true", "on"), ("false", "off")])
 def test_aot_compile_modes_survive_the_yaml_booleans(value, mode):

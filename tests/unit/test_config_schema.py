@@ -2,14 +2,15 @@
 it."""
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pytest
 from omegaconf import OmegaConf
 
 from kbx_ray.cli.commands import build_parser
 from kbx_ray.config.compose import CONF_DIR, choice_keys, default_yaml, load_config
-from kbx_ray.config.structured import AotCompile, Config, EngineMode, StopWhen
+from kbx_ray.config.schema import bounded, out_of_bounds, typed
+from kbx_ray.config.structured import AotCompile, Config, EngineMode, Feedback, StopWhen
 from kbx_ray.errors import ConfigError
 from kbx_ray.evaluate.settings import Landlock
 from kbx_ray.config.preflight import validate
@@ -93,11 +94,14 @@ def test_the_help_lists_every_choice_key_of_the_schema_with_its_default():
     text = sweep.format_help()
     keys = choice_keys()
     assert {k for k, _, _ in keys} >= {"engine.mode", "engine.aot_compile", "method.stop_when",
+                                       "method.feedback",
                                        "sink.wandb.mode", "evaluation.device",
                                        "evaluation.sandbox.landlock"}
     for key, enum, default in keys:
         assert f"{key}={'|'.join(enum.__members__)}  (default: {default})" in text
     assert "engine.aot_compile=off|on|always  (default: off)" in text
+    assert ("method.feedback=compile|correctness|performance  (default: "
+            "[compile,correctness,performance])") in text
 
 
 @pytest.mark.parametrize("overrides, line", [
@@ -118,8 +122,8 @@ def test_the_help_lists_every_choice_key_of_the_schema_with_its_default():
      "placement.num_gpus=3 must be 0 (CPU) or engine.tensor_parallel_size=1"),
     (["model=openai", "model.options.timeout=5"], "unknown key model.options.timeout in model "
      "openai: did you mean model.options.timeout_s?"),
-    (["method=parallel", "method.options.branches=0"], "bad method.options in method parallel: "
-     "branches=0: choose 1 or more"),
+    (["method=parallel", "method.options.branches=0"], "method parallel: "
+     "method.options.branches=0: choose 1 or more"),
     (["method=repair", "method.options.branches=2"], "unknown key method.options.branches in method "
      "repair: method.options takes exemplars, cot"),
 ])
@@ -128,3 +132,58 @@ def test_backend_options_are_typed_by_the_dataclass_the_backend_registered(overr
         validate(load_config(overrides))
     assert str(e.value) == line
 
+
+
+def test_a_list_of_choices_is_typed_item_by_item_and_reads_as_text():
+    cfg = load_config(["method=repair", "method.feedback=[compile,performance]"])
+    assert cfg.method.feedback == [Feedback.compile, Feedback.performance]
+    assert cfg.method.feedback == ["compile", "performance"]  # hashed and compared as before
+
+
+def test_bounds_hold_wherever_a_config_is_typed():
+    """Loading, `validate` (a config edited in code) and `check_method` (a method made in code)
+    all refuse a value out of a `bounded` field's range, in one line naming the key."""
+    from kbx_ray.methods.base import check_method
+
+    cfg = load_config([])
+    cfg.method = replace(cfg.method, rounds=-1)
+    with pytest.raises(ConfigError, match=r"^method.rounds=-1: choose 0 or more$"):
+        validate(cfg)
+    cfg = load_config([])
+    cfg.engine = replace(cfg.engine, evaluators_per_gpu=17)
+    with pytest.raises(ConfigError, match=r"^engine.evaluators_per_gpu=17: choose 1-16 \("):
+        validate(cfg)
+    method = load_config(["method=repair"]).method
+    assert check_method(replace(method, rounds=-2)) == (
+        "method repair: method.rounds=-2: choose 0 or more")
+    assert check_method(replace(method, feedback=["vibes"])) == (
+        "method.feedback[0]='vibes' is not a choice: choose one of compile, correctness, "
+        "performance")
+    assert check_method(method) is None
+
+
+@dataclass
+class _Base:
+    n: int = bounded(1, low=1)
+    share: float = bounded(0.5, 0.0, 1.0, why="a fraction")
+    sizes: list[int] = bounded([2], low=1)
+
+
+@dataclass
+class _Sub(_Base):
+    n: int = 4                  # another default, the base's bound
+
+
+@pytest.mark.parametrize("given, line", [
+    ({}, None),
+    ({"n": 0}, "x.n=0: choose 1 or more"),
+    ({"share": 1.5}, "x.share=1.5: choose 0.0-1.0 (a fraction)"),
+    ({"sizes": [3, 0]}, "x.sizes[1]=0: choose 1 or more"),
+])
+def test_a_bound_is_field_metadata_that_a_subclass_keeps(given, line):
+    for schema in (_Base, _Sub):
+        assert out_of_bounds(schema(**given), "x.") == line
+        if line:
+            with pytest.raises(ConfigError) as e:
+                typed(schema, given, "x.", "the test")
+            assert str(e.value) == f"the test: {line}"

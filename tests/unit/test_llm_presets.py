@@ -59,8 +59,8 @@ def test_cap_is_a_tenth_above_max_num_seqs():
      "you mean model.options.sampling?"),
     ("model.options.placement.num_gpus=3", "bad model.options in model qwen2.5-coder-7b: "
      "placement.num_gpus=3 must be 0 (CPU) or engine.tensor_parallel_size=1"),
-    ("model.options.replicas=0", "bad model.options in model qwen2.5-coder-7b: replicas=0: choose 1 "
-     "or more"),
+    ("model.options.replicas=0", "model qwen2.5-coder-7b: model.options.replicas=0: choose 1 or "
+     "more"),
     ("model.placement.num_gpus=1", "model.placement in the command line has moved: set "
      "model.options.placement.<key> (the vllm backend's options)"),
 ])

@@ -109,7 +109,12 @@ def test_a_base_loop_is_one_clear_line(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("overrides, needle", [
     (["method.stop_when=soon"], "stop_when='soon'"),
-    (["method.feedback=[compile,vibes]"], "unknown feedback ['vibes']"),
+    (["method.feedback=[compile,vibes]"], "method.feedback[1]='vibes' is not a choice: choose one "
+     "of compile, correctness, performance"),
+    (["method=repair", "method.rounds=-1"], "method.rounds=-1: choose 0 or more"),
+    (["sweep.methods=[repair]", "sweep.rounds=[1,-2]"], "sweep.rounds[1]=-2: choose 0 or more"),
+    (["method=few_shot", "method.options.exemplars=0"], "method few_shot: "
+     "method.options.exemplars=0: choose 1 or more (method=one_shot takes none)"),
     (["method.kind=magic"], "unknown method 'magic'"),
     (["method.templates_dir=/nonexistent"], "is not a folder"),
 ])
