@@ -64,7 +64,9 @@ def test_tp2_replica_gets_a_placement_group_on_the_generation_node(cluster):
 
 def test_hint_names_what_no_node_offers(cluster):
     assert placement_hint(spec_for("qwen2.5-coder-7b")) is None
-    cfg = load_config(["model=qwen2.5-coder-7b", "model.placement.accelerator_type=B200"]).model
+    cfg = load_config(["model=qwen2.5-coder-7b",
+                       "model.options.placement.accelerator_type=B200"]).model
     hint = placement_hint(for_cluster(spec_from(cfg)))
     assert hint is not None and "accelerator_type:B200" in hint and "gen=1" in hint
-    assert hint.endswith("add a generation node (cluster.yaml gen.*) or change model.placement")
+    assert hint.endswith("add a generation node (cluster.yaml gen.*) or change "
+                         "model.options.placement")
