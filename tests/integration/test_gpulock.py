@@ -128,15 +128,6 @@ def test_wait_and_exclusive_hold_are_accounted(tmp_path):
     assert lock.wait_s - waited < 0.2  # nobody held it the second time
 
 
-def _writer(root: str, q) -> None:
-    lock = GpuLock("gpu-test", root)
-    with lock.exclusive():
-        t0 = time.monotonic()
-        time.sleep(0.2)
-        q.put(("exclusive", t0, time.monotonic()))
-    lock.close()
-
-
 def test_a_long_shared_hold_lets_a_waiting_writer_in_between_its_steps(tmp_path):
     """A reader working through many steps (a case's seeds) checks between them: with no writer
     waiting it keeps its hold; once one waits, it steps out, the writer runs, and the reader goes
@@ -148,7 +139,7 @@ def test_a_long_shared_hold_lets_a_waiting_writer_in_between_its_steps(tmp_path)
         assert not lock.writer_waiting()
         lock.let_writer_in()  # nobody waits: a no-op
         assert lock.yields == 0
-        w = ctx.Process(target=_writer, args=(root, q))
+        w = ctx.Process(target=_worker, args=(root, "exclusive", 0.2, q))
         w.start()
         _writer_waiting(root)
         assert lock.writer_waiting()
@@ -167,7 +158,7 @@ def test_an_inner_hold_never_steps_out(tmp_path):
     q, root = ctx.Queue(), str(tmp_path)
     lock = GpuLock("gpu-test", root)
     with lock.shared():
-        w = ctx.Process(target=_writer, args=(root, q))
+        w = ctx.Process(target=_worker, args=(root, "exclusive", 0.2, q))
         w.start()
         _writer_waiting(root)
         with lock.shared():

@@ -17,9 +17,8 @@ from kbx_ray.evaluate.static import checks
 from kbx_ray.suites.builtin import get_task
 from tests.conftest import make_candidate
 
-# The first seed's two calls (the run and its repeat) answer with torch beside a do-nothing launch:
-# right live, wrong in the replay. Every later call is wrong live (zeros from a kernel).
-HOST_THEN_WRONG = '''
+# A do-nothing launch, and a kernel that writes zeros: the candidates below share them.
+KERNELS = '''
 import torch
 import triton
 import triton.language as tl
@@ -39,6 +38,11 @@ def _zeros(y_ptr, n, BLOCK: tl.constexpr):
              mask=offs < n)
 
 
+'''
+
+# The first seed's two calls (the run and its repeat) answer with torch beside a do-nothing launch:
+# right live, wrong in the replay. Every later call is wrong live (zeros from a kernel).
+HOST_THEN_WRONG = KERNELS + '''
 def relu(x: torch.Tensor) -> torch.Tensor:
     CALLS[0] += 1
     if CALLS[0] <= 2:
@@ -91,31 +95,13 @@ def test_a_request_whose_reply_was_never_read_does_not_answer_the_next():
 
 # Right in every call of the first case but its last seed's, which answers with torch beside a
 # do-nothing launch (right live, wrong in the replay); wrong live from the next case's first call.
-LAST_SEED_HOST_THEN_WRONG = '''
-import torch
-import triton
-import triton.language as tl
-
-CALLS = [0]
-
-
-@triton.jit
-def _noop(x_ptr, BLOCK: tl.constexpr):
-    pass
-
+LAST_SEED_HOST_THEN_WRONG = KERNELS + '''
 
 @triton.jit
 def _relu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n)
     tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=offs < n)
-
-
-@triton.jit
-def _zeros(y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(y_ptr + offs, tl.zeros([BLOCK], dtype=tl.float32).to(y_ptr.dtype.element_ty),
-             mask=offs < n)
 
 
 def relu(x: torch.Tensor) -> torch.Tensor:

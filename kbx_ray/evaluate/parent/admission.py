@@ -115,6 +115,13 @@ def release_cached(sandboxes: list[Sandbox], device: str) -> None:
                 sandbox.request({"op": "release"}, 30.0)
             except WorkerDied:
                 sandbox.kill()
-    import torch
+    give_back_cached(device)
 
-    torch.cuda.empty_cache()
+
+def give_back_cached(device: str) -> None:
+    """On a GPU, this process's cached allocator blocks back to the device (what is live stays):
+    others share it."""
+    if device == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kbx_ray.evaluate.parent import case_checks
+from kbx_ray.evaluate.parent.admission import give_back_cached
 from kbx_ray.evaluate.parent.case_checks import Fail as _Fail
 from kbx_ray.evaluate.parent.correctness import Verdict
 from kbx_ray.evaluate.parent.replay_check import Pending
@@ -40,10 +41,7 @@ def check_cases(ev: Evaluator, ref_mod: Any, task: Task, cases: list[dict],
                 cr = CaseResult(case=case["name"], seeds=len(seeds))
                 carried = _check_case(ev, ref_mod, task, case, seeds, res, cr, carried, i == 0)
                 res.cases.append(cr)
-                if ev.device == "cuda":  # hold what is live, not the case's peak: others share
-                    import torch
-
-                    torch.cuda.empty_cache()
+                give_back_cached(ev.device)  # hold what is live, not the peak
                 if not cr.ok:
                     raise _Fail(Stage.CORRECTNESS, cr.error_kind,
                                 f"case {case['name']}: {cr.message}")

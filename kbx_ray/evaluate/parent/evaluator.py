@@ -17,8 +17,8 @@ from typing import Any, Iterator
 
 from kbx_ray import unseen
 from kbx_ray.evaluate.parent import case_checks
-from kbx_ray.evaluate.parent.admission import (Admission, device_ledger, file_shared_oom, is_oom,
-                                                release_cached)
+from kbx_ray.evaluate.parent.admission import (Admission, device_ledger, file_shared_oom,
+                                                give_back_cached, is_oom, release_cached)
 from kbx_ray.evaluate.parent.case_checks import Fail as _Fail
 from kbx_ray.evaluate.static.checks import static_check
 from kbx_ray.evaluate.parent.correctness_stage import check_cases
@@ -199,10 +199,7 @@ class Evaluator:
         self.inputs.clear()
         self.sandbox.kill()
         self.replay.kill()
-        if self.device == "cuda":
-            import torch
-
-            torch.cuda.empty_cache()
+        give_back_cached(self.device)
 
     def _seed(self, i: int) -> int:
         """Input seed `i`: secret, drawn after the candidate's import, recorded in `res.seeds`."""

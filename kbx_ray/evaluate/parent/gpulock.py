@@ -43,18 +43,22 @@ class GpuLock:
             finally:
                 self.depth -= 1
             return
+        self._take_shared()
+        self.depth = 1
+        try:
+            yield
+        finally:
+            self.depth = 0
+            fcntl.flock(self._open()[1], fcntl.LOCK_UN)
+
+    def _take_shared(self) -> None:
+        """Through the turnstile (behind any waiting writer), then the lock shared."""
         gate, main = self._open()
         t0 = time.perf_counter()
         fcntl.flock(gate, fcntl.LOCK_EX)
         fcntl.flock(main, fcntl.LOCK_SH)
         fcntl.flock(gate, fcntl.LOCK_UN)
         self.wait_s += time.perf_counter() - t0
-        self.depth = 1
-        try:
-            yield
-        finally:
-            self.depth = 0
-            fcntl.flock(main, fcntl.LOCK_UN)
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -95,13 +99,8 @@ class GpuLock:
         with their compiles, would otherwise idle the GPU while the writer waits for it)."""
         if self.depth != 1 or not self.writer_waiting():
             return
-        gate, main = self._open()
-        fcntl.flock(main, fcntl.LOCK_UN)
-        t0 = time.perf_counter()
-        fcntl.flock(gate, fcntl.LOCK_EX)
-        fcntl.flock(main, fcntl.LOCK_SH)
-        fcntl.flock(gate, fcntl.LOCK_UN)
-        self.wait_s += time.perf_counter() - t0
+        fcntl.flock(self._open()[1], fcntl.LOCK_UN)
+        self._take_shared()
         self.yields += 1
 
     def close(self) -> None:

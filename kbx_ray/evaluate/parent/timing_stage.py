@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from kbx_ray.evaluate.parent import case_checks
+from kbx_ray.evaluate.parent.admission import give_back_cached
 from kbx_ray.evaluate.parent.case_checks import Fail as _Fail
 from kbx_ray.evaluate.parent.correctness import Verdict
 from kbx_ray.evaluate.parent.timing_judgement import judge_timing, timing_groups, timing_record
@@ -32,10 +33,7 @@ def time_cases(ev: Evaluator, ref_mod: Any, task: Task, cases: list[dict],
             measured = [_time_case(ev, ref_mod, task, case, res) for case, _ in group]
         for (case, cr), m in zip(group, measured):
             _check_timed_case(ev, ref_mod, task, case, cr, res, *m)
-        if ev.device == "cuda":  # hold what is live, not the group's peak: others share the GPU
-            import torch
-
-            torch.cuda.empty_cache()
+        give_back_cached(ev.device)  # hold what is live, not the group's peak
     timed_speedups = [c.speedup for c in res.cases if c.speedup]
     if timed_speedups:
         res.speedup = geomean(timed_speedups)
