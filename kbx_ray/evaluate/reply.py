@@ -84,6 +84,7 @@ class TimedCheck:
 class TimeReply:
     timing: dict[str, Any]            # `timing.Timing.to_dict()`: parsed into `Timing` by the parent
     timed_check: TimedCheck
+    prof: dict[str, float]            # the worker's seconds per step (profiling only)
 
 
 def parse(cls: type[T], obj: Any, where: str = "", omitted: tuple[str, ...] = ()) -> T:

@@ -56,6 +56,9 @@ def _time_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict,
     t1 = time.perf_counter()
     timed = case_checks.read(TimeReply, reply, "time", Stage.TIMING)
     t = timing_record(timed.timing)
+    for k, v in timed.prof.items():  # the worker's own account: profiling only
+        if isinstance(v, (int, float)):
+            _add(res, f"tw_{k}", float(v))
     program_t = ev.replay.time_program(task, case, t.median_ms, asdict(ev.cfg.timing),
                                        lambda: ev.deadline - time.perf_counter())
     _add(res, "t_loop", parent_wall_ms / 1e3)
@@ -70,9 +73,11 @@ def _check_timed_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, cr: C
     """The timed calls' outputs, then a fresh recheck (GPU shared), then the timing checks."""
     fresh, t0 = ev._seed(len(ev.seeds)), time.perf_counter()
     with ev.lock.shared():
+        t1 = time.perf_counter()
         timed_outs = case_checks.check_timed_calls(
             case, *timed, ev.device, ref_mod, lambda s: ev.refs.outputs_for(ref_mod, task, case, s),
             ev.refs.exact_for(ref_mod, task, case))
+        _add(res, "t_samples", time.perf_counter() - t1)
         reply, blobs = ev._ask({"op": "recheck", "case": case, "fresh_seed": fresh},
                                ev.cfg.case_timeout_s, Stage.TIMING, res)
         check = case_checks.read(RecheckReply, reply, "recheck", Stage.TIMING).check

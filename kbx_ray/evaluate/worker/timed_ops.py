@@ -40,7 +40,8 @@ def time(w: Worker, req: dict) -> tuple[dict, list[Any]]:
     side0 = ledger.MONITOR.side_launches
     w.timed_refusal = ""
     try:
-        t = timing.bench(rot.call, timing.TimingConfig(**req["timing"]), DEVICE, rot.between)
+        with w._step("bench"):
+            t = timing.bench(rot.call, timing.TimingConfig(**req["timing"]), DEVICE, rot.between)
     except CandidateError:
         raise
     except Exception as e:  # noqa: BLE001 - a timed call raised: the candidate's error
@@ -59,11 +60,14 @@ def time(w: Worker, req: dict) -> tuple[dict, list[Any]]:
                              "the timing events")
     w.timed[req["case"]["name"]] = (args, kwargs)
     blobs: list[Any] = []
-    samples = tuple(TimedSample(seed=int(seed), outputs=encode(outs, blobs))
-                    for seed, outs in rot.samples())
+    with w._step("fresh"):
+        rot.run_fresh()
+    with w._step("encode"):
+        samples = tuple(TimedSample(seed=int(seed), outputs=encode(outs, blobs))
+                        for seed, outs in rot.samples())
     checked = TimedCheck(calls=rot.calls, launchless=rot.launchless, repeated=rot.repeated,
                          error=rot.error, samples=samples, fresh_ms=tuple(rot.fresh_ms))
-    return wire(TimeReply(timing=t.to_dict(), timed_check=checked)), blobs
+    return wire(TimeReply(timing=t.to_dict(), timed_check=checked, prof=w._take_prof())), blobs
 
 
 def watched(w: Worker, entry: Any, args: tuple, kwargs: dict) -> Any:
