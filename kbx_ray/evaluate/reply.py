@@ -60,6 +60,8 @@ class RunReply:
 @dataclass(frozen=True)
 class RecheckReply:
     check: CallReport                 # the checked call on fresh values in the timed buffers
+    samples: tuple[TimedSample, ...]  # the timed calls' last output on each input set, encoded
+    #                                   before the checked call (their blobs come first)
     prof: dict[str, float]
 
 
@@ -76,7 +78,7 @@ class TimedCheck:
     launchless: int                   # of them, calls that owed a launch and made none
     repeated: int                     # calls that returned an object returned before
     error: str                        # why a timed call's output was refused ("" if none)
-    samples: tuple[TimedSample, ...]  # each input set's last output
+    samples: tuple[TimedSample, ...]  # each input set's last output (sent with the recheck)
     fresh_ms: tuple[float | None, ...]  # each call on a never-seen set, timed alone
 
 

@@ -215,12 +215,9 @@ def timed_mismatch(where: str, v: Verdict, outs: list, earlier: list[list]) -> s
     return f"{where}: differs from the reference: {v.message}"
 
 
-def check_timed_calls(case: dict, checked: TimedCheck, blobs: list, device: str, ref_mod: Any,
-                      reference: Callable[[int], RefOutputs],
-                      exact: Callable[[int], Exact] | None = None) -> list[list]:
-    """Every timed call launched a kernel and returned a new object, and the last output on
-    each input set is right for that set's values (`reference(seed)`). Returns those outputs,
-    one list per input set (a later recheck tells a stale answer by them)."""
+def timed_counts(case: dict, checked: TimedCheck) -> str:
+    """Every timed call returned, launched a kernel and returned a new object (the time reply's
+    counts: checked before the recheck, so they win over its failure). Returns the message head."""
     where = f"case {case['name']}, its timed calls checked after timing"
     if checked.error:
         raise Fail(Stage.TIMING, ErrorKind.RUNTIME_ERROR, f"{where}: {checked.error}")
@@ -230,6 +227,16 @@ def check_timed_calls(case: dict, checked: TimedCheck, blobs: list, device: str,
     if checked.repeated:
         raise Fail(Stage.TIMING, ErrorKind.DISQUALIFIED, f"{where}: {checked.repeated} timed calls "
                    "returned an output object returned before (a cached result)")
+    return where
+
+
+def check_timed_calls(case: dict, checked: TimedCheck, blobs: list, device: str, ref_mod: Any,
+                      reference: Callable[[int], RefOutputs],
+                      exact: Callable[[int], Exact] | None = None) -> list[list]:
+    """The counts (`timed_counts`), then the last output on each input set is right for that
+    set's values (`reference(seed)`). Returns those outputs, one list per input set (a later
+    recheck tells a stale answer by them)."""
+    where = timed_counts(case, checked)
     if not checked.samples:
         raise Fail(Stage.TIMING, ErrorKind.INFRA_ERROR,
                    f"{where}: the worker sent no timed outputs")

@@ -2,6 +2,7 @@
 recheck, the timing judgement, and the replayed program's own time (replay_check.Replay.timing)."""
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import asdict
 from typing import Any
@@ -70,18 +71,24 @@ def _time_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict,
 def _check_timed_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, cr: CaseResult,
                       res: EvalResult, t: dict, parent_wall_ms: float, ref_t: Any,
                       timed: tuple[dict, list], program_t: Any) -> None:
-    """The timed calls' outputs, then a fresh recheck (GPU shared), then the timing checks."""
+    """The timed calls' counts, a fresh recheck (GPU shared) that also brings their outputs back,
+    those outputs, the recheck's, then the timing checks."""
     fresh, t0 = ev._seed(len(ev.seeds)), time.perf_counter()
+    checked, _ = timed
     with ev.lock.shared():
-        t1 = time.perf_counter()
-        timed_outs = case_checks.check_timed_calls(
-            case, *timed, ev.device, ref_mod, lambda s: ev.refs.outputs_for(ref_mod, task, case, s),
-            ev.refs.exact_for(ref_mod, task, case))
-        _add(res, "t_samples", time.perf_counter() - t1)
+        case_checks.timed_counts(case, checked)
         reply, blobs = ev._ask({"op": "recheck", "case": case, "fresh_seed": fresh},
                                ev.cfg.case_timeout_s, Stage.TIMING, res)
-        check = case_checks.read(RecheckReply, reply, "recheck", Stage.TIMING).check
-        outs = case_checks.decode(check.outputs, blobs, ev.device)
+        rr = case_checks.read(RecheckReply, reply, "recheck", Stage.TIMING)
+        n = sum(len(s.outputs) for s in rr.samples)  # the timed outputs' blobs come first
+        t1 = time.perf_counter()
+        timed_outs = case_checks.check_timed_calls(
+            case, dataclasses.replace(checked, samples=rr.samples), blobs[:n], ev.device, ref_mod,
+            lambda s: ev.refs.outputs_for(ref_mod, task, case, s),
+            ev.refs.exact_for(ref_mod, task, case))
+        _add(res, "t_samples", time.perf_counter() - t1)
+        check = rr.check
+        outs = case_checks.decode(check.outputs, blobs[n:], ev.device)
         v = (case_checks.integrity(check, ev.cfg.torch_compute, res, ev.monitor)
              or _recheck_verdict(ev, ref_mod, task, case, fresh, outs, check, res))
     if not v.ok:

@@ -28,7 +28,7 @@ def time(w: Worker, req: dict) -> tuple[dict, list[Any]]:
     """Time the candidate on one case; its buffers are kept for `recheck`, which the parent asks
     for next, outside the exclusive GPU lock (the check needs no quiet GPU). Between timed
     calls the buffers get the next input set's values (`rotation.py`); the last output of each
-    set goes back, for the parent to compare."""
+    set is kept, and goes back with the recheck for the parent to compare."""
     seeds = [int(s) for s in req.get("seeds") or [req["seed"]]]
     args, kwargs = w._inputs(req["case"], seeds[0])
     sets = [(seeds[0], w._inputs(req["case"], seeds[0]))]
@@ -58,16 +58,13 @@ def time(w: Worker, req: dict) -> tuple[dict, list[Any]]:
         raise CandidateError("disqualified", f"{ledger.MONITOR.side_launches - side0} timed "
                              "launches ran on a non-default CUDA stream: their time escapes "
                              "the timing events")
-    w.timed[req["case"]["name"]] = (args, kwargs)
-    blobs: list[Any] = []
     with w._step("fresh"):
-        rot.run_fresh()
-    with w._step("encode"):
-        samples = tuple(TimedSample(seed=int(seed), outputs=encode(outs, blobs))
-                        for seed, outs in rot.samples())
+        kept = rot.samples()  # the fresh sets' calls run here, timed alone
+    # the outputs go back with the recheck, outside the exclusive GPU hold
+    w.timed[req["case"]["name"]] = (args, kwargs, kept)
     checked = TimedCheck(calls=rot.calls, launchless=rot.launchless, repeated=rot.repeated,
-                         error=rot.error, samples=samples, fresh_ms=tuple(rot.fresh_ms))
-    return wire(TimeReply(timing=t.to_dict(), timed_check=checked, prof=w._take_prof())), blobs
+                         error=rot.error, samples=(), fresh_ms=tuple(rot.fresh_ms))
+    return wire(TimeReply(timing=t.to_dict(), timed_check=checked, prof=w._take_prof())), []
 
 
 def watched(w: Worker, entry: Any, args: tuple, kwargs: dict) -> Any:
@@ -91,19 +88,24 @@ def watched(w: Worker, entry: Any, args: tuple, kwargs: dict) -> Any:
 
 
 def recheck(w: Worker, req: dict) -> tuple[dict, list[Any]]:
-    """Fresh values written into the very buffers that were just timed, then one checked call:
+    """The timed outputs kept by `time`; then fresh values written into the very buffers that were
+    just timed, and one checked call:
     a cache keyed by pointer, shape or call count now returns a stale answer, which the parent
     rejects."""
     if req["case"]["name"] not in w.timed:
         raise RuntimeError(f"recheck of case {req['case']['name']!r} without timing it first")
-    args, kwargs = w.timed.pop(req["case"]["name"])
+    args, kwargs, kept = w.timed.pop(req["case"]["name"])
+    blobs: list[Any] = []
+    with w._step("encode"):  # before the checked call, which could otherwise reach them
+        samples = tuple(TimedSample(seed=int(seed), outputs=encode(outs, blobs))
+                        for seed, outs in kept)
+    del kept
     fresh_args, fresh_kwargs = w._inputs(req["case"], req["fresh_seed"])
     if not refill((args, kwargs), (fresh_args, fresh_kwargs)):
         # the seed decides sizes (random sequence lengths): new buffers, so a cache keyed by
         # pointer or shape misses anyway and must recompute
         args, kwargs = fresh_args, fresh_kwargs
     info, returned, mutated = w._call_checked(args, kwargs)
-    blobs: list[Any] = []
     with w._step("encode"):
         info = dataclasses.replace(info, outputs=encode(returned + mutated, blobs))
-    return wire(RecheckReply(check=info, prof=w._take_prof())), blobs
+    return wire(RecheckReply(check=info, samples=samples, prof=w._take_prof())), blobs
