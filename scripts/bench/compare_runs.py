@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 STAGES = ("correctness", "timing", "load", "mem_wait", "lock_wait", "lock_wait_excl", "exclusive",
-          "worker_run", "replay", "judge", "t_loop", "t_ref", "t_replay", "t_checks")
+          "worker_run", "replay", "judge", "t_loop", "t_ref", "t_replay", "t_checks", "t_samples",
+          "tw_inputs", "tw_bench", "tw_fresh", "tw_encode")
 
 
 def verdict(row: dict) -> str:

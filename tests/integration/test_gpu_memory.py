@@ -12,8 +12,8 @@ from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger, budget_bytes, estim
 pytestmark = pytest.mark.slow  # starts ledger holders in other processes
 
 
-def _hold(root, nbytes, hold_s, ready):
-    led = MemoryLedger("gpu0", 1000, root)
+def _hold(root, nbytes, hold_s, ready, key="gpu0"):
+    led = MemoryLedger(key, 1000, root)
     with led.reserve(nbytes):
         ready.set()
         time.sleep(hold_s)
@@ -118,3 +118,36 @@ def test_an_evaluation_reserves_every_timing_and_fresh_input_set(tmp_path):
                     led).estimate(task, cases)
     flush = EvalConfig().timing.flush_mb << 20  # its flush buffer and its context too
     assert few - off == int((REPLAY_SETS * (300 << 20) + flush) * 1.25) + (1 << 29)
+
+
+def test_beside_others_a_reservation_waits_for_memory_really_free(tmp_path):
+    """Memory no ledger counts (contexts, caches) can leave the device short with the ledger in
+    bounds: beside another holder, a reservation waits until the device reports that much free;
+    once no one else holds any, it runs whatever the device reports."""
+    free = [100]
+    led = MemoryLedger("gpu2", 1000, str(tmp_path), free=lambda: free[0])
+    ctx = mp.get_context("spawn")
+    ready = ctx.Event()
+    p = ctx.Process(target=_hold, args=(str(tmp_path), 300, 1.5, ready, "gpu2"))
+    p.start()
+    assert ready.wait(30)
+    import threading
+
+    admitted = threading.Event()
+
+    def want():
+        with led.reserve(400):  # the ledger has room (300 + 400 <= 1000), the device does not
+            admitted.set()
+
+    t = threading.Thread(target=want)
+    t0 = time.perf_counter()
+    t.start()
+    assert not admitted.wait(0.5)
+    free[0] = 500  # the device now has it free: admitted beside the holder
+    assert admitted.wait(5)
+    assert time.perf_counter() - t0 < 1.4  # before the holder left
+    t.join(5)
+    p.join(10)
+    free[0] = 0
+    with led.reserve(400):  # no other holder: the device's word does not stop it
+        pass

@@ -28,7 +28,7 @@ def is_oom(msg: str) -> bool:
 def device_ledger(cfg: EvalConfig) -> MemoryLedger:
     """The ledger of this process's GPU (device 0 under CUDA_VISIBLE_DEVICES), keyed by its UUID
     like gpulock.py: `gpu_mem_budget_gb` if set, else the device's total minus
-    `gpu_mem_reserve_gb`."""
+    `gpu_mem_reserve_gb`; beside others, an evaluation also waits for that much really free."""
     import torch
 
     uuid = str(torch.cuda.get_device_properties(0).uuid)
@@ -36,7 +36,7 @@ def device_ledger(cfg: EvalConfig) -> MemoryLedger:
         budget = int(cfg.gpu_mem_budget_gb * (1 << 30))
     else:
         budget = budget_bytes(torch.cuda.mem_get_info()[1], int(cfg.gpu_mem_reserve_gb * (1 << 30)))
-    return MemoryLedger(uuid, budget)
+    return MemoryLedger(uuid, budget, free=lambda: torch.cuda.mem_get_info()[0])
 
 
 class Admission:

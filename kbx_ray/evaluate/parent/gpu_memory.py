@@ -11,7 +11,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 _SEQ = itertools.count()
 _ALONE = ".alone"  # suffix of a reservation that wants the whole device (the OOM retry)
@@ -45,9 +45,13 @@ def _alive(pid: int) -> bool:
 
 
 class MemoryLedger:
-    """One GPU's reservations, in the directory `<root>/kbx_gpumem_<key>` (key: the device UUID)."""
+    """One GPU's reservations, in the directory `<root>/kbx_gpumem_<key>` (key: the device UUID).
+    `free`, if given, reads the device's free bytes now: beside other holders a reservation also
+    waits until the device really has that much free (memory no ledger counts: contexts, caches,
+    other programs; on the H100 such memory ran 8 jobs out of memory with the ledger in bounds)."""
 
-    def __init__(self, key: str, budget: int, root: str | None = None) -> None:
+    def __init__(self, key: str, budget: int, root: str | None = None,
+                 free: Callable[[], int] | None = None) -> None:
         base = Path(root or tempfile.gettempdir())
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in key)[:80]
         self.dir = base / f"kbx_gpumem_{safe}"
@@ -55,6 +59,7 @@ class MemoryLedger:
         self.lock_path = self.dir / ".lock"
         self.count_path = self.dir / ".admitted"  # admissions so far, every process together
         self.budget = int(budget)
+        self.free = free
         self.wait_s = 0.0
         self._mark = 0  # the admission count just after this process's latest admission
         self._crowded = False  # another process held a reservation at that admission
@@ -118,6 +123,8 @@ class MemoryLedger:
             return not others
         if others and sum(n for _, n in others.values()) + want > self.budget:
             return False
+        if others and self.free is not None and self.free() < want:
+            return False  # alone it is admitted anyway: its retry is the floor
         (self.dir / name).write_text(str(want))
         return True
 
