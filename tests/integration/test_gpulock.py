@@ -167,3 +167,30 @@ def test_an_inner_hold_never_steps_out(tmp_path):
     assert q.get(timeout=30)[0] == "exclusive"  # it runs once the outer hold ends
     w.join(30)
     lock.close()
+
+
+def test_a_writer_waiting_for_shared_holds_counts_it_as_drain(tmp_path):
+    """`drain_s`: through the turnstile, waiting for a shared hold in flight to end (no new shared
+    work starts meanwhile); waiting behind another writer is not drain."""
+    ctx = mp.get_context("fork")
+    q, held = ctx.Queue(), ctx.Event()
+    holder = ctx.Process(target=_worker, args=(str(tmp_path), "shared", 0.5, q, held))
+    holder.start()
+    assert held.wait(30), "the holder never took the lock"
+    lock = GpuLock("gpu-test", str(tmp_path))
+    with lock.exclusive():
+        pass
+    holder.join(10)
+    q.get(timeout=5)
+    assert 0.2 < lock.drain_s < 2.0 and lock.drain_s <= lock.wait_excl_s
+    held2 = ctx.Event()
+    writer = ctx.Process(target=_worker, args=(str(tmp_path), "exclusive", 0.5, q, held2))
+    writer.start()
+    assert held2.wait(30)
+    drained = lock.drain_s
+    with lock.exclusive():  # behind a writer: the turnstile waits, the drain does not
+        pass
+    writer.join(10)
+    q.get(timeout=5)
+    lock.close()
+    assert lock.drain_s - drained < 0.2 < lock.wait_excl_s - drained

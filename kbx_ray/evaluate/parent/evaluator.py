@@ -121,7 +121,7 @@ class Evaluator:
         got = {"mem_wait": self.memory.wait_s} if self.memory.ledger is not None else {}
         if self.device == "cuda":
             got.update(lock_wait=self.lock.wait_s, lock_wait_excl=self.lock.wait_excl_s,
-                       exclusive=self.lock.exclusive_s)
+                       lock_drain=self.lock.drain_s, exclusive=self.lock.exclusive_s)
         return got
 
     def _memory_need(self, task: Task) -> int:

@@ -26,6 +26,8 @@ class GpuLock:
         self.depth = 0  # re-entrant within one process: an inner request keeps the outer mode
         self.wait_s = 0.0  # time spent waiting for the lock, either mode (a running total)
         self.wait_excl_s = 0.0  # of it, waiting to hold it alone
+        self.drain_s = 0.0  # of that, through the turnstile, waiting for shared holds to end
+        #                     (no new shared work starts meanwhile: the GPU may idle)
         self.exclusive_s = 0.0  # time held exclusively (a running total)
         self.yields = 0  # shared holds paused for a waiting writer (`let_writer_in`)
 
@@ -68,8 +70,10 @@ class GpuLock:
         t0 = time.perf_counter()
         fcntl.flock(gate, fcntl.LOCK_EX)
         try:
+            tg = time.perf_counter()
             fcntl.flock(main, fcntl.LOCK_EX)
             t1 = time.perf_counter()
+            self.drain_s += t1 - tg
             self.wait_s += t1 - t0
             self.wait_excl_s += t1 - t0
             self.depth = 1
@@ -113,7 +117,7 @@ class GpuLock:
 class NoLock:
     """The CPU path: the interpreter's timings are never taken, so nothing to exclude."""
 
-    wait_s = exclusive_s = wait_excl_s = 0.0
+    wait_s = exclusive_s = wait_excl_s = drain_s = 0.0
     yields = 0
 
     @contextmanager
