@@ -100,10 +100,12 @@ class SweepConfig:
 class EngineConfig:
     """How the sweep runs, not what its rows say: every field but `mode=noop` may change on a
     resume (RUN)."""
-    max_concurrency: int = exempt(0, why=RUN)        # cells in flight in the driver; 0: from the
+    max_concurrency: int = bounded(exempt(0, why=RUN), low=0)
+    #                                                  cells in flight in the driver; 0: from the
     #                                                  evaluators and vllm replicas
     #                                                  (scaling.concurrency), at least 64
-    max_evaluators: int = exempt(16, why=RUN)        # per pool, on a cluster with kbx-role labels:
+    max_evaluators: int = bounded(exempt(16, why=RUN), low=1)
+    #                                                  per pool, on a cluster with kbx-role labels:
     #                                                  evaluators asked of the autoscaler while its
     #                                                  nodes are not up yet
     mode: EngineMode = verdict(EngineMode.actor,
@@ -113,25 +115,29 @@ class EngineConfig:
     #                                                  benchmark; only noop is another sweep)
     retries: int = bounded(exempt(2, why=RUN), low=0)  # re-tries of a candidate whose evaluator
     #                                                  died
-    pool_wait_s: float = exempt(0.0, why=RUN)        # wait this long for the autoscaler to bring
+    pool_wait_s: float = bounded(exempt(0.0, why=RUN), low=0)
+    #                                                  wait this long for the autoscaler to bring
     #                                                  up a pool
-    actor_ready_s: float = exempt(300.0, why=RUN)    # evaluators not up by then are dropped
+    actor_ready_s: float = bounded(exempt(300.0, why=RUN), low=1)
+    #                                                  evaluators not up by then are dropped
     #                                                  (none: an error)
     wal_fsync: bool = exempt(False, why=RUN)         # fsync each logged generation (survive power
     #                                                  loss too)
-    evaluators: int = exempt(0, why=RUN)             # evaluator actors per pool; 0: one per GPU
+    evaluators: int = bounded(exempt(0, why=RUN), low=0)
+    #                                                  evaluator actors per pool; 0: one per GPU
     #                                                  (CPU: 1)
     evaluators_per_gpu: int = bounded(exempt(1, why=RUN), 1, 16, why="evaluators sharing one "
                                       "GPU; timing takes it alone")
     #                                                  evaluators sharing each GPU: they compile
     #                                                  and check in parallel; timing holds the GPU
     #                                                  alone (evaluate/parent/gpulock.py)
-    eval_batch: int = exempt(0, why=RUN)             # candidates per evaluator call; 0: 1
+    eval_batch: int = bounded(exempt(0, why=RUN), low=0)  # candidates per evaluator call; 0: 1
     #                                                  (bench_engine passes 64: with mode=noop the
     #                                                  round trip is the cost)
-    flush_every: int = exempt(32, why=RUN)           # cells per Parquet part
-    flush_s: float = exempt(10.0, why=RUN)           # ... or seconds, whichever comes first
-    flush_min_s: float = exempt(1.0, why=RUN)        # ... but parts at least this far apart
+    flush_every: int = bounded(exempt(32, why=RUN), low=1)  # cells per Parquet part
+    flush_s: float = bounded(exempt(10.0, why=RUN), low=0)  # ... or seconds, whichever comes first
+    flush_min_s: float = bounded(exempt(1.0, why=RUN), low=0)
+    #                                                  ... but parts at least this far apart
     ray_address: str | None = exempt(None, why=RUN)  # None: start or join a local Ray
     aot_compile: AotCompile = exempt(AotCompile.off, why=RUN)  # off | on | always: compile
     #                                                  candidates'
@@ -139,8 +145,10 @@ class EngineConfig:
     #                                                  (`compile` resource) for each GPU pool's
     #                                                  sm_XX; `on`: while a compile worker is free,
     #                                                  used if ready when an evaluator takes it
-    compile_workers: int = exempt(2, why=RUN)        # CPU compile actors (engine.aot_compile)
-    compile_timeout_s: float = exempt(300.0, why=RUN)  # per candidate and architecture; then the
+    compile_workers: int = bounded(exempt(2, why=RUN), low=1)
+    #                                               CPU compile actors (engine.aot_compile)
+    compile_timeout_s: float = bounded(exempt(300.0, why=RUN), low=1)
+    #                                                  per candidate and architecture; then the
     #                                                  GPU compiles
     compile_resource: str = exempt("", why=RUN)      # custom resource compile actors ask for; "":
     #                                                  `compile` if the cluster has it now or

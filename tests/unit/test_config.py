@@ -128,6 +128,19 @@ def test_evaluators_per_gpu_is_bounded():
         load_config(["engine.evaluators_per_gpu=0"])
 
 
+@pytest.mark.parametrize("key,bad,rule", [
+    ("max_concurrency", -1, "0 or more"), ("max_evaluators", 0, "1 or more"),
+    ("evaluators", -2, "0 or more"), ("eval_batch", -1, "0 or more"),
+    ("flush_every", 0, "1 or more"), ("flush_s", -1.0, "0 or more"),
+    ("flush_min_s", -0.5, "0 or more"), ("compile_workers", 0, "1 or more"),
+    ("compile_timeout_s", 0.0, "1 or more"), ("actor_ready_s", 0.0, "1 or more"),
+    ("pool_wait_s", -1.0, "0 or more")])
+def test_engine_sizes_are_bounded_at_loading(key, bad, rule):
+    """A size the engine would hang or divide on fails when the config loads, in one line."""
+    with pytest.raises(ConfigError, match=rf"^engine.{key}={bad}: choose {rule}$"):
+        load_config([f"engine.{key}={bad}"])
+
+
 def test_retries_are_bounded_at_loading_not_at_the_first_lost_evaluator():
     assert load_config(["engine.retries=0"]).engine.retries == 0
     with pytest.raises(ConfigError, match=r"^engine.retries=-1: choose 0 or more$"):
