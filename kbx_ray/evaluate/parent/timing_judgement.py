@@ -18,13 +18,15 @@ from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.types import CaseResult, ErrorKind, EvalResult, Stage
 
 
-def timing_groups(ref_mod: Any, timed: list[tuple], limit_mb: float) -> list[list[tuple]]:
-    """Consecutive timed cases whose inputs and outputs fit `limit_mb` (`timing_group_mb`)
-    together: the worker keeps each timed case's buffers until its post-timing check."""
+def timing_groups(ref_mod: Any, timed: list[tuple], limit_mb: float,
+                  kept: int = 0) -> list[list[tuple]]:
+    """Consecutive timed cases whose held memory fits `limit_mb` (`timing_group_mb`) together:
+    the worker keeps each timed case's buffers, and the outputs of its `kept` input sets (sized
+    as the case's inputs and outputs: an upper bound), until its post-timing check."""
     groups: list[list[tuple]] = []
     room = 0.0
     for item in timed:
-        mb = (ref_mod.cost(item[0]).get("bytes") or 0) / 2**20
+        mb = (ref_mod.cost(item[0]).get("bytes") or 0) / 2**20 * (1 + max(0, kept))
         if not groups or mb > room:
             groups.append([])
             room = float(limit_mb)

@@ -27,7 +27,8 @@ def time_cases(ev: Evaluator, ref_mod: Any, task: Task, cases: list[dict],
     res.stage = Stage.TIMING
     timed = [(c, cr) for c, cr in zip(cases, res.cases) if ev._timed(c, cases)]
     # consecutive timed cases that share one exclusive GPU hold (`timing_group_mb`)
-    for group in timing_groups(ref_mod, timed, ev.cfg.timing_group_mb):
+    kept = max(1, ev.cfg.timing_sets) + max(0, ev.cfg.fresh_sets)  # outputs held to the recheck
+    for group in timing_groups(ref_mod, timed, ev.cfg.timing_group_mb, kept):
         # One exclusive hold per group: each hold first waits for every evaluator's shared work
         # in flight (a compile can take seconds), so one per case would idle the GPU that often.
         with ev.lock.exclusive():
