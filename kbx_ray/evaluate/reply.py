@@ -80,6 +80,8 @@ class TimedCheck:
     error: str                        # why a timed call's output was refused ("" if none)
     samples: tuple[TimedSample, ...]  # each input set's last output (sent with the recheck)
     fresh_ms: tuple[float | None, ...]  # each call on a never-seen set, timed alone
+    digests: tuple[tuple[int, ...], ...] = ()  # per set, `common.digest` of each kept output,
+    #                                 taken before any later call: what the recheck sends must match
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import Any, Callable, TypeVar
 
 import torch
 
+from kbx_ray.evaluate.common.digest import digest
 from kbx_ray.evaluate.parent.correctness import (Verdict, compare, dtype_problem, layout_problem,
                                                   numeric, recurring_strays)
 from kbx_ray.evaluate.parent.precise import admitted
@@ -240,10 +241,17 @@ def check_timed_calls(case: dict, checked: TimedCheck, blobs: list, device: str,
     if not checked.samples:
         raise Fail(Stage.TIMING, ErrorKind.INFRA_ERROR,
                    f"{where}: the worker sent no timed outputs")
+    if len(checked.digests) != len(checked.samples):
+        raise Fail(Stage.TIMING, ErrorKind.INFRA_ERROR, f"{where}: the worker sent "
+                   f"{len(checked.samples)} timed outputs and {len(checked.digests)} digests")
     k, decoded = 0, []
-    for sample in checked.samples:
+    for sample, sums in zip(checked.samples, checked.digests):
         decoded.append(decode(sample.outputs, blobs[k:], device))
         k += len(sample.outputs)
+        if tuple(digest(t) for t in decoded[-1]) != tuple(sums):
+            raise Fail(Stage.TIMING, ErrorKind.DISQUALIFIED, f"{where}: the outputs of input set "
+                       f"{len(decoded) - 1} changed after the timed call returned them (the "
+                       "worker's process rewrote them before they were sent)")
     for j, (sample, outs) in enumerate(zip(checked.samples, decoded)):
         ref, _, contiguous = reference(sample.seed)
         why = dtype_problem(outs, ref)

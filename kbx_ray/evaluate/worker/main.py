@@ -26,7 +26,7 @@ import torch  # noqa: E402
 
 from kbx_ray import taskkit  # noqa: E402  (task files draw through it; watched)
 from kbx_ray.evaluate import protocol, reply  # noqa: E402
-from kbx_ray.evaluate.common import side_stream, timing  # noqa: E402
+from kbx_ray.evaluate.common import digest, side_stream, timing  # noqa: E402
 from kbx_ray.evaluate.worker import (call_checks, candidate_errors, outputs,  # noqa: E402
                                      poison, rotation)
 from kbx_ray.evaluate.worker.candidate_errors import CandidateError  # noqa: E402
@@ -38,7 +38,7 @@ from kbx_ray.evaluate.common.inputs import InputCache  # noqa: E402
 # globals, by identity): this module, what it split into (handlers.py, which adds its own globals
 # and the Worker class; errors, outputs, call checks, poison) and what they call. The guards' own
 # modules are added by `sentinels._guard_namespaces`.
-_HARNESS = (globals(), vars(protocol), vars(timing), vars(side_stream),
+_HARNESS = (globals(), vars(protocol), vars(timing), vars(side_stream), vars(digest),
             vars(sys.modules[InputCache.__module__]),
             vars(InputCache), vars(rotation), vars(rotation.Rotation), vars(taskkit),
             vars(candidate_errors), vars(outputs), vars(call_checks), vars(poison), vars(reply))

@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from kbx_ray.evaluate.common import timing
+from kbx_ray.evaluate.common.digest import digest
 from kbx_ray.evaluate.reply import RecheckReply, TimedCheck, TimedSample, TimeReply, wire
 from kbx_ray.evaluate.worker import host_values, ledger, rotation
 from kbx_ray.evaluate.worker.call_checks import refill, scalars
@@ -60,10 +61,14 @@ def time(w: Worker, req: dict) -> tuple[dict, list[Any]]:
                              "the timing events")
     with w._step("fresh"):
         kept = rot.samples()  # the fresh sets' calls run here, timed alone
-    # the outputs go back with the recheck, outside the exclusive GPU hold
+    # the outputs go back with the recheck, outside the exclusive GPU hold; their digests go now,
+    # before a later case's calls could rewrite them in this process
+    with w._step("digest"):
+        digests = tuple(tuple(digest(t) for t in outs) for _, outs in kept)
     w.timed[req["case"]["name"]] = (args, kwargs, kept)
     checked = TimedCheck(calls=rot.calls, launchless=rot.launchless, repeated=rot.repeated,
-                         error=rot.error, samples=(), fresh_ms=tuple(rot.fresh_ms))
+                         error=rot.error, samples=(), fresh_ms=tuple(rot.fresh_ms),
+                         digests=digests)
     return wire(TimeReply(timing=t.to_dict(), timed_check=checked, prof=w._take_prof())), []
 
 
