@@ -12,7 +12,7 @@ from kbx_ray.evaluate.parent.admission import give_back_cached
 from kbx_ray.evaluate.parent.case_checks import Fail as _Fail
 from kbx_ray.evaluate.parent.correctness import Verdict
 from kbx_ray.evaluate.parent.timing_judgement import judge_timing, timing_groups, timing_record
-from kbx_ray.evaluate.reply import RecheckReply, TimeReply
+from kbx_ray.evaluate.reply import RecheckReply, TimedCheck, TimeReply
 from kbx_ray.records.metrics import geomean
 from kbx_ray.types import CaseResult, EvalResult, Stage, Task
 
@@ -45,14 +45,14 @@ def time_cases(ev: Evaluator, ref_mod: Any, task: Task, cases: list[dict],
 
 
 def _time_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict,
-               res: EvalResult) -> tuple[Any, float, Any, tuple[Any, list], Any]:
+               res: EvalResult) -> tuple[Any, float, Any, TimedCheck, Any]:
     """The candidate's and the reference's timing loops (the caller holds the GPU alone)."""
     fresh = max(0, ev.cfg.fresh_sets)
     seeds = [ev._seed(i) for i in range(max(1, ev.cfg.timing_sets) + fresh)]
     asked = time.perf_counter()
-    reply, blobs = ev._ask({"op": "time", "case": case, "seed": seeds[0], "seeds": seeds,
-                            "fresh": fresh, "timing": asdict(ev.cfg.timing)},
-                           ev.cfg.case_timeout_s + 4 * ev.cfg.timing.budget_s, Stage.TIMING)
+    reply, _ = ev._ask({"op": "time", "case": case, "seed": seeds[0], "seeds": seeds,
+                        "fresh": fresh, "timing": asdict(ev.cfg.timing)},
+                       ev.cfg.case_timeout_s + 4 * ev.cfg.timing.budget_s, Stage.TIMING)
     parent_wall_ms = (time.perf_counter() - asked) * 1e3  # our clock, not the worker's word
     ref_t = ev.refs.timing(ref_mod, task, case, ev.sandbox.info.get("gpu_name"))
     t1 = time.perf_counter()
@@ -66,16 +66,15 @@ def _time_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict,
     _add(res, "t_loop", parent_wall_ms / 1e3)
     _add(res, "t_ref", t1 - asked - parent_wall_ms / 1e3)
     _add(res, "t_replay", time.perf_counter() - t1)
-    return (t, parent_wall_ms, ref_t, (timed.timed_check, blobs), program_t)
+    return (t, parent_wall_ms, ref_t, timed.timed_check, program_t)
 
 
 def _check_timed_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, cr: CaseResult,
                       res: EvalResult, t: dict, parent_wall_ms: float, ref_t: Any,
-                      timed: tuple[dict, list], program_t: Any) -> None:
+                      checked: TimedCheck, program_t: Any) -> None:
     """The timed calls' counts, a fresh recheck (GPU shared) that also brings their outputs back,
     those outputs, the recheck's, then the timing checks."""
     fresh, t0 = ev._seed(len(ev.seeds)), time.perf_counter()
-    checked, _ = timed
     with ev.lock.shared():
         case_checks.timed_counts(case, checked)
         reply, blobs = ev._ask({"op": "recheck", "case": case, "fresh_seed": fresh},
@@ -95,7 +94,7 @@ def _check_timed_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, cr: C
     if not v.ok:
         raise _Fail(Stage.TIMING, v.kind, case_checks.timed_mismatch(
             f"case {case['name']}, its call on fresh values after timing", v, outs, timed_outs))
-    judge_timing(ev.cfg, ev.device, case, cr, res, t, parent_wall_ms, ref_t, timed[0],
+    judge_timing(ev.cfg, ev.device, case, cr, res, t, parent_wall_ms, ref_t, checked,
                  ref_mod, ev.refs.dtype(task, case))
     ev.replay.judge_timing(case, cr, t.median_ms, program_t)
     _add(res, "t_checks", time.perf_counter() - t0)
