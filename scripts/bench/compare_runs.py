@@ -17,7 +17,8 @@ from pathlib import Path
 
 STAGES = ("correctness", "timing", "load", "mem_wait", "lock_wait", "lock_wait_excl", "lock_drain",
           "exclusive",
-          "worker_run", "replay", "judge", "t_loop", "t_ref", "t_replay", "t_checks", "t_samples",
+          "worker_run", "replay", "judge", "t_loop", "t_ref", "t_replay", "t_checks", "t_recheck",
+          "t_samples",
           "tw_inputs", "tw_bench", "tw_fresh", "tw_digest", "tw_encode")
 
 

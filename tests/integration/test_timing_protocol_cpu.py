@@ -4,11 +4,13 @@ On a GPU a candidate's timed cases are timed under one exclusive hold, then each
 a fresh seed written into the very buffers that were timed. The figures mean nothing here; the point
 is that CI runs the same requests, buffers and verdicts as the GPU does.
 """
+import sys
 from pathlib import Path
 
 import pytest
 
 from kbx_ray.evaluate.parent.evaluator import Evaluator
+from kbx_ray.evaluate.parent.gpulock import NoLock
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.evaluate.common.timing import TimingConfig
 from kbx_ray.suites.builtin import get_task
@@ -36,6 +38,34 @@ def test_every_case_is_timed_then_rechecked(timed_ev):
     assert res.cases and all(c.cand_reps == REPS and c.cand_ms > 0 and c.ref_ms > 0
                              and c.speedup for c in res.cases)
     assert res.stage_s["timing"] > 0 and res.stage_s["w_encode"] > 0  # the rechecks sent outputs
+
+
+class WriterAlwaysWaiting(NoLock):
+    """A lock with another evaluator always waiting to time: where the stages step aside."""
+
+    def __init__(self) -> None:
+        self.steps: list[str] = []
+
+    def writer_waiting(self) -> bool:
+        return True
+
+    def let_writer_in(self) -> None:
+        self.steps.append(sys._getframe(1).f_code.co_name)
+
+
+def test_the_timed_cases_checks_step_aside_for_a_waiting_writer(timed_ev):
+    # the recheck and its comparisons hold the GPU shared for seconds a case on a GPU: a writer
+    # waiting meanwhile is let in after the recheck's reply and after its timed outputs' check
+    lock, timed_ev.lock = timed_ev.lock, WriterAlwaysWaiting()
+    try:
+        res = timed_ev.evaluate(RELU, make_candidate(RELU.task_id, "relu", GOOD))
+        steps = timed_ev.lock.steps
+    finally:
+        timed_ev.lock = lock
+    assert res.exec_ok, res.error_msg
+    timed = sum(1 for c in res.cases if c.cand_ms)
+    assert timed and steps.count("_check_timed_case") == 2 * timed, steps
+    assert "_check_case" in steps  # the correctness stage's own steps, as before
 
 
 def test_a_cache_switched_on_during_timing_is_caught_by_the_recheck(timed_ev):
