@@ -125,10 +125,14 @@ def interleaved(tasks: list[Task]) -> list[Task]:
 class GpuBusy:
     """nvidia-smi's utilization.gpu sampled every 200 ms while the run lasts, read by a thread: the
     share of samples in which no kernel ran at all (the GPU idle while evaluators compile,
-    compare or wait), written with every rewrite of the file (a run cut short keeps it)."""
+    compare or wait), written with every rewrite of the file (a run cut short keeps it). Beside
+    it, the host's CPUs (/proc/stat, each second): a GPU idle while every core is busy waits on
+    the host, not on the lock."""
 
     def __init__(self) -> None:
         self.xs: list[float] = []
+        self.cpu: list[float] = []
+        threading.Thread(target=self._cpu, daemon=True).start()
         try:
             self.proc = subprocess.Popen(
                 ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
@@ -145,17 +149,40 @@ class GpuBusy:
             except ValueError:
                 pass
 
+    def _cpu(self) -> None:
+        last = _cpu_times()
+        while last is not None:
+            time.sleep(1.0)
+            now = _cpu_times()
+            if now is None or now[1] <= last[1]:
+                return
+            self.cpu.append(100.0 * (now[0] - last[0]) / (now[1] - last[1]))
+            last = now
+
     def summary(self) -> dict:
-        xs = list(self.xs)
+        xs, cpu = list(self.xs), list(self.cpu)
+        got = {"cpu_busy_mean_pct": round(sum(cpu) / len(cpu), 1),
+               "cpu_busy_p90_pct": round(sorted(cpu)[int(0.9 * (len(cpu) - 1))], 1)} if cpu else {}
         if not xs:
-            return {}
+            return got
         return {"gpu_util_mean_pct": round(sum(xs) / len(xs), 1), "gpu_samples": len(xs),
-                "gpu_idle_share": round(sum(x == 0 for x in xs) / len(xs), 3)}
+                "gpu_idle_share": round(sum(x == 0 for x in xs) / len(xs), 3), **got}
 
     def stop(self) -> dict:
         if self.proc is not None:
             self.proc.terminate()
         return self.summary()
+
+
+def _cpu_times() -> tuple[float, float] | None:
+    """(busy, total) jiffies over every core since boot (/proc/stat), None where there is none."""
+    try:
+        with open("/proc/stat") as f:
+            xs = [float(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = xs[3] + (xs[4] if len(xs) > 4 else 0.0)  # idle + iowait
+    return sum(xs) - idle, sum(xs)
 
 
 def write(out: Path, info: dict, pool: Any, cfg: EvalConfig, jobs: int, rows: list,
