@@ -194,3 +194,47 @@ def test_a_writer_waiting_for_shared_holds_counts_it_as_drain(tmp_path):
     q.get(timeout=5)
     lock.close()
     assert lock.drain_s - drained < 0.2 < lock.wait_excl_s - drained
+
+
+def _queued_writers(root: str, n: int, timeout_s: float = 30.0) -> None:
+    """Until `n` writers are queued: each holds the writers' file shared from its arrival on
+    (/proc/locks lists the granted flocks by inode; a blocked request carries '->')."""
+    ino = os.stat(GpuLock("gpu-test", root).paths[2]).st_ino
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with open("/proc/locks") as f:
+            held = [ln for ln in f if "->" not in ln and "FLOCK" in ln and " READ " in ln
+                    and ln.split()[5].endswith(f":{ino}")]
+        if len(held) >= n:
+            return
+        assert time.monotonic() < deadline, f"{len(held)} of {n} writers queued"
+        time.sleep(0.01)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="needs Linux /proc/locks")
+def test_queued_writers_run_back_to_back_before_a_later_reader(tmp_path):
+    """Two writers queue behind a reader's hold and a reader arrives after them: both writers
+    run before it (one drain serves them both), never beside anyone."""
+    ctx = mp.get_context("fork")
+    q, release, held, root = ctx.Queue(), ctx.Event(), ctx.Event(), str(tmp_path)
+    procs = [ctx.Process(target=_worker, args=(root, "shared", 0.0, q, held, release))]
+    procs[0].start()
+    assert held.wait(30), "the first reader never took the shared lock"
+    for n in (1, 2):
+        procs.append(ctx.Process(target=_worker, args=(root, "exclusive", 0.2, q)))
+        procs[-1].start()
+        _queued_writers(root, n)
+    lock = GpuLock("gpu-test", root)
+    assert lock.writer_waiting()
+    late_q = ctx.Queue()
+    procs.append(ctx.Process(target=_worker, args=(root, "shared", 0.1, late_q)))
+    procs[-1].start()
+    release.set()
+    spans = [q.get(timeout=30) for _ in range(3)]
+    late = late_q.get(timeout=30)
+    for p in procs:
+        p.join(10)
+    lock.close()
+    writers = [s for s in spans if s[0] == "exclusive"]
+    assert len(writers) == 2 and not _overlap(*writers), spans
+    assert all(w[2] <= late[1] + 1e-3 for w in writers), (spans, late)

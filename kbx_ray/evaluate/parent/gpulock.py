@@ -3,7 +3,9 @@
 Several evaluators may share a GPU so that one compiles and checks while another waits on its
 compiler: correctness work takes the lock shared, timing takes it exclusively, so nothing else runs
 on the GPU while a kernel is being timed. Writers go first (a turnstile), so a steady stream of
-correctness work cannot starve timing. `flock` locks die with their process, so a killed evaluator
+correctness work cannot starve timing, and writers queued together run back to back: a reader
+waits while any writer is queued (each writer holds a third file shared from its arrival to its
+end), so one drain of the shared work in flight serves them all. `flock` locks die with their process, so a killed evaluator
 never leaves the GPU locked. Standard library only.
 """
 from __future__ import annotations
@@ -21,8 +23,9 @@ class GpuLock:
     def __init__(self, key: str, root: str | None = None) -> None:
         base = Path(root or tempfile.gettempdir())
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in key)[:80]
-        self.paths = (base / f"kbx_gpu_{safe}.turnstile", base / f"kbx_gpu_{safe}.lock")
-        self._fds: tuple[int, int] | None = None
+        self.paths = (base / f"kbx_gpu_{safe}.turnstile", base / f"kbx_gpu_{safe}.lock",
+                      base / f"kbx_gpu_{safe}.writers")
+        self._fds: tuple[int, int, int] | None = None
         self.depth = 0  # re-entrant within one process: an inner request keeps the outer mode
         self.wait_s = 0.0  # time spent waiting for the lock, either mode (a running total)
         self.wait_excl_s = 0.0  # of it, waiting to hold it alone
@@ -31,7 +34,7 @@ class GpuLock:
         self.exclusive_s = 0.0  # time held exclusively (a running total)
         self.yields = 0  # shared holds paused for a waiting writer (`let_writer_in`)
 
-    def _open(self) -> tuple[int, int]:
+    def _open(self) -> tuple[int, int, int]:
         if self._fds is None:
             self._fds = tuple(os.open(p, os.O_RDWR | os.O_CREAT, 0o666) for p in self.paths)
         return self._fds
@@ -54,9 +57,12 @@ class GpuLock:
             fcntl.flock(self._open()[1], fcntl.LOCK_UN)
 
     def _take_shared(self) -> None:
-        """Through the turnstile (behind any waiting writer), then the lock shared."""
-        gate, main = self._open()
+        """Once no writer is queued, through the turnstile (behind any writer that came since),
+        then the lock shared."""
+        gate, main, writers = self._open()
         t0 = time.perf_counter()
+        fcntl.flock(writers, fcntl.LOCK_EX)  # every queued writer gone (they hold it shared)
+        fcntl.flock(writers, fcntl.LOCK_UN)
         fcntl.flock(gate, fcntl.LOCK_EX)
         fcntl.flock(main, fcntl.LOCK_SH)
         fcntl.flock(gate, fcntl.LOCK_UN)
@@ -66,8 +72,9 @@ class GpuLock:
     def exclusive(self) -> Iterator[None]:
         if self.depth:
             raise RuntimeError("GpuLock.exclusive inside a held lock")
-        gate, main = self._open()
+        gate, main, writers = self._open()
         t0 = time.perf_counter()
+        fcntl.flock(writers, fcntl.LOCK_SH)  # queued: no reader starts until every writer is done
         fcntl.flock(gate, fcntl.LOCK_EX)
         try:
             tg = time.perf_counter()
@@ -85,16 +92,18 @@ class GpuLock:
                 fcntl.flock(main, fcntl.LOCK_UN)
         finally:
             fcntl.flock(gate, fcntl.LOCK_UN)
+            fcntl.flock(writers, fcntl.LOCK_UN)
 
     def writer_waiting(self) -> bool:
-        """Another evaluator waits to time (it holds the turnstile; a reader passing through
-        holds it for an instant, so a false yes only costs one needless pause)."""
-        gate, _ = self._open()
+        """Another evaluator waits to time (a queued writer holds the writers' file shared; a
+        reader checking it holds it for an instant, so a false yes only costs one needless
+        pause)."""
+        writers = self._open()[2]
         try:
-            fcntl.flock(gate, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(writers, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return True
-        fcntl.flock(gate, fcntl.LOCK_UN)
+        fcntl.flock(writers, fcntl.LOCK_UN)
         return False
 
     def let_writer_in(self) -> None:
