@@ -51,6 +51,15 @@ def test_solution_is_timed_with_roofline(gpu_evaluator):
     assert 0 < res.stage_s["exclusive"] < res.stage_s["timing"]
 
 
+def test_the_replay_compiles_each_case_off_the_gpu_hold(gpu_evaluator):
+    # `warm`: each case's kernels compiled on host buffers with the hold let go; the replays
+    # that follow, the timing's included, find every kernel compiled
+    res = gpu_evaluator.evaluate(RELU, make_candidate(RELU.task_id, "relu", GOOD))
+    assert res.exec_ok, res.error_msg
+    assert res.stage_s["replay_warm"] > 0
+    assert res.stage_s["replay_compiles"] == 0, res.stage_s
+
+
 def test_uninitialised_output_reads_poison(gpu_evaluator):
     res = gpu_evaluator.evaluate(RELU, make_candidate(RELU.task_id, "relu", UNINIT))
     assert (res.exec_ok, res.error_kind) == (False, "mismatch"), res.error_msg

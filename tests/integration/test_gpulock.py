@@ -238,3 +238,29 @@ def test_queued_writers_run_back_to_back_before_a_later_reader(tmp_path):
     writers = [s for s in spans if s[0] == "exclusive"]
     assert len(writers) == 2 and not _overlap(*writers), spans
     assert all(w[2] <= late[1] + 1e-3 for w in writers), (spans, late)
+
+
+def test_a_released_hold_lets_a_writer_run_during_its_body_then_holds_again(tmp_path):
+    """`released`: host work (a compile) with the hold let go; a writer waiting runs meanwhile,
+    and after the body the hold is back (the next writer waits for it again)."""
+    ctx = mp.get_context("fork")
+    q, root = ctx.Queue(), str(tmp_path)
+    lock = GpuLock("gpu-test", root)
+    with lock.shared():
+        w = ctx.Process(target=_worker, args=(root, "exclusive", 0.1, q))
+        w.start()
+        _writer_waiting(root)
+        with lock.released():
+            mode, t0, t1 = q.get(timeout=30)  # the writer ran inside the body
+            assert mode == "exclusive"
+        w.join(30)
+        assert lock.depth == 1
+        w2 = ctx.Process(target=_worker, args=(root, "exclusive", 0.0, q))
+        w2.start()
+        _writer_waiting(root)
+        time.sleep(0.2)
+        assert q.empty()  # held again: the second writer waits for this hold's end
+        ended = time.monotonic()
+    assert q.get(timeout=30)[1] >= ended
+    w2.join(30)
+    lock.close()

@@ -5,7 +5,9 @@ a fresh seed written into the very buffers that were timed. The figures mean not
 is that CI runs the same requests, buffers and verdicts as the GPU does.
 """
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -52,6 +54,11 @@ class WriterAlwaysWaiting(NoLock):
     def let_writer_in(self) -> None:
         self.steps.append(sys._getframe(1).f_code.co_name)
 
+    @contextmanager
+    def released(self) -> Iterator[None]:
+        self.steps.append("released")
+        yield
+
 
 def test_the_timed_cases_checks_step_aside_for_a_waiting_writer(timed_ev):
     # the recheck and its comparisons hold the GPU shared for seconds a case on a GPU: a writer
@@ -66,6 +73,9 @@ def test_the_timed_cases_checks_step_aside_for_a_waiting_writer(timed_ev):
     timed = sum(1 for c in res.cases if c.cand_ms)
     assert timed and steps.count("_check_timed_case") == 2 * timed, steps
     assert "_check_case" in steps  # the correctness stage's own steps, as before
+    # each case's kernels compiled in the replay process with the hold let go, once a case
+    assert steps.count("released") == len(res.cases), steps
+    assert res.stage_s["replay_warm"] > 0
 
 
 def test_a_cache_switched_on_during_timing_is_caught_by_the_recheck(timed_ev):

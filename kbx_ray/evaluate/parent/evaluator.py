@@ -91,7 +91,7 @@ class Evaluator:
         holds a GPU memory reservation (admission.py); an OOM while other evaluators held memory
         is `infra_error` too (`oom_shared_gpu`), and an OOM's retry holds the whole device."""
         t0 = time.perf_counter()
-        before = self._sharing()
+        before, compiles = self._sharing(), self.replay.compiles
         need, alone, flags, self.spent = self._memory_need(task), False, [], 0.0
         for attempt in (0, 1):
             res = EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id,
@@ -110,6 +110,8 @@ class Evaluator:
         res.torch_version, res.triton_version = info.get("torch", ""), info.get("triton", "")
         res.eval_wall_s = time.perf_counter() - t0
         res.stage_s.update({k: round(v - before[k], 4) for k, v in self._sharing().items()})
+        if self.device == "cuda":  # kernels the replay compiled itself, not warmed off the hold
+            res.stage_s["replay_compiles"] = float(self.replay.compiles - compiles)
         self.count += 1
         if self.count % self.cfg.recycle_after == 0 or "tampered_runtime" in res.flags:
             self.sandbox.kill()

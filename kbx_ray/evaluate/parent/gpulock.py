@@ -1,12 +1,10 @@
 """A readers-writer lock shared by every evaluator process on one GPU.
 
-Several evaluators may share a GPU so that one compiles and checks while another waits on its
-compiler: correctness work takes the lock shared, timing takes it exclusively, so nothing else runs
-on the GPU while a kernel is being timed. Writers go first (a turnstile), so a steady stream of
-correctness work cannot starve timing, and writers queued together run back to back: a reader
-waits while any writer is queued (each writer holds a third file shared from its arrival to its
-end), so one drain of the shared work in flight serves them all. `flock` locks die with their process, so a killed evaluator
-never leaves the GPU locked. Standard library only.
+Correctness work takes it shared, timing exclusively, so nothing else runs on the GPU while a
+kernel is timed. Writers go first (a turnstile), and writers queued together run back to back
+(each holds a third file shared from arrival to end; readers wait until none is queued): one drain
+of the shared work in flight serves them all. `flock` locks die with their process, so a killed
+evaluator never leaves the GPU locked. More: kbx_ray/evaluate/parent/README.md, `gpulock.py`.
 """
 from __future__ import annotations
 
@@ -116,6 +114,22 @@ class GpuLock:
         self._take_shared()
         self.yields += 1
 
+    @contextmanager
+    def released(self) -> Iterator[None]:
+        """Inside the outermost shared hold, with nothing of ours running on the GPU: the hold
+        let go for the body (host work, such as a compile nothing waits on), then taken again
+        behind any writer. Inside an inner hold the body runs holding it."""
+        if self.depth != 1:
+            yield
+            return
+        fcntl.flock(self._open()[1], fcntl.LOCK_UN)
+        self.depth = 0
+        try:
+            yield
+        finally:
+            self._take_shared()
+            self.depth = 1
+
     def close(self) -> None:
         if self._fds is not None:
             for fd in self._fds:
@@ -140,6 +154,10 @@ class NoLock:
 
     def let_writer_in(self) -> None:
         pass
+
+    @contextmanager
+    def released(self) -> Iterator[None]:
+        yield
 
     def close(self) -> None:
         pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -35,10 +36,13 @@ class Replay:
         self.sandbox = Sandbox(cfg.sandbox)
         self.kernels = self.module = self.source = ""
         self.programs: dict[str, tuple[program.Program, int]] = {}  # case -> its last program
+        self.warmed: set[str] = set()  # cases whose kernels this process compiled (`warm`)
+        self.warm_s = 0.0  # time asking for those compiles (a running total)
+        self.compiles = 0  # kernels its replays still compiled, by its word (a running total)
 
     def begin(self, code: str, module: str) -> None:
         """A new candidate: its kernel module, written for the replay process to build."""
-        self.programs = {}
+        self.programs, self.warmed = {}, set()
         if self.on:
             self.module, self.source = module, kernel_source(code)
             self.kernels = self.sandbox.write_code(f"kbx_kern_{module}", self.source)
@@ -50,6 +54,7 @@ class Replay:
 
     def kill(self) -> None:
         self.sandbox.kill()
+        self.warmed = set()
 
     def _fresh(self, seed: int) -> int:
         return secrets.randbelow(2**31 - 1) + 1 if self.cfg.secret_seeds else seed + 1_000_003
@@ -62,9 +67,12 @@ class Replay:
         return self.collect(got, refs, ref_mod, task) if isinstance(got, Pending) else got
 
     def submit(self, refs: References, ref_mod: Any, task: Task, case: dict, seed: int,
-               info: CallReport, left: Callable[[], float]) -> Pending | Verdict | None:
+               info: CallReport, left: Callable[[], float],
+               released: Callable[[], Any] | None = None) -> Pending | Verdict | None:
         """The replay of the call's program sent on its way (`collect` judges it), or at once the
-        verdict of a program that cannot be replayed. The reference runs meanwhile."""
+        verdict of a program that cannot be replayed. The reference runs meanwhile. `released`:
+        the caller's GPU hold let go (gpulock.released), where the case's first program is
+        compiled before its replay runs (`warm`)."""
         if not self.on:
             return None
         raw = info.program
@@ -86,6 +94,8 @@ class Replay:
         why = self._payload(prog, refs, ref_mod, task, case, seed, fresh)
         if why:
             return Verdict(False, ErrorKind.DISQUALIFIED, why)
+        if released is not None and case["name"] not in self.warmed:
+            self._warm(prog, task, case, seed, fresh, left, released)
         flight = self._send("replay", prog, task, case, seed, fresh, left, {})
         if isinstance(flight, Verdict):
             return flight
@@ -105,6 +115,17 @@ class Replay:
         v.message = ("the replay of its kernel program (its Triton launches and allowlisted "
                      f"steps only) on fresh inputs differs from the reference: {v.message}")
         return v
+
+    def _warm(self, prog: program.Program, task: Task, case: dict, seed: int, fresh: int,
+              left: Callable[[], float], released: Callable[[], Any]) -> None:
+        """The case's kernels compiled in this process with the GPU hold let go: a compile of
+        seconds would otherwise keep every evaluator waiting to time waiting on it. What it
+        says is no verdict (the replay compiles what it lacks and files any failure)."""
+        t0 = time.perf_counter()
+        self.warmed.add(case["name"])
+        with released():
+            self._request("warm", prog, task, case, seed, fresh, left, {})
+        self.warm_s += time.perf_counter() - t0
 
     def _payload(self, prog: program.Program, refs: References, ref_mod: Any, task: Task,
                  case: dict, seed: int, fresh: int) -> str:
@@ -166,6 +187,8 @@ class Replay:
         if isinstance(got, Verdict):
             return got
         reply, blobs = got
+        if isinstance(reply.get("compiles"), int):  # the replay process's word: profiling only
+            self.compiles += max(0, reply["compiles"])
         metas = reply.get("outputs")
         if not isinstance(metas, list) or len(metas) != len(prog.outputs):
             return Verdict(False, ErrorKind.INFRA_ERROR, "no verdict can be given: the replay sent "

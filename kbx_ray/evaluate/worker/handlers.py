@@ -149,6 +149,9 @@ class Worker:
     def replay_time(self, req: dict) -> tuple[dict, list[Any]]:
         return replay_ops.replay_time(self, req)
 
+    def warm(self, req: dict) -> tuple[dict, list[Any]]:
+        return replay_ops.warm(self, req)
+
     def probe(self, req: dict) -> tuple[dict, list[Any]]:
         """A tiny op and a synchronize, after a CUDA-looking failure: the parent files
         `cuda_error` only if this fails (the context is really broken), else `runtime_error`."""

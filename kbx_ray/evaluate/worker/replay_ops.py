@@ -1,4 +1,4 @@
-"""The replay process's requests (`replay`, `replay_time`): a recorded program run on fresh
+"""The replay process's requests (`warm`, `replay`, `replay_time`): a recorded program run on fresh
 inputs by a worker that never loads a candidate, only the kernel module built from its source
 (`static/kernels.py`). `handlers.Worker` serves them through these functions (watched with it).
 """
@@ -27,6 +27,20 @@ Worker = Any
 def _setup(w: Worker, req: dict) -> tuple[Any, list[Any], Any]:
     """The replay process's (program, fresh input tensors, kernel module) for `req`. This
     process never loads a candidate's module; only its kernel module (`static/kernels.py`)."""
+    prog, kernels = _program(w, req)
+    try:  # the task's own inputs: a failure here is never the candidate's
+        args, kwargs, _ = replay_inputs(w.inputs, w.task, w.task_key, req["case"],
+                                        int(req["seed"]), int(req["fresh_seed"]), DEVICE,
+                                        req["entry"])
+    except Exception as e:  # noqa: BLE001 - an OOM beside other evaluators, a task's own bug
+        raise CandidateError("infra_error", f"{_oom(e)}the replay could not draw its fresh "
+                             f"inputs ({type(e).__name__}: {str(e)[:300]}): not the "
+                             "candidate's fault") from None
+    return prog, tensors((args, kwargs)), kernels
+
+
+def _program(w: Worker, req: dict) -> tuple[Any, Any]:
+    """`req`'s program and the kernel module it launches from."""
     if w.entry is not None:
         raise RuntimeError("a worker that loaded a candidate never replays")
     w._load_task(req)
@@ -41,15 +55,7 @@ def _setup(w: Worker, req: dict) -> tuple[Any, list[Any], Any]:
     except BaseException as e:  # noqa: BLE001 - the kernel module lacks a host name it used
         raise CandidateError("replay_unsupported", "the candidate's kernels do not build "
                              f"without its host code: {candidate_tb(e, 'kbx_kern_')}") from None
-    try:  # the task's own inputs: a failure here is never the candidate's
-        args, kwargs, _ = replay_inputs(w.inputs, w.task, w.task_key, req["case"],
-                                        int(req["seed"]), int(req["fresh_seed"]), DEVICE,
-                                        req["entry"])
-    except Exception as e:  # noqa: BLE001 - an OOM beside other evaluators, a task's own bug
-        raise CandidateError("infra_error", f"{_oom(e)}the replay could not draw its fresh "
-                             f"inputs ({type(e).__name__}: {str(e)[:300]}): not the "
-                             "candidate's fault") from None
-    return prog, tensors((args, kwargs)), w.replays[path]
+    return prog, w.replays[path]
 
 
 def _oom(e: BaseException) -> str:
@@ -86,9 +92,24 @@ def replay(w: Worker, req: dict) -> tuple[dict, list[Any]]:
     """The recorded program on fresh inputs (`replayer.py`): the outputs that are judged."""
     with _errors():
         prog, inputs, kernels = _setup(w, req)
+        before = replayer.compiled(kernels)
         outs = replayer.run(prog, inputs, kernels, DEVICE, ledger.movement_task(w.task))
     blobs: list[Any] = []
-    return {"outputs": [wire(m) for m in encode(outs, blobs)]}, blobs
+    return {"outputs": [wire(m) for m in encode(outs, blobs)],
+            "compiles": replayer.compiled(kernels) - before}, blobs
+
+
+def warm(w: Worker, req: dict) -> tuple[dict, list[Any]]:
+    """The program's kernels compiled, nothing run (`replayer.warm`): on a GPU the parent asks
+    with its GPU hold let go, so a compile never keeps an evaluator waiting to time. A failure
+    is no verdict: the replay itself compiles again and files it."""
+    if DEVICE != "cuda":  # the interpreter compiles nothing
+        return {"warmed": 0}, []
+    try:
+        prog, kernels = _program(w, req)
+        return {"warmed": replayer.warm(prog, kernels)}, []
+    except Exception as e:  # noqa: BLE001 - the replay's own run reports it, with its inputs
+        return {"warmed": 0, "why": f"{type(e).__name__}: {str(e)[:200]}"}, []
 
 
 def replay_time(w: Worker, req: dict) -> tuple[dict, list[Any]]:

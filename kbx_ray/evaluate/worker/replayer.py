@@ -162,6 +162,39 @@ def execute(m: Machine, prog: Program, kernels: Any) -> None:
             getattr(m, op)(s)
 
 
+def compiled(kernels: Any) -> int:
+    """Kernels compiled so far in this process from `kernels`' @triton.jit functions (Triton's
+    per-device caches; 0 where it keeps none, as the interpreter): profiling only."""
+    n = 0
+    for fn in vars(kernels).values():
+        for caches in (getattr(fn, "device_caches", None) or {}).values():
+            try:
+                n += len(caches[0])
+            except (TypeError, IndexError, KeyError):
+                pass
+    return n
+
+
+def warm(prog: Program, kernels: Any) -> int:
+    """Compile `prog`'s kernels (Triton's `warmup`: nothing launched, no GPU work) on host
+    buffers of the recorded sizes: a pointer's specialization is its dtype and its address's
+    alignment, which a view at the same offset into any 16-byte-aligned storage shares. The
+    replay's own run then finds them compiled. Returns the launches warmed."""
+    base = [torch.empty(int(b["nbytes"]), dtype=torch.uint8).untyped_storage()
+            for b in prog.buffers]
+    m = Machine.__new__(Machine)
+    m.device, m.inputs, m.movement, m.base = "cpu", [], False, base
+    n = 0
+    for s in prog.steps:
+        if s["op"] == "launch":
+            fn = _kernel(kernels, s["kernel"])
+            args = [m.arg(a) for a in s["args"]]
+            kwargs = {k: m.arg(a) for k, a in s["kwargs"].items()}
+            fn.run(*args, grid=tuple(s["grid"]), warmup=True, **kwargs)
+            n += 1
+    return n
+
+
 def run(prog: Program, inputs: list[Any], kernels: Any, device: str,
         movement: bool = False) -> list[Any]:
     """Execute `prog` with `inputs` (the fresh input tensors, in `trees.tensors` order); the
