@@ -15,11 +15,10 @@ import math
 import sys
 from pathlib import Path
 
-STAGES = ("correctness", "timing", "load", "mem_wait", "lock_wait", "lock_wait_excl", "lock_drain",
-          "exclusive",
-          "worker_run", "replay", "judge", "t_loop", "t_ref", "t_replay", "t_checks", "t_recheck",
-          "t_samples",
-          "tw_inputs", "tw_bench", "tw_fresh", "tw_digest", "tw_encode")
+STAGES = ("correctness", "timing", "load", "mem_wait", "mem_wait_free", "lock_wait",
+          "lock_wait_excl", "lock_drain", "exclusive", "worker_run", "replay", "judge", "t_loop",
+          "t_ref", "t_replay", "t_checks", "t_recheck", "t_samples", "replay_warm",
+          "replay_compiles", "tw_inputs", "tw_bench", "tw_fresh", "tw_digest", "tw_encode")
 
 
 def verdict(row: dict) -> str:

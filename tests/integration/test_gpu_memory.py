@@ -147,6 +147,8 @@ def test_beside_others_a_reservation_waits_for_memory_really_free(tmp_path):
     assert admitted.wait(5)
     assert time.perf_counter() - t0 < 1.4  # before the holder left
     t.join(5)
+    # that wait was the device's, not the ledger's (stage_s mem_wait_free)
+    assert 0.4 < led.free_wait_s <= led.wait_s
     p.join(10)
     free[0] = 0
     with led.reserve(400):  # no other holder: the device's word does not stop it

@@ -49,6 +49,10 @@ class Admission:
     def wait_s(self) -> float:
         return self.ledger.wait_s if self.ledger else 0.0
 
+    @property
+    def free_wait_s(self) -> float:
+        return self.ledger.free_wait_s if self.ledger else 0.0
+
     def estimate(self, ref_mod: Any, cases: list[dict]) -> int:
         """Peak bytes of evaluating `cases` (gpu_memory.estimate_bytes on the largest case by
         footprint, x `gpu_mem_factor` plus one per timing and fresh input set: on the H100 a

@@ -120,7 +120,8 @@ class Evaluator:
 
     def _sharing(self) -> dict[str, float]:
         """Running totals: waiting for GPU memory, and on a GPU for its lock and holding it alone."""
-        got = {"mem_wait": self.memory.wait_s} if self.memory.ledger is not None else {}
+        got = {"mem_wait": self.memory.wait_s, "mem_wait_free": self.memory.free_wait_s} \
+            if self.memory.ledger is not None else {}
         if self.device == "cuda":
             got.update(lock_wait=self.lock.wait_s, lock_wait_excl=self.lock.wait_excl_s,
                        lock_drain=self.lock.drain_s, exclusive=self.lock.exclusive_s)

@@ -61,8 +61,10 @@ class MemoryLedger:
         self.budget = int(budget)
         self.free = free
         self.wait_s = 0.0
+        self.free_wait_s = 0.0  # of it, polls where the ledger had room but the device did not
         self._mark = 0  # the admission count just after this process's latest admission
         self._crowded = False  # another process held a reservation at that admission
+        self._short = False  # the latest poll found the ledger's room but not the device's
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -124,6 +126,7 @@ class MemoryLedger:
         if others and sum(n for _, n in others.values()) + want > self.budget:
             return False
         if others and self.free is not None and self.free() < want:
+            self._short = True
             return False  # alone it is admitted anyway: its retry is the floor
         (self.dir / name).write_text(str(want))
         return True
@@ -138,6 +141,7 @@ class MemoryLedger:
         t0 = time.perf_counter()
         try:
             while True:
+                tp, self._short = time.perf_counter(), False
                 with self._locked():
                     if self._admit(name, want, alone):
                         crowded = any(p != os.getpid() and n > 0
@@ -147,6 +151,8 @@ class MemoryLedger:
                         self._crowded = crowded
                         break
                 time.sleep(poll_s)
+                if self._short:
+                    self.free_wait_s += time.perf_counter() - tp
             self.wait_s += time.perf_counter() - t0
             yield
         finally:
