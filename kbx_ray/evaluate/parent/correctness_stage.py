@@ -104,13 +104,10 @@ def _check_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, seeds: list
 
 def _replay_send(ev: Evaluator, ref_mod: Any, task: Task, case: dict, seed: int, info: Any,
                  res: EvalResult) -> Any:
-    t0, warmed = time.perf_counter(), ev.replay.warm_s
+    t0 = time.perf_counter()
     got = ev.replay.submit(ev.refs, ref_mod, task, case, seed, info,
                            lambda: ev.deadline - time.perf_counter(), ev.lock.released)
     res.stage_s["replay"] = round(res.stage_s.get("replay", 0.0) + time.perf_counter() - t0, 4)
-    if ev.replay.warm_s > warmed:  # of it, compiling the case's kernels off the GPU hold
-        res.stage_s["replay_warm"] = round(res.stage_s.get("replay_warm", 0.0)
-                                           + ev.replay.warm_s - warmed, 4)
     return got
 
 

@@ -91,7 +91,7 @@ class Evaluator:
         holds a GPU memory reservation (admission.py); an OOM while other evaluators held memory
         is `infra_error` too (`oom_shared_gpu`), and an OOM's retry holds the whole device."""
         t0 = time.perf_counter()
-        before, compiles = self._sharing(), self.replay.compiles
+        before = self._sharing()
         need, alone, flags, self.spent = self._memory_need(task), False, [], 0.0
         for attempt in (0, 1):
             res = EvalResult(task_id=task.task_id, candidate_id=cand.candidate_id,
@@ -110,8 +110,6 @@ class Evaluator:
         res.torch_version, res.triton_version = info.get("torch", ""), info.get("triton", "")
         res.eval_wall_s = time.perf_counter() - t0
         res.stage_s.update({k: round(v - before[k], 4) for k, v in self._sharing().items()})
-        if self.device == "cuda":  # kernels the replay compiled itself, not warmed off the hold
-            res.stage_s["replay_compiles"] = float(self.replay.compiles - compiles)
         self.count += 1
         if self.count % self.cfg.recycle_after == 0 or "tampered_runtime" in res.flags:
             self.sandbox.kill()
@@ -119,9 +117,15 @@ class Evaluator:
         return res
 
     def _sharing(self) -> dict[str, float]:
-        """Running totals: waiting for GPU memory, and on a GPU for its lock and holding it alone."""
+        """Running totals: waiting for GPU memory, the replay's warm compiles, and on a GPU for
+        its lock and holding it alone."""
         got = {"mem_wait": self.memory.wait_s, "mem_wait_free": self.memory.free_wait_s} \
             if self.memory.ledger is not None else {}
+        # the replay's compiles of each case's kernels off the GPU hold (`warm`), and on a GPU
+        # the kernels its replays still compiled themselves (a count)
+        got["replay_warm"] = self.replay.warm_s
+        if self.device == "cuda":
+            got["replay_compiles"] = float(self.replay.compiles)
         if self.device == "cuda":
             got.update(lock_wait=self.lock.wait_s, lock_wait_excl=self.lock.wait_excl_s,
                        lock_drain=self.lock.drain_s, exclusive=self.lock.exclusive_s)
