@@ -150,3 +150,9 @@ class EvalConfig:
     #                                                 processes' contexts, fragmentation)
     peak_gbps: float = exempt(0.0, why=FILLED)      # filled from the hardware pool
     peak_tflops: dict[str, float] = exempt(factory=dict, why=FILLED)
+
+    @property
+    def timed_sets(self) -> int:
+        """Input sets a timed case's call runs on: the rotated timing sets and the fresh ones
+        (each one's outputs are kept to the recheck)."""
+        return max(1, self.timing_sets) + max(0, self.fresh_sets)

@@ -77,8 +77,7 @@ class Admission:
         # the worker's `time` holds every timing and fresh input set at once, on top of the rest;
         # the replay process holds a fresh input set and its program's buffers
         replay = str(self.cfg.replay) == "on"
-        sets = max(1, self.cfg.timing_sets) + max(0, self.cfg.fresh_sets) + \
-            (REPLAY_SETS if replay else 0)
+        sets = self.cfg.timed_sets + (REPLAY_SETS if replay else 0)
         # the replay process's own context and flush buffer (it times the program too)
         return estimate_bytes(largest, (self.cfg.timing.flush_mb << 20) * (2 if replay else 1),
                               self.cfg.gpu_mem_factor + sets, floor=(3 if replay else 2) << 29)

@@ -27,7 +27,7 @@ def time_cases(ev: Evaluator, ref_mod: Any, task: Task, cases: list[dict],
     res.stage = Stage.TIMING
     timed = [(c, cr) for c, cr in zip(cases, res.cases) if ev._timed(c, cases)]
     # consecutive timed cases that share one exclusive GPU hold (`timing_group_mb`)
-    kept = max(1, ev.cfg.timing_sets) + max(0, ev.cfg.fresh_sets)  # outputs held to the recheck
+    kept = ev.cfg.timed_sets  # outputs held to the recheck
     for group in timing_groups(ref_mod, timed, ev.cfg.timing_group_mb, kept):
         # One exclusive hold per group: each hold first waits for every evaluator's shared work
         # in flight (a compile can take seconds), so one per case would idle the GPU that often.
@@ -48,7 +48,7 @@ def _time_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict,
                res: EvalResult) -> tuple[Any, float, Any, TimedCheck, Any]:
     """The candidate's and the reference's timing loops (the caller holds the GPU alone)."""
     fresh = max(0, ev.cfg.fresh_sets)
-    seeds = [ev._seed(i) for i in range(max(1, ev.cfg.timing_sets) + fresh)]
+    seeds = [ev._seed(i) for i in range(ev.cfg.timed_sets)]
     asked = time.perf_counter()
     reply, _ = ev._ask({"op": "time", "case": case, "seed": seeds[0], "seeds": seeds,
                         "fresh": fresh, "timing": asdict(ev.cfg.timing)},
