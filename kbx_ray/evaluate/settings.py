@@ -139,15 +139,19 @@ class EvalConfig:
     gpu_mem_factor: float = exempt(6.0, why=RUN)   # GPU memory admission (admission.py): an
     #                                                 evaluation reserves its largest case's input
     #                                                 and output storage (cases/footprint.py) x
-    #                                                 this, + the flush buffer, 25% and 1 GiB for
-    #                                                 the CUDA contexts:
+    #                                                 this, + the flush buffer and 25% (the CUDA
+    #                                                 contexts stand apart, gpu_ctx_mb):
     #                                                 parent and worker each hold inputs, a copy and
     #                                                 outputs, timing adds rotated sets
     gpu_mem_budget_gb: float = exempt(0.0, why=RUN) # the per-GPU budget the evaluators sharing it
     #                                                 reserve from; 0: the device's total minus
     #                                                 gpu_mem_reserve_gb
-    gpu_mem_reserve_gb: float = exempt(4.0, why=RUN) # left out of the device's total (other
-    #                                                 processes' contexts, fragmentation)
+    gpu_mem_reserve_gb: float = exempt(4.0, why=RUN) # left out of the device's total (processes
+    #                                                 other than the evaluators, fragmentation)
+    gpu_ctx_mb: int = exempt(1024, why=RUN)         # each evaluator process's standing device
+    #                                                 memory (CUDA context, loaded modules), held
+    #                                                 in the ledger for the evaluator's life: idle
+    #                                                 ones held 612-952 MiB on an H100
     peak_gbps: float = exempt(0.0, why=FILLED)      # filled from the hardware pool
     peak_tflops: dict[str, float] = exempt(factory=dict, why=FILLED)
 

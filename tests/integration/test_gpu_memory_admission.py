@@ -149,3 +149,46 @@ def test_the_worker_releases_what_the_last_evaluation_left(ev, relu_task):
                                          Path(relu_task.solution_path).read_text()))
     reply, _ = e.sandbox.request({"op": "release"}, 30)
     assert reply.get("ok"), reply
+
+
+def test_every_process_keeps_at_most_one_footprint_of_an_evaluations_inputs(ev, relu_task):
+    """Each evaluation's seeds are its own, so what a process keeps of its inputs and reference
+    outputs serves only it; an H100 parent kept 3-9 GiB of them for evaluations reserved at 4-11
+    in all. With a ledger, this process, the worker (`load`) and the replay process (each
+    request) keep at most the largest case's footprint, which the estimate counts."""
+    import torch
+
+    from kbx_ray.evaluate.common.inputs import InputCache
+    from kbx_ray.suites.task_import import load_module
+
+    e, _ = ev
+    sent: list = []
+    for sandbox in (e.sandbox, e.replay.sandbox):
+        real = sandbox.send
+
+        def send(header, timeout, real=real):
+            sent.append((header.get("op"), header.get("cache_bytes")))
+            return real(header, timeout)
+
+        sandbox.send = send
+    res = e.evaluate(relu_task, make_candidate(relu_task.task_id, "relu",
+                                               Path(relu_task.solution_path).read_text()))
+    assert res.exec_ok, res.error_msg
+    mod = load_module(relu_task.path)
+    largest = e.memory.largest(mod, list(relu_task.cases))
+    assert 0 < largest < 1 << 20  # a small case: kilobytes, where the caps were gigabytes
+    assert e.inputs.limit == e.refs.limit == e.replay.cache_bytes == largest
+    assert ("load", largest) in sent and ("replay", largest) in sent, sent
+    # the cache itself: within the limit, an item over a quarter of it is handed out unkept
+    cache = InputCache(4 << 30)
+    cache.limit = 4 * 64 * 4
+    small, big = {"name": "s", "n": 64}, {"name": "b", "n": 512}
+
+    class Mod:
+        @staticmethod
+        def make_inputs(case, seed, device):
+            return (torch.zeros(case["n"]),)
+
+    cache.get(Mod, "k", small, 1, "cpu")
+    cache.get(Mod, "k", big, 1, "cpu")
+    assert [k[1] for k in cache.items] == ["s"] and cache.bytes == 256

@@ -11,7 +11,7 @@ import pytest
 
 from kbx_ray import unseen
 from kbx_ray.cases import footprint
-from kbx_ray.evaluate.parent.admission import REPLAY_SETS, Admission
+from kbx_ray.evaluate.parent.admission import CACHE_SETS, REPLAY_SETS, Admission
 from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger, estimate_bytes
 from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.suites.builtin import get_task
@@ -65,9 +65,10 @@ def test_an_unread_table_counts_whole(tmp_path):
     # the admission reserves by it: the estimate is the footprint's, not the traffic's
     cfg = EvalConfig(device="cpu")
     est = Admission(cfg, MemoryLedger("fp", 1 << 40, str(tmp_path))).estimate(mod, [case])
-    sets = cfg.timing_sets + cfg.fresh_sets + REPLAY_SETS  # the replay process's too
-    assert est == estimate_bytes(n, 2 * (cfg.timing.flush_mb << 20), cfg.gpu_mem_factor + sets,
-                                 floor=3 << 29)  # three processes' contexts and flush buffers
+    # the replay process's sets and the parent's kept inputs and outputs too
+    sets = cfg.timing_sets + cfg.fresh_sets + REPLAY_SETS + CACHE_SETS
+    # two flush buffers; the three processes' contexts stand apart (gpu_ctx_mb)
+    assert est == estimate_bytes(n, 2 * (cfg.timing.flush_mb << 20), cfg.gpu_mem_factor + sets)
 
 
 def test_a_real_task_with_an_unread_part_is_larger_than_its_cost():

@@ -9,6 +9,7 @@ import types
 import pytest
 import torch
 
+from kbx_ray.evaluate.common.inputs import InputCache
 from kbx_ray.evaluate.parent.admission import is_oom
 from kbx_ray.evaluate.worker import replay_ops
 from kbx_ray.evaluate.worker.candidate_errors import CandidateError
@@ -43,7 +44,7 @@ def test_the_fresh_input_draw_failing_is_infra(monkeypatch, tmp_path, exc, oom):
         raise exc
 
     monkeypatch.setattr(replay_ops, "replay_inputs", boom)
-    w = types.SimpleNamespace(entry=None, replays={}, inputs=None, task=None, task_key="k",
+    w = types.SimpleNamespace(entry=None, replays={}, inputs=InputCache(), task=None, task_key="k",
                               _load_task=lambda req: None)
     req = {"kernels_path": str(kern), "module": "m", "program": {}, "case": {}, "seed": 1,
            "fresh_seed": 2, "entry": "f"}

@@ -40,6 +40,7 @@ class InputCache:
 
     def __init__(self, max_bytes: int = 4 << 30) -> None:
         self.max_bytes = max_bytes
+        self.limit: int | None = None  # a tighter cap for the running evaluation (the parent's)
         self.items: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()
         self.bytes = 0
         self.hits = self.misses = 0
@@ -53,10 +54,11 @@ class InputCache:
         self.misses += 1
         pristine = module.make_inputs(case, seed, device)
         size = _nbytes(pristine)
-        if size <= self.max_bytes // 4:
+        cap = self.max_bytes if self.limit is None else min(self.max_bytes, self.limit)
+        if size <= cap // 4:
             self.items[key] = (pristine, size)
             self.bytes += size
-            while self.bytes > self.max_bytes:
+            while self.bytes > cap:
                 _, (_, old) = self.items.popitem(last=False)
                 self.bytes -= old
             return fresh_copy(pristine)

@@ -11,6 +11,7 @@ from kbx_ray.cases import footprint
 from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger, budget_bytes, estimate_bytes
 from kbx_ray.evaluate.parent.sandbox import Sandbox, WorkerDied
 from kbx_ray.evaluate.settings import EvalConfig
+from kbx_ray.suites.task_import import load_module
 from kbx_ray.types import ErrorKind, EvalResult, trim
 
 log = logging.getLogger(__name__)
@@ -19,6 +20,7 @@ OOM_TEXT = ("CUDA out of memory", "OutOfMemoryError")  # torch.OutOfMemoryError'
 # what the worker files an OOM in the call as
 CANDIDATE_KINDS = (ErrorKind.RUNTIME_ERROR, ErrorKind.CUDA_ERROR)
 REPLAY_SETS = 2  # the replay process's fresh inputs and its program's buffers, in footprints
+CACHE_SETS = 2  # the parent's kept inputs and reference outputs, one footprint each (cache_limit)
 
 
 def is_oom(msg: str) -> bool:
@@ -44,6 +46,19 @@ class Admission:
 
     def __init__(self, cfg: EvalConfig, ledger: MemoryLedger | None) -> None:
         self.cfg, self.ledger = cfg, ledger
+        self._standing = ""
+
+    def stand(self, processes: int) -> None:
+        """Hold the evaluator's `processes` CUDA contexts for its life (`gpu_ctx_mb` each): on an
+        H100 an idle one held 612-952 MiB, 24 of them 17 GiB that no reservation counted, and
+        evaluations admitted within the ledger ran the device out of memory."""
+        if self.ledger is not None and not self._standing:
+            self._standing = self.ledger.standing(processes * (self.cfg.gpu_ctx_mb << 20))
+
+    def close(self) -> None:
+        if self.ledger is not None and self._standing:
+            self.ledger.unstand(self._standing)
+            self._standing = ""
 
     @property
     def wait_s(self) -> float:
@@ -53,10 +68,24 @@ class Admission:
     def free_wait_s(self) -> float:
         return self.ledger.free_wait_s if self.ledger else 0.0
 
+    def need(self, task_path: str, cases: list[dict]) -> tuple[int, int | None]:
+        """The bytes an evaluation of `cases` reserves and its `cache_limit` (0 and None without
+        a ledger)."""
+        if self.ledger is None:
+            return 0, None
+        try:
+            ref_mod = load_module(task_path)
+        except Exception:  # noqa: BLE001 - the attempt files the task's failure; reserve the floor
+            ref_mod = None
+        largest = self.largest(ref_mod, cases)
+        return self.estimate_for(largest), self.cache_limit(largest)
+
     def estimate(self, ref_mod: Any, cases: list[dict]) -> int:
-        """Peak bytes of evaluating `cases` (gpu_memory.estimate_bytes on the largest case by
-        footprint, x `gpu_mem_factor` plus one per timing and fresh input set: on the H100 a
-        decode-attention case ran out of memory while its worker drew its timing sets).
+        """Peak bytes of evaluating `cases`: `estimate_for` their largest footprint (`largest`)."""
+        return self.estimate_for(self.largest(ref_mod, cases)) if self.ledger is not None else 0
+
+    def largest(self, ref_mod: Any, cases: list[dict]) -> int:
+        """The largest case's bytes by footprint (or by its traffic, where that is larger).
 
         The footprint (cases/footprint.py: distinct input storages + outputs, sized under fake
         tensors, cached per task file and case), not `cost()`'s bytes: those are the compulsory
@@ -66,21 +95,32 @@ class Admission:
         gated_mlp's cost counts the [M, F] intermediate, which the reference allocates too), it
         is taken: never less than before. A footprint that fails counts zero bytes: the floor,
         and the OOM retry alone, remain."""
-        if self.ledger is None:
-            return 0
         try:
-            largest = max((max(footprint.size(ref_mod, c), int(ref_mod.cost(c).get("bytes") or 0))
-                           for c in cases), default=0)
+            return max((max(footprint.size(ref_mod, c), int(ref_mod.cost(c).get("bytes") or 0))
+                        for c in cases), default=0)
         except Exception as e:  # noqa: BLE001 - a task's cost model must not fail the evaluation
             log.warning("memory estimate: footprint failed (%s); reserving the floor", e)
-            largest = 0
+            return 0
+
+    def estimate_for(self, largest: int) -> int:
+        """gpu_memory.estimate_bytes on `largest` x `gpu_mem_factor` plus one per timing and fresh
+        input set (on the H100 a decode-attention case ran out of memory while its worker drew
+        its timing sets), the replay's sets and the parent's caches (`cache_limit`)."""
         # the worker's `time` holds every timing and fresh input set at once, on top of the rest;
         # the replay process holds a fresh input set and its program's buffers
         replay = str(self.cfg.replay) == "on"
-        sets = self.cfg.timed_sets + (REPLAY_SETS if replay else 0)
-        # the replay process's own context and flush buffer (it times the program too)
+        sets = self.cfg.timed_sets + (REPLAY_SETS if replay else 0) + CACHE_SETS
+        # the replay process's flush buffer too (it times the program)
         return estimate_bytes(largest, (self.cfg.timing.flush_mb << 20) * (2 if replay else 1),
-                              self.cfg.gpu_mem_factor + sets, floor=(3 if replay else 2) << 29)
+                              self.cfg.gpu_mem_factor + sets)
+
+    def cache_limit(self, largest: int) -> int | None:
+        """Bytes the parent may keep of one evaluation's inputs, and as many of its reference
+        outputs: one largest footprint each (CACHE_SETS), within their configured caps. Each
+        evaluation's seeds are its own, so what is kept serves only it, and H100 parents kept
+        3-9 GiB of it for evaluations reserved at 4-11 in all. None without a ledger (nothing
+        counted, nothing capped)."""
+        return None if self.ledger is None else max(int(largest), 0)
 
     @contextmanager
     def hold(self, nbytes: int, alone: bool = False) -> Iterator[None]:

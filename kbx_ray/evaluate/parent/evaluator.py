@@ -59,11 +59,14 @@ class Evaluator:
             self.lock = GpuLock(str(torch.cuda.get_device_properties(0).uuid))
             memory = memory or device_ledger(self.cfg)
         self.memory = Admission(self.cfg, memory)
+        if self.device == "cuda":  # the contexts of this process, the worker and the replay's
+            self.memory.stand(2 + int(self.replay.on))
 
     def close(self) -> None:
         self.sandbox.kill()
         self.replay.kill()
         self.lock.close()
+        self.memory.close()
 
     def small_only(self) -> bool:
         """Only the small (interpreter-sized) cases run here."""
@@ -126,18 +129,17 @@ class Evaluator:
         got["replay_warm"] = self.replay.warm_s
         if self.device == "cuda":
             got["replay_compiles"] = float(self.replay.compiles)
-        if self.device == "cuda":
             got.update(lock_wait=self.lock.wait_s, lock_wait_excl=self.lock.wait_excl_s,
                        lock_drain=self.lock.drain_s, exclusive=self.lock.exclusive_s)
         return got
 
     def _memory_need(self, task: Task) -> int:
-        """The bytes this evaluation reserves (admission.Admission.estimate over its cases)."""
-        try:
-            ref_mod = load_module(task.path)
-        except Exception:  # noqa: BLE001 - the attempt files the task's failure; reserve the floor
-            ref_mod = None
-        return self.memory.estimate(ref_mod, self.cases_for(task))
+        """The bytes this evaluation reserves (Admission.need); the three processes keep at most
+        `cache_limit` of its inputs and outputs (the worker's goes with `load`)."""
+        need, limit = self.memory.need(task.path, self.cases_for(task))
+        self.inputs.limit = self.refs.limit = limit
+        self.replay.cache_bytes = limit or 0
+        return need
 
     def _admitted_attempt(self, task: Task, cand: Candidate, res: EvalResult,
                           flags: list[str]) -> bool:
@@ -221,7 +223,8 @@ class Evaluator:
         path = self.sandbox.write_code(f"kbx_cand_{module}", cand.code)
         self._ask({"op": "load", "code_path": path, "task_path": task.path, "entry": task.name,
                    "module": module, "task_key": task.task_hash, "monitor": self.monitor,
-                   "deny": self.cfg.torch_compute == "fail"}, self.cfg.load_timeout_s, res.stage)
+                   "deny": self.cfg.torch_compute == "fail", "cache_bytes": self.inputs.limit or 0},
+                  self.cfg.load_timeout_s, res.stage)
         self.replay.begin(cand.code, module)
         mark = self._clock(res, "load", mark)
         ref_mod = load_module(task.path)

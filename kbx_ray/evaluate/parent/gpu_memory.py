@@ -15,15 +15,17 @@ from typing import Callable, Iterator
 
 _SEQ = itertools.count()
 _ALONE = ".alone"  # suffix of a reservation that wants the whole device (the OOM retry)
+_STANDING = ".ctx"  # suffix of a process group's lifetime hold: its CUDA contexts, idle or not
 
 
 def estimate_bytes(case_bytes: int, flush_bytes: int, factor: float = 6.0, margin: float = 0.25,
-                   floor: int = 1 << 30) -> int:
+                   floor: int = 1 << 28) -> int:
     """Peak device memory of one evaluation: its largest case's inputs and outputs (its footprint,
     kbx_ray/cases/footprint.py) times `factor` (the parent's pristine inputs, their copy, the
     reference's and the candidate's outputs; the worker's inputs, copy, outputs and the rotated
-    timing sets), the timing flush buffer, `margin` of that, and `floor` for the parent's and the
-    worker's CUDA contexts and the allocator's rounding."""
+    timing sets), the timing flush buffer, `margin` of that, and `floor` for the allocator's
+    rounding. The processes' CUDA contexts are not in it: each evaluator holds them standing
+    (MemoryLedger.standing)."""
     base = factor * max(int(case_bytes), 0) + max(int(flush_bytes), 0)
     return int(base * (1 + margin)) + floor
 
@@ -76,6 +78,11 @@ class MemoryLedger:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
 
+    @staticmethod
+    def _evaluation(name: str) -> bool:
+        """An evaluation's reservation, not a standing hold."""
+        return not name.endswith(_STANDING)
+
     def holdings(self) -> dict[str, tuple[int, int]]:
         """name -> (pid, bytes) of the live reservations (a dead process's file is removed)."""
         out = {}
@@ -99,17 +106,36 @@ class MemoryLedger:
         except (OSError, ValueError):
             return 0
 
+    def _others(self, held: dict[str, tuple[int, int]], pid: int) -> bool:
+        """Does another process's evaluation hold memory (standing holds do not count)?"""
+        return any(p != pid and n > 0 for k, (p, n) in held.items() if self._evaluation(k))
+
     def others_hold(self, pid: int | None = None) -> bool:
         pid = os.getpid() if pid is None else pid
         with self._locked():
-            return any(p != pid and n > 0 for p, n in self.holdings().values())
+            return self._others(self.holdings(), pid)
 
     def shared_since_admission(self) -> bool:
-        """Did another process hold memory while this one's latest reservation ran: at its
-        admission, now, or admitted in between (one that came and went counts too)?"""
+        """Did another process's evaluation hold memory while this one's latest reservation ran:
+        at its admission, now, or admitted in between (one that came and went counts too)? Other
+        evaluators' idle contexts (their standing holds) do not: they were counted, not shared."""
         with self._locked():
-            now = any(p != os.getpid() and n > 0 for p, n in self.holdings().values())
+            now = self._others(self.holdings(), os.getpid())
             return self._crowded or now or self._admitted() > self._mark
+
+    def standing(self, nbytes: int) -> str:
+        """Hold `nbytes` for this process's life (or until `unstand`): memory its process group
+        keeps whether or not it evaluates, its CUDA contexts. It counts against the budget, never
+        as another evaluation (an OOM beside only standing holds is not shared, and the OOM retry
+        alone does not wait for them). A dead process's hold is removed like any other."""
+        name = f"{os.getpid()}.{next(_SEQ)}{_STANDING}"
+        with self._locked():
+            (self.dir / name).write_text(str(max(int(nbytes), 0)))
+        return name
+
+    def unstand(self, name: str) -> None:
+        with self._locked():
+            (self.dir / name).unlink(missing_ok=True)
 
     def _admit(self, name: str, want: int, alone: bool) -> bool:
         """Under the lock: write this reservation if it may run now. `alone` claims the whole
@@ -117,15 +143,16 @@ class MemoryLedger:
         evaluations cannot starve it) and runs once every other holder has left."""
         held = self.holdings()
         others = {k: v for k, v in held.items() if k != name}
+        running = any(self._evaluation(k) for k in others)  # another evaluation holds memory
         if alone:
             if name not in held:
                 if any(k.endswith(_ALONE) for k in others):
                     return False  # another retry has the device: wait for it to finish
                 (self.dir / name).write_text(str(self.budget))
-            return not others
-        if others and sum(n for _, n in others.values()) + want > self.budget:
+            return not running
+        if running and sum(n for _, n in others.values()) + want > self.budget:
             return False
-        if others and self.free is not None and self.free() < want:
+        if running and self.free is not None and self.free() < want:
             self._short = True
             return False  # alone it is admitted anyway: its retry is the floor
         (self.dir / name).write_text(str(want))
@@ -144,8 +171,8 @@ class MemoryLedger:
                 tp, self._short = time.perf_counter(), False
                 with self._locked():
                     if self._admit(name, want, alone):
-                        crowded = any(p != os.getpid() and n > 0
-                                      for k, (p, n) in self.holdings().items() if k != name)
+                        crowded = self._others({k: v for k, v in self.holdings().items()
+                                                if k != name}, os.getpid())
                         self._mark = self._admitted() + 1
                         self.count_path.write_text(str(self._mark))
                         self._crowded = crowded

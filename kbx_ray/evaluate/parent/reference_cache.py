@@ -29,6 +29,7 @@ class References:
         self.times: dict[tuple, timing_mod.Timing] = {}
         self.dtypes: dict[tuple, str] = {}  # the dtype whose peak bounds each case
         self.drawn: dict[tuple, int] = {}  # parameters drawn afresh per replay (replay_inputs)
+        self.limit: int | None = None  # a tighter byte cap for the running evaluation's outputs
 
     def args(self, ref_mod: Any, task: Task, case: dict, seed: int,
              fresh: int | None = None) -> tuple[tuple, dict]:
@@ -61,8 +62,10 @@ class References:
             def size(entry: RefOutputs) -> int:
                 return sum(t.numel() * t.element_size() for t in entry[0])
 
+            cap = self.cfg.ref_cache_mb << 20
+            cap = cap if self.limit is None else min(cap, self.limit)
             while self.outputs and (len(self.outputs) >= self.cfg.ref_cache_entries or sum(
-                    size(e) for e in self.outputs.values()) > self.cfg.ref_cache_mb << 20):
+                    size(e) for e in self.outputs.values()) > cap):
                 self.outputs.pop(next(iter(self.outputs)))
             self.outputs[key] = self._run(ref_mod, task, case, seed, fresh)
         return self.outputs[key]

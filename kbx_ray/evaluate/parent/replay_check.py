@@ -39,6 +39,7 @@ class Replay:
         self.warmed: set[str] = set()  # cases whose kernels this process compiled (`warm`)
         self.warm_s = 0.0  # time asking for those compiles (a running total)
         self.compiles = 0  # kernels its replays still compiled, by its word (a running total)
+        self.cache_bytes = 0  # what it may keep of its inputs (admission.cache_limit; 0: its cap)
 
     def begin(self, code: str, module: str) -> None:
         """A new candidate: its kernel module, written for the replay process to build."""
@@ -207,7 +208,7 @@ class Replay:
         header = {"op": op, "task_path": task.path, "module": self.module,
                   "task_key": task.task_hash, "entry": task.name, "case": case, "seed": seed,
                   "fresh_seed": fresh, "kernels_path": self.kernels, "program": prog.to_wire(),
-                  **extra}
+                  "cache_bytes": self.cache_bytes, **extra}
         budget = min(self.cfg.case_timeout_s, left())
         if budget <= 0:
             return Verdict(False, ErrorKind.TIMEOUT,

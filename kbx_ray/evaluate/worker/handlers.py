@@ -119,6 +119,7 @@ class Worker:
         # A new candidate never sees inputs an earlier one could have written to (cached pristine
         # tensors live in this process); drawing them again on the device costs milliseconds.
         self.inputs.clear()
+        self.inputs.limit = int(req.get("cache_bytes") or 0) or None  # the parent's admission
         self.timed = {}
         self.timed_refusal = ""  # a watched timed call's first refusal (`_watched`)
         self.mutates = tuple(getattr(self.task, "MUTATES", ()))

@@ -28,6 +28,7 @@ def _setup(w: Worker, req: dict) -> tuple[Any, list[Any], Any]:
     """The replay process's (program, fresh input tensors, kernel module) for `req`. This
     process never loads a candidate's module; only its kernel module (`static/kernels.py`)."""
     prog, kernels = _program(w, req)
+    w.inputs.limit = int(req.get("cache_bytes") or 0) or None  # the parent's admission
     try:  # the task's own inputs: a failure here is never the candidate's
         args, kwargs, _ = replay_inputs(w.inputs, w.task, w.task_key, req["case"],
                                         int(req["seed"]), int(req["fresh_seed"]), DEVICE,
