@@ -206,3 +206,37 @@ def test_beside_others_a_reservation_waits_for_memory_really_free(tmp_path):
     free[0] = 0
     with led.reserve(400):  # no other holder: the device's word does not stop it
         pass
+
+
+def test_one_that_fits_only_alone_beside_standing_holds_claims_the_device(tmp_path):
+    """Beside the evaluators' standing contexts, an evaluation that fits only alone would wait
+    for a moment when none runs, which a stream of small ones need never leave: it claims the
+    device like the OOM retry, so a later small one waits behind it."""
+    import threading
+
+    ctx = mp.get_context("spawn")
+    ready = ctx.Event()
+    p = ctx.Process(target=_hold, args=(str(tmp_path), 100, 1.0, ready, "gpu4"))
+    p.start()
+    assert ready.wait(30)
+    led = MemoryLedger("gpu4", 1000, str(tmp_path))
+    mine = led.standing(500)
+    order = []
+
+    def big():
+        with led.reserve(600):  # 500 standing + 600 > 1000: only alone
+            assert not led.others_hold()
+            order.append("big")
+
+    t = threading.Thread(target=big)
+    t.start()
+    t0 = time.perf_counter()
+    while not any(k.endswith(".alone") for k in led.holdings()):
+        assert time.perf_counter() - t0 < 5, "no claim: it waits beside the stream"
+        time.sleep(0.01)
+    with led.reserve(100):  # 500 + 100 + 100 fit, but the claim came first
+        order.append("small")
+    t.join(10)
+    p.join(10)
+    led.unstand(mine)
+    assert order == ["big", "small"]

@@ -162,8 +162,13 @@ class MemoryLedger:
     def reserve(self, nbytes: int, poll_s: float = 0.05, alone: bool = False) -> Iterator[None]:
         """Hold `nbytes` (capped at the budget, so one evaluation can always run alone) while the
         body runs; wait while the others' reservations leave too little (`alone`: hold the whole
-        budget, once no other process holds any, for the retry of an out-of-memory error)."""
+        budget, once no other process holds any, for the retry of an out-of-memory error). One
+        that fits only alone, beside the standing holds, claims the device so too: waiting for a
+        moment when no evaluation runs, a stream of small ones could starve it."""
         want = min(int(nbytes), self.budget)
+        with self._locked():
+            standing = sum(n for k, (_, n) in self.holdings().items() if not self._evaluation(k))
+        alone = alone or standing + want > self.budget
         name = f"{os.getpid()}.{next(_SEQ)}" + (_ALONE if alone else "")
         t0 = time.perf_counter()
         try:
