@@ -1,6 +1,7 @@
 """The evaluator on a real GPU: timing, roofline, poisoned memory, CUDA errors and recovery."""
 from __future__ import annotations
 
+import os
 import statistics
 from pathlib import Path
 
@@ -245,3 +246,33 @@ def test_aot_seeded_cache_is_all_hits(task_id, tmp_path):
         ev.close()
     assert r.exec_ok, r.error_msg
     assert before and after - before == set(), "the GPU worker compiled a kernel anew"
+
+
+def _device_mib(pids: list[int]) -> dict[int, float]:
+    """pid -> MiB it holds on the GPU, as the driver counts it (nvidia-smi)."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("nvidia-smi"):
+        pytest.skip("nvidia-smi not found: the driver's per-process count is unavailable")
+    out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                          "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                         timeout=30).stdout
+    got = {int(p): float(m) for p, m in (line.split(",") for line in out.splitlines() if line)}
+    if not set(pids) & set(got):
+        pytest.skip("nvidia-smi lists none of this test's processes (another pid namespace)")
+    return {p: got.get(p, 0.0) for p in pids}
+
+
+def test_each_evaluator_process_stands_in_the_ledger_within_its_context_bound(gpu_evaluator):
+    # the ledger counts every process's context for the evaluator's life (gpu_ctx_mb each), and
+    # after an evaluation each of the three holds no more than that, as the driver counts it
+    res = gpu_evaluator.evaluate(RELU, make_candidate(RELU.task_id, "relu", GOOD))
+    assert res.exec_ok, res.error_msg
+    ev = gpu_evaluator
+    ledger = ev.memory.ledger
+    standing = [n for k, (p, n) in ledger.holdings().items() if k.endswith(".ctx")]
+    assert (3 * (ev.cfg.gpu_ctx_mb << 20)) in standing, ledger.holdings()
+    pids = [os.getpid(), ev.sandbox.proc.pid, ev.replay.sandbox.proc.pid]
+    held = _device_mib(pids)
+    assert all(0 < mib <= ev.cfg.gpu_ctx_mb for mib in held.values()), held
