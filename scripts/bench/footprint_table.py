@@ -43,7 +43,7 @@ def main() -> None:
     from kbx_ray.suites.task_import import load_module
 
     cfg = EvalConfig()
-    factor = cfg.gpu_mem_factor + max(1, cfg.timing_sets) + max(0, cfg.fresh_sets)
+    factor = cfg.gpu_mem_factor + cfg.timed_sets
     flush = cfg.timing.flush_mb << 20
     budget = budget_bytes(int(args.total_gb * (1 << 30)), int(cfg.gpu_mem_reserve_gb * (1 << 30)))
 
