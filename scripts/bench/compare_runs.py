@@ -19,6 +19,9 @@ STAGES = ("correctness", "timing", "load", "mem_wait", "mem_wait_free", "lock_wa
           "lock_wait_excl", "lock_drain", "exclusive", "worker_run", "replay", "judge", "t_loop",
           "t_ref", "t_replay", "t_checks", "t_recheck", "t_samples", "replay_warm",
           "replay_compiles", "tw_inputs", "tw_bench", "tw_fresh", "tw_digest", "tw_encode")
+# each run's own figures (suite_gpu.py), over all its tasks: not only the common ones
+RUN = ("n_tasks", "n_oom_shared_gpu", "gpu_idle_share", "gpu_mem_used_max_gib",
+       "gpu_mem_full_share", "cpu_busy_mean_pct")
 
 
 def verdict(row: dict) -> str:
@@ -50,13 +53,15 @@ def compare(base: dict, new: dict) -> dict:
             "speedup_ratio_range": (min(ratios), max(ratios)) if ratios else None,
             "eval_wall": (round(sum(b[t]["eval_wall_s"] for t in common), 1),
                           round(sum(n[t]["eval_wall_s"] for t in common), 1)),
-            "wall": (base.get("wall_s"), new.get("wall_s"))}
+            "wall": (base.get("wall_s"), new.get("wall_s")),
+            "run": {k: (base.get(k), new.get(k)) for k in RUN if k in base or k in new}}
 
 
 def table(c: dict, base_name: str, new_name: str) -> str:
     rows = [f"| | {base_name} | {new_name} | new/base |", "| --- | --- | --- | --- |"]
     pairs = [("run wall", c["wall"]), ("eval wall, summed", c["eval_wall"])] + \
         [(s, v) for s, v in c["stages"].items()]
+    pairs += [(f"{k} (whole run)", v) for k, v in c.get("run", {}).items()]
     for name, (x, y) in pairs:
         ratio = f"{y / x:.2f}" if x and y is not None else "-"
         rows.append(f"| {name} | {x} | {y} | {ratio} |")

@@ -127,15 +127,18 @@ class GpuBusy:
     share of samples in which no kernel ran at all (the GPU idle while evaluators compile,
     compare or wait), written with every rewrite of the file (a run cut short keeps it). Beside
     it, the host's CPUs (/proc/stat, each second): a GPU idle while every core is busy waits on
-    the host, not on the lock."""
+    the host, not on the lock. And the device's memory in use (memory.used of memory.total): how
+    full the evaluators kept it, and the share of samples with under 2 GiB free."""
 
     def __init__(self) -> None:
         self.xs: list[float] = []
+        self.mem: list[tuple[float, float]] = []  # (used, total) MiB
         self.cpu: list[float] = []
         threading.Thread(target=self._cpu, daemon=True).start()
         try:
             self.proc = subprocess.Popen(
-                ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
+                ["nvidia-smi", "--query-gpu=utilization.gpu,memory.used,memory.total",
+                 "--format=csv,noheader,nounits",
                  "-lms", "200"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         except OSError:
             self.proc = None
@@ -145,9 +148,11 @@ class GpuBusy:
     def _read(self) -> None:
         for line in self.proc.stdout:
             try:
-                self.xs.append(float(line.strip()))
+                util, used, total = (float(x) for x in line.split(","))
             except ValueError:
-                pass
+                continue
+            self.xs.append(util)
+            self.mem.append((used, total))
 
     def _cpu(self) -> None:
         last = _cpu_times()
@@ -160,9 +165,13 @@ class GpuBusy:
             last = now
 
     def summary(self) -> dict:
-        xs, cpu = list(self.xs), list(self.cpu)
+        xs, cpu, mem = list(self.xs), list(self.cpu), list(self.mem)
         got = {"cpu_busy_mean_pct": round(sum(cpu) / len(cpu), 1),
                "cpu_busy_p90_pct": round(sorted(cpu)[int(0.9 * (len(cpu) - 1))], 1)} if cpu else {}
+        if mem:
+            got.update(gpu_mem_used_mean_gib=round(sum(u for u, _ in mem) / len(mem) / 1024, 1),
+                       gpu_mem_used_max_gib=round(max(u for u, _ in mem) / 1024, 1),
+                       gpu_mem_full_share=round(sum(t - u < 2048 for u, t in mem) / len(mem), 3))
         if not xs:
             return got
         return {"gpu_util_mean_pct": round(sum(xs) / len(xs), 1), "gpu_samples": len(xs),

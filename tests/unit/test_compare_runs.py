@@ -25,11 +25,11 @@ def _row(tid, ok, kind="", msg="", speedup=None, corr=1.0):
 
 
 def test_verdicts_stages_and_mended_failures(tmp_path):
-    base = {"wall_s": 100, "tasks": [_row("a", True, speedup=2.0, corr=4.0),
+    base = {"wall_s": 100, "n_oom_shared_gpu": 2, "tasks": [_row("a", True, speedup=2.0, corr=4.0),
                                      _row("b", False, "runtime_error", "the replay ... CUDA out of "
                                           "memory"), _row("c", True, speedup=1.0),
                                      _row("only_base", True)]}
-    new = {"wall_s": 50, "tasks": [_row("a", True, speedup=2.2, corr=1.0), _row("b", True),
+    new = {"wall_s": 50, "n_oom_shared_gpu": 0, "gpu_mem_full_share": 0.1, "tasks": [_row("a", True, speedup=2.2, corr=1.0), _row("b", True),
                                    _row("c", False, "mismatch"), _row("only_new", True)]}
     c = _load().compare(base, new)
     assert c["tasks"] == 3
@@ -37,6 +37,9 @@ def test_verdicts_stages_and_mended_failures(tmp_path):
     assert c["mended"] == [("b", "runtime_error", "pass")]
     assert c["stages"]["correctness"] == (6.0, 3.0)
     assert abs(c["speedup_ratio_geomean"] - 1.1) < 1e-9
+    # each run's own figures, as recorded (an older file lacks the newer ones)
+    assert c["run"] == {"n_oom_shared_gpu": (2, 0), "gpu_mem_full_share": (None, 0.1)}
+    assert "| n_oom_shared_gpu (whole run) | 2 | 0 |" in _load().table(c, "b", "n")
     (tmp_path / "b.json").write_text(json.dumps(base))
     (tmp_path / "n.json").write_text(json.dumps(new))
     run = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "b.json"),
