@@ -71,7 +71,7 @@ class SandboxConfig:
     #                                             huge VA)
     network: bool = verdict(False)              # allow network (off: a private network namespace if
     #                                             possible)
-    landlock: Landlock = verdict(Landlock.auto)  # auto: on for CPU workers (GPU once validated)
+    landlock: Landlock = verdict(Landlock.auto)  # auto: on where the kernel has Landlock
     max_output_mb: int = exempt(0, why=LIMIT)   # cap on bytes a reply may carry (0 = auto:
     #                                             reply_cap_bytes)
     extra_env: dict[str, str] = verdict(factory=dict)

@@ -179,6 +179,8 @@ def test_every_process_keeps_at_most_one_footprint_of_an_evaluations_inputs(ev, 
     assert 0 < largest < 1 << 20  # a small case: kilobytes, where the caps were gigabytes
     assert e.inputs.limit == e.refs.limit == e.replay.cache_bytes == largest
     assert ("load", largest) in sent and ("replay", largest) in sent, sent
+    # a size unknown (a footprint that failed) caps nothing in any of the three, as sent (0)
+    assert e.memory.cache_limit(0) is None and e.memory.cache_limit(largest) == largest
     # the cache itself: within the limit, an item over a quarter of it is handed out unkept
     cache = InputCache(4 << 30)
     cache.limit = 4 * 64 * 4

@@ -5,6 +5,7 @@ import ast
 import ctypes
 import logging
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 from kbx_ray.evaluate.static import checks
 from kbx_ray.evaluate.parent import evaluator as evaluator_mod
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
+from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger
 from kbx_ray.evaluate.parent.sandbox import ConfinementError, Sandbox
 from kbx_ray.evaluate.settings import SandboxConfig
 from kbx_ray.suites.builtin import get_task
@@ -113,6 +115,60 @@ def test_the_worker_has_no_network_where_the_kernel_allows_it(static_off):
     probe = res.error_msg[res.error_msg.rindex("probe:"):]
     assert "ifaces=['lo']" in probe and "dev=['lo']" in probe, probe
     assert "parent=connected" not in probe and "outside=connected" not in probe, probe
+
+
+LEDGER_PROBE = '''
+import os
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _k(x_ptr):
+    pass
+
+
+def relu(x):
+    d, done = "{ledger}", []
+    try:
+        for name in sorted(os.listdir(d)):
+            if not name.startswith("."):
+                os.rename(os.path.join(d, name), os.path.join(d, name + ".ctx"))
+                done.append("renamed")
+    except OSError as e:
+        done.append(type(e).__name__)
+    raise RuntimeError(f"probe: {{done}}")
+'''
+
+
+@pytest.mark.parametrize("landlock", ["auto", "off"])
+def test_a_worker_cannot_touch_the_gpu_memory_ledger(static_off, landlock):
+    """The per-GPU memory ledger lives under the system temp dir, where every evaluator's parent
+    reads it. A worker that renamed another evaluator's reservation to a standing hold (`.ctx`)
+    would make that evaluator's honest OOM its kernel's fault. Landlock (`auto`: on every worker,
+    GPU workers included) lets a worker write its own temp dir only; off, with the static layer and
+    the monitor off too, the rename goes through."""
+    ledger = MemoryLedger(f"kbx-test-{os.getpid()}-{landlock}", 1 << 30)
+    ev = Evaluator(EvalConfig(device="cpu", monitor="off", case_timeout_s=60, load_timeout_s=120,
+                              unseen_cases=0, sandbox=SandboxConfig(landlock=landlock)))
+    try:
+        with ledger.reserve(1 << 20):
+            before = ledger.holdings()
+            ev.sandbox.request({"op": "hello"}, 120)
+            if landlock == "auto" and not ev.sandbox.confinement.get("landlock"):
+                pytest.skip(f"no Landlock here: {ev.sandbox.confinement.get('landlock_why')}")
+            code = LEDGER_PROBE.format(ledger=ledger.dir)
+            res = ev.evaluate(RELU, make_candidate(RELU.task_id, "relu", code))
+            after = ledger.holdings()
+    finally:
+        ev.close()
+        shutil.rmtree(ledger.dir, ignore_errors=True)
+    assert res.error_kind == "runtime_error" and "probe:" in res.error_msg, res.error_msg
+    probe = res.error_msg[res.error_msg.rindex("probe:"):]
+    if landlock == "auto":
+        assert "PermissionError" in probe and after == before, (probe, after)
+    else:
+        assert "renamed" in probe and [k.endswith(".ctx") for k in after] == [True], after
 
 
 def test_network_true_keeps_the_host_network():

@@ -26,7 +26,7 @@ def test_the_spec_carries_every_limit_of_the_config():
     assert spec.nproc > 5 and (spec.landlock, spec.landlock_required) == (True, False)
     gpu = confine_spec(SandboxConfig(device="cuda", memory_gb=2.0, landlock="on"))
     assert (gpu.memory_bytes, gpu.landlock, gpu.landlock_required) == (0, True, True)
-    assert confine_spec(SandboxConfig(device="cuda")).landlock is False
+    assert confine_spec(SandboxConfig(device="cuda")).landlock is True  # auto: GPU workers too
     assert Spec(**json.loads(spec.to_json())) == spec
 
 
@@ -68,3 +68,11 @@ def test_landlock_on_without_landlock_is_refused_auto_is_not():
     assert "landlock=auto, but" in unmet(auto, _report(auto, **broken))
     off = confine_spec(SandboxConfig(landlock="off"))
     assert unmet(off, _report(off, **none)) == ""
+
+
+def test_auto_confines_gpu_workers_too():
+    # a GPU worker without Landlock could write the per-GPU memory ledger under the temp dir
+    # (rename another evaluator's reservation, and its honest OOM is no longer "shared")
+    for device in ("cpu", "cuda"):
+        assert confine_spec(SandboxConfig(landlock="auto", device=device)).landlock
+        assert not confine_spec(SandboxConfig(landlock="off", device=device)).landlock

@@ -82,7 +82,7 @@ def landlock_now(report: dict[str, Any], wanted: bool, device: str) -> None:
     calling thread and the threads it starts after: done before torch, it binds them all."""
     report["landlock_abi"] = landlock.abi_version()
     why = (landlock.confine_why(device) if wanted
-           else "not asked (evaluation.sandbox.landlock=off, or auto on a GPU)")
+           else "not asked (evaluation.sandbox.landlock=off)")
     report.update(landlock=not why, landlock_why=why, no_new_privs=_no_new_privs())
     report.pop("landlock_pending", None)
 

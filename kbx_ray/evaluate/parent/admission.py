@@ -119,8 +119,9 @@ class Admission:
         outputs: one largest footprint each (CACHE_SETS), within their configured caps. Each
         evaluation's seeds are its own, so what is kept serves only it, and H100 parents kept
         3-9 GiB of it for evaluations reserved at 4-11 in all. None without a ledger (nothing
-        counted, nothing capped)."""
-        return None if self.ledger is None else max(int(largest), 0)
+        counted, nothing capped), and None for a size unknown (0: a footprint that failed), as
+        the worker and the replay process read the 0 sent for it: their configured caps."""
+        return int(largest) if self.ledger is not None and largest > 0 else None
 
     @contextmanager
     def hold(self, nbytes: int, alone: bool = False) -> Iterator[None]:

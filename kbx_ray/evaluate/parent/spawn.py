@@ -73,7 +73,9 @@ def confine_spec(cfg: SandboxConfig) -> confine.Spec:
 
 
 def _landlock_on(cfg: SandboxConfig) -> bool:
-    return cfg.landlock == "on" or (cfg.landlock == "auto" and cfg.device == "cpu")
+    """On unless `off`, on GPU workers too (validated by tests/gpu/test_exploits_gpu.py's
+    confined-worker tests): without it a GPU worker could write the per-GPU memory ledger."""
+    return cfg.landlock != "off"
 
 
 def spawn(argv: list[str], spec: confine.Spec, home: str, env: dict[str, str],
