@@ -147,7 +147,7 @@ def test_a_worker_cannot_touch_the_gpu_memory_ledger(static_off, landlock):
     reads it. A worker that renamed another evaluator's reservation to a standing hold (`.ctx`)
     would make that evaluator's honest OOM its kernel's fault. Landlock (`auto`: on every worker,
     GPU workers included) lets a worker write its own temp dir only; off, with the static layer and
-    the monitor off too, the rename goes through."""
+    the monitor off too, the rename goes through, and the record is flagged `no_landlock`."""
     ledger = MemoryLedger(f"kbx-test-{os.getpid()}-{landlock}", 1 << 30)
     ev = Evaluator(EvalConfig(device="cpu", monitor="off", case_timeout_s=60, load_timeout_s=120,
                               unseen_cases=0, sandbox=SandboxConfig(landlock=landlock)))
@@ -167,8 +167,10 @@ def test_a_worker_cannot_touch_the_gpu_memory_ledger(static_off, landlock):
     probe = res.error_msg[res.error_msg.rindex("probe:"):]
     if landlock == "auto":
         assert "PermissionError" in probe and after == before, (probe, after)
+        assert "no_landlock" not in res.flags, res.flags
     else:
         assert "renamed" in probe and [k.endswith(".ctx") for k in after] == [True], after
+        assert "no_landlock" in res.flags, res.flags  # the record says its worker was bare
 
 
 def test_network_true_keeps_the_host_network():
