@@ -219,8 +219,7 @@ class Evaluator:
     def _run(self, task: Task, cand: Candidate, res: EvalResult) -> None:
         mark = self._static(task, cand, res)
         self._start_worker()
-        bare = [s for s in (self.sandbox, self.replay.sandbox) if s.alive]
-        if any(not s.confinement.get("landlock") for s in bare):
+        if self.sandbox.bare or self.replay.sandbox.bare:
             res.flags.append("no_landlock")  # judged by a worker free to write outside its dir
         module = f"{cand.candidate_id}_{self.count}"
         path = self.sandbox.write_code(f"kbx_cand_{module}", cand.code)

@@ -111,6 +111,11 @@ class Sandbox:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    @property
+    def bare(self) -> bool:
+        """Running without Landlock (`landlock=off`, or a kernel without it)."""
+        return self.alive and not self.confinement.get("landlock")
+
     def start(self) -> None:
         """A running worker: started afresh unless one is up (first use, or after a kill)."""
         if not self.alive:
