@@ -18,6 +18,7 @@ from kbx_ray.evaluate.static import checks
 from kbx_ray.evaluate.parent import evaluator as evaluator_mod
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger
+from kbx_ray.evaluate.parent.gpulock import GpuLock
 from kbx_ray.evaluate.parent.sandbox import ConfinementError, Sandbox
 from kbx_ray.evaluate.settings import SandboxConfig
 from kbx_ray.suites.builtin import get_task
@@ -118,6 +119,7 @@ def test_the_worker_has_no_network_where_the_kernel_allows_it(static_off):
 
 
 LEDGER_PROBE = '''
+import fcntl
 import os
 import triton
 import triton.language as tl
@@ -137,6 +139,11 @@ def relu(x):
                 done.append("renamed")
     except OSError as e:
         done.append(type(e).__name__)
+    try:  # the GPU lock held alone: every evaluator's timing would wait on it
+        fcntl.flock(os.open("{lock}", os.O_RDONLY), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        done.append("locked")
+    except OSError as e:
+        done.append("lock " + type(e).__name__)
     raise RuntimeError(f"probe: {{done}}")
 '''
 
@@ -145,10 +152,13 @@ def relu(x):
 def test_a_worker_cannot_touch_the_gpu_memory_ledger(static_off, landlock):
     """The per-GPU memory ledger lives under the system temp dir, where every evaluator's parent
     reads it. A worker that renamed another evaluator's reservation to a standing hold (`.ctx`)
-    would make that evaluator's honest OOM its kernel's fault. Landlock (`auto`: on every worker,
+    would make that evaluator's honest OOM its kernel's fault; one that held the GPU lock would
+    stall every evaluator's timing. Landlock (`auto`: on every worker,
     GPU workers included) lets a worker write its own temp dir only; off, with the static layer and
     the monitor off too, the rename goes through, and the record is flagged `no_landlock`."""
     ledger = MemoryLedger(f"kbx-test-{os.getpid()}-{landlock}", 1 << 30)
+    lock = GpuLock(f"kbx-test-{os.getpid()}-{landlock}")
+    lock._open()  # its files, as an evaluator on that GPU leaves them
     ev = Evaluator(EvalConfig(device="cpu", monitor="off", case_timeout_s=60, load_timeout_s=120,
                               unseen_cases=0, sandbox=SandboxConfig(landlock=landlock)))
     try:
@@ -157,19 +167,24 @@ def test_a_worker_cannot_touch_the_gpu_memory_ledger(static_off, landlock):
             ev.sandbox.request({"op": "hello"}, 120)
             if landlock == "auto" and not ev.sandbox.confinement.get("landlock"):
                 pytest.skip(f"no Landlock here: {ev.sandbox.confinement.get('landlock_why')}")
-            code = LEDGER_PROBE.format(ledger=ledger.dir)
+            code = LEDGER_PROBE.format(ledger=ledger.dir, lock=lock.paths[1])
             res = ev.evaluate(RELU, make_candidate(RELU.task_id, "relu", code))
             after = ledger.holdings()
     finally:
         ev.close()
         shutil.rmtree(ledger.dir, ignore_errors=True)
+        lock.close()
+        for p in lock.paths:
+            p.unlink(missing_ok=True)
     assert res.error_kind == "runtime_error" and "probe:" in res.error_msg, res.error_msg
     probe = res.error_msg[res.error_msg.rindex("probe:"):]
     if landlock == "auto":
         assert "PermissionError" in probe and after == before, (probe, after)
+        assert "lock PermissionError" in probe, probe
         assert "no_landlock" not in res.flags, res.flags
     else:
         assert "renamed" in probe and [k.endswith(".ctx") for k in after] == [True], after
+        assert "locked" in probe, probe
         assert "no_landlock" in res.flags, res.flags  # the record says its worker was bare
 
 
