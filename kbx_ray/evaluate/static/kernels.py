@@ -4,8 +4,10 @@ More: kbx_ray/evaluate/static/README.md, `kernels.py`.
 from __future__ import annotations
 
 import ast
+import inspect
 
 
+Span = tuple[int, int, int, "str | None"]
 _PURE = frozenset({"int", "float", "abs", "min", "max", "round"})  # builtins on constants
 
 
@@ -46,12 +48,17 @@ def kernel_source(code: str) -> str:
     tree = ast.parse(code)
     kept: list[ast.stmt] = []
     bound = {"True", "False", "None"}
+    spans: dict[int, Span] = {}  # id(node) -> (first line, last line, its `def` line, @jit)
     for node in tree.body:
+        decs = getattr(node, "decorator_list", None)
+        spans[id(node)] = (decs[0].lineno if decs else node.lineno,
+                           node.end_lineno or node.lineno, node.lineno, None)
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             kept.append(node)
             bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
         elif isinstance(node, ast.FunctionDef) and any(_is_jit(d) for d in node.decorator_list):
             jit = next(d for d in node.decorator_list if _is_jit(d))
+            spans[id(node)] = spans[id(node)][:3] + (ast.get_source_segment(code, jit),)
             node.decorator_list = [jit]
             kept.append(node)
             bound.add(node.name)
@@ -63,4 +70,33 @@ def kernel_source(code: str) -> str:
                 isinstance(node.target, ast.Name) and _constant(node.value, bound):
             kept.append(node)
             bound.add(node.target.id)
-    return ast.unparse(ast.Module(body=kept, type_ignores=[])) + "\n"
+    return (_in_place(code, [spans[id(n)] for n in kept],
+                      [spans[id(n)] for n in tree.body if n not in kept])
+            or ast.unparse(ast.Module(body=kept, type_ignores=[])) + "\n")
+
+
+def _in_place(code: str, kept: list[Span], dropped: list[Span]) -> str:
+    """The kept statements' own text on their own lines, every other line blank, a jit
+    function's decorators replaced by its `@triton.jit` from its first decorator's line: its
+    source and first line are the candidate's, so Triton's cache keys are the worker's and a
+    kernel the replay compiled is one the worker finds (static/README.md). "" where a kept
+    statement shares a line with a dropped one."""
+    lines = code.splitlines()
+    out = [""] * len(lines)
+    taken = {n for first, last, _, _ in kept for n in range(first, last + 1)}
+    dropped_rows = {n for first, last, _, _ in dropped for n in range(first, last + 1)}
+    if taken & dropped_rows:
+        return ""
+    for first, last, body, jit in kept:
+        if jit is not None:  # its block as `inspect` reads it: trailing comments included
+            block = inspect.getblock([ln + "\n" for ln in lines[first - 1:]])
+            last = max(last, first - 1 + len(block))
+            if any(n in dropped_rows for n in range(first, last + 1)):
+                return ""
+        out[first - 1:last] = lines[first - 1:last]
+        if jit is not None:
+            head = ("@" + jit).splitlines()
+            if len(head) > body - first:
+                return ""
+            out[first - 1:body - 1] = head + [""] * (body - first - len(head))
+    return "\n".join(out) + "\n"
