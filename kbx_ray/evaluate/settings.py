@@ -152,6 +152,10 @@ class EvalConfig:
     #                                                 memory (CUDA context, loaded modules), held
     #                                                 in the ledger for the evaluator's life: idle
     #                                                 ones held 612-952 MiB on an H100
+    one_compile: str = exempt("auto", why=RUN)      # the replay process compiles each case's
+    #                                                 kernels before the worker's first call and
+    #                                                 seeds its cache (one_compile.py): auto (on a
+    #                                                 GPU) | on | off
     peak_gbps: float = exempt(0.0, why=FILLED)      # filled from the hardware pool
     peak_tflops: dict[str, float] = exempt(factory=dict, why=FILLED)
 

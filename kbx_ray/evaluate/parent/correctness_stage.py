@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from kbx_ray.evaluate.parent import case_checks
+from kbx_ray.evaluate.parent import case_checks, one_compile
 from kbx_ray.evaluate.parent.admission import give_back_cached
 from kbx_ray.evaluate.parent.case_checks import Fail as _Fail
 from kbx_ray.evaluate.parent.correctness import Verdict
@@ -32,6 +32,7 @@ def check_cases(ev: Evaluator, ref_mod: Any, task: Task, cases: list[dict],
     """Every case on its seeds (fresh per case: no case tells another's); the first failing case
     fails the evaluation, a replay's failure before any later call's."""
     carried: Carried | None = None
+    own = one_compile.own_compiles(ev)
     with ev.lock.shared():
         try:
             for i, case in enumerate(cases):
@@ -49,6 +50,8 @@ def check_cases(ev: Evaluator, ref_mod: Any, task: Task, cases: list[dict],
             _settle(ev, carried, ref_mod, task, res)  # an earlier call's replay fails first
             raise
         _settle(ev, carried, ref_mod, task, res)
+    if one_compile.wanted(ev):
+        res.stage_s["w_compiled"] = one_compile.own_compiles(ev) - own
 
 
 def _check_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, seeds: list[int],
@@ -57,6 +60,10 @@ def _check_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, seeds: list
     """Each seed's call judged live, then its replay, which runs beside the next call: a replay
     is judged before the next call's outputs. Returns the last replay, still in flight."""
     outs_by_seed, strays = [], {}
+    if one_compile.due(ev, case, res):  # compiled once, off the GPU hold
+        one_compile.prewarm(ev, task, case, seeds[0], res,
+                            lambda: _settle(ev, carried, ref_mod, task, res))
+        carried = None
     for i, seed in enumerate(seeds):  # one seed per request: a reply holds one seed's
         if not (first and i == 0) and ev.lock.writer_waiting():  # ours off the GPU, then its turn
             carried = _settle(ev, carried, ref_mod, task, res)

@@ -117,6 +117,11 @@ class Replay:
                      f"steps only) on fresh inputs differs from the reference: {v.message}")
         return v
 
+    def warm(self, prog: program.Program, task: Task, case: dict, seed: int,
+             left: Callable[[], float], released: Callable[[], Any]) -> None:
+        """`prog`'s kernels compiled here for `case` ahead of its first call (one_compile.py)."""
+        self._warm(prog, task, case, seed, self._fresh(seed), left, released)
+
     def _warm(self, prog: program.Program, task: Task, case: dict, seed: int, fresh: int,
               left: Callable[[], float], released: Callable[[], Any]) -> None:
         """The case's kernels compiled in this process with the GPU hold let go: a compile of

@@ -18,7 +18,7 @@ from kbx_ray.evaluate.common.inputs import InputCache
 from kbx_ray.evaluate.reply import CallReport, RunReply, wire
 from kbx_ray.evaluate.worker import (bounds_checker, dispatch_monitor, host_values, ledger, poison,
                                      recorder, replay_ops, rotation, sentinels, timed_ops,
-                                     triton_hooks, value_readers)
+                                     trace_ops, triton_hooks, value_readers)
 from kbx_ray.evaluate.worker.call_checks import observe, refill, same
 from kbx_ray.evaluate.worker.candidate_errors import (CandidateError, candidate_tb, cuda_suspect,
                                                       error_kind, import_path)
@@ -152,6 +152,9 @@ class Worker:
 
     def warm(self, req: dict) -> tuple[dict, list[Any]]:
         return replay_ops.warm(self, req)
+
+    def trace(self, req: dict) -> tuple[dict, list[Any]]:
+        return trace_ops.trace(self, req)
 
     def probe(self, req: dict) -> tuple[dict, list[Any]]:
         """A tiny op and a synchronize, after a CUDA-looking failure: the parent files

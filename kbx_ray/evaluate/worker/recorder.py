@@ -25,6 +25,7 @@ class Recorder:
         self.active = False
         self.paused = 0
         self._busy = False
+        self.tracing = False  # a traced copy (trace_ops.py): launches recorded, none run
         self.reset([])
 
     def reset(self, inputs: list[Any]) -> None:
@@ -78,7 +79,7 @@ class Recorder:
         b = self.ids.get(st._cdata)
         if b is None:
             b = self._new(st, {"kind": "alloc", "nbytes": st.nbytes()})
-            if read and st.nbytes() <= SNAPSHOT_BYTES and not t.is_complex():
+            if read and st.nbytes() <= SNAPSHOT_BYTES and not t.is_complex() and not self.tracing:
                 self._snapshot(b, st, t.dtype)
         return {"buf": b, "offset": t.storage_offset() * t.element_size(),
                 "shape": list(t.shape), "stride": list(t.stride()), "dtype": name}

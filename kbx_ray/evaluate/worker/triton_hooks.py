@@ -62,6 +62,9 @@ def _counted(original: Any, on_side_stream: Callable[[], bool]) -> Callable:
     never in a parameter: no keyword a candidate passes (`__orig=`) can stand in for it."""
 
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if RECORDER.tracing:  # a traced copy (trace_ops.py): recorded, not compiled or run
+            RECORDER.resolved(RECORDER.launch(self, args, kwargs), (1,))
+            return None
         args, kwargs = launch_values(args, kwargs)  # numbers read back: never kernel values
         refuse_addresses(args, kwargs)  # no data_ptr() handed over as an integer
         MONITOR.launches += 1

@@ -1,0 +1,102 @@
+"""One compile for the worker and the replay process. Before a case's first call, the worker's
+traced copy names what the call will launch (worker/trace_ops.py), the replay process compiles it
+with the GPU hold let go, and what it wrote to its Triton cache seeds the worker's (the kernel
+module keeps Triton's cache keys, static/kernels.py). The candidate's call then compiles nothing
+while it holds the GPU, and no kernel is compiled twice. Nothing here is judged: a trace that
+fails or misses a kernel leaves the worker to compile it, as before.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable
+
+from kbx_ray.evaluate import program
+from kbx_ray.evaluate.parent.sandbox import WorkerDied
+from kbx_ray.evaluate.parent.triton_cache import seed_cache, worker_cache
+from kbx_ray.types import EvalResult, Task
+
+TRACE_S = 10.0  # the traced copy's time, at most; past it no case of the evaluation is traced
+
+# `ev` is the `evaluator.Evaluator` running the evaluation (not imported: it imports this module)
+Evaluator = Any
+
+
+def wanted(ev: Evaluator) -> bool:
+    """`evaluation.one_compile`: auto on a GPU (the interpreter compiles nothing), on, off."""
+    mode = ev.cfg.one_compile
+    return ev.replay.on and (mode == "on" or (mode == "auto" and ev.device == "cuda"))
+
+
+def due(ev: Evaluator, case: dict, res: EvalResult) -> bool:
+    return wanted(ev) and case["name"] not in ev.replay.warmed and not res.stage_s.get("trace_off")
+
+
+def prewarm(ev: Evaluator, task: Task, case: dict, seed: int, res: EvalResult,
+            settle: Callable[[], None]) -> None:
+    """`case`'s kernels compiled by the replay process and seeded into the worker's cache.
+    `settle`: the replay still in flight judged (beside the trace), before the replay process
+    is asked to compile; it is called once, and what it raises is raised here."""
+    t0 = time.perf_counter()
+    left = ev.deadline - t0
+    try:
+        flight = ev.sandbox.send({"op": "trace", "case": case, "seed": seed,
+                                  "timeout_s": min(TRACE_S, left)}, min(TRACE_S + 10, left))
+    except WorkerDied:  # the next call finds the worker gone and says why
+        return settle()
+    try:
+        settle()
+    finally:
+        try:
+            reply, _ = ev.sandbox.receive(flight)  # read even when settle raised
+        except WorkerDied:
+            reply = {}
+    _add(res, "w_trace", time.perf_counter() - t0)
+    if time.perf_counter() - t0 >= TRACE_S:
+        _add(res, "trace_off", 1)
+    raw = reply.get("program") if reply.get("ok") else None
+    try:
+        prog = program.parse(raw) if isinstance(raw, dict) and "unsupported" not in raw else None
+    except program.ProgramError:
+        prog = None
+    if prog is None or not prog.launches():
+        _add(res, "trace_missed", 1)
+        return
+    ev.replay.warm(prog, task, case, seed, lambda: ev.deadline - time.perf_counter(),
+                   ev.lock.released)
+    _add(res, "seeded", seed_from_replay(ev))
+
+
+def seed_from_replay(ev: Evaluator) -> int:
+    """The replay process's cache entries the worker's cache lacks, copied in; how many files."""
+    if not (ev.replay.sandbox.home and ev.sandbox.home):
+        return 0
+    src, dst = worker_cache(ev.replay.sandbox.home), worker_cache(ev.sandbox.home)
+    have = set(os.listdir(dst))
+    files: dict[str, bytes] = {}
+    for key in os.listdir(src):
+        folder = os.path.join(src, key)
+        if key in have or os.path.islink(folder) or not os.path.isdir(folder):
+            continue
+        for name in os.listdir(folder):
+            path = os.path.join(folder, name)
+            if not name.startswith(".") and os.path.isfile(path) and not os.path.islink(path):
+                with open(path, "rb") as fp:
+                    files[f"{key}/{name}"] = fp.read()
+    try:
+        return seed_cache(files, dst)
+    except (OSError, ValueError):  # a full disk, an odd name: the worker compiles as before
+        return 0
+
+
+def own_compiles(ev: Evaluator) -> int:
+    """Cache entries the worker compiled itself (none the replay process wrote): profiling, the
+    kernels its trace missed."""
+    if not (wanted(ev) and ev.replay.sandbox.home and ev.sandbox.home):
+        return 0
+    mine = set(os.listdir(worker_cache(ev.sandbox.home)))
+    return len(mine - set(os.listdir(worker_cache(ev.replay.sandbox.home))))
+
+
+def _add(res: EvalResult, key: str, v: float) -> None:
+    res.stage_s[key] = round(res.stage_s.get(key, 0.0) + v, 4)

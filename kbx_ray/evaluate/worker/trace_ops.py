@@ -1,0 +1,113 @@
+"""The worker's `trace` request: a case's launches, recorded by a forked copy of this process that
+runs the candidate on meta tensors (no storage, no GPU work) with no kernel compiled or launched.
+The parent has the replay process compile them and seeds this worker's Triton cache from it, so
+the candidate's own call compiles nothing (one compile serves both). A hint only: nothing here is
+judged, the copy's state dies with it, and whatever it missed the worker compiles as before.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import time
+from typing import Any
+
+import torch
+
+from kbx_ray.evaluate.common.trees import tensors
+from kbx_ray.evaluate.worker.recorder import RECORDER
+
+CAP = 8 << 20  # the copy's reply, at most
+
+# `w` is the `handlers.Worker` serving the request (not imported: it imports this module)
+Worker = Any
+
+
+def trace(w: Worker, req: dict) -> tuple[dict, list[Any]]:
+    """{"program": the case's launches as a program (or {"unsupported": why})}."""
+    if w.entry is None:
+        raise RuntimeError("trace before load")
+    args, kwargs = w._inputs(req["case"], int(req["seed"]))  # the call's own: cached for it
+    r, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the copy (coverage does not follow a fork)
+        os.close(r)
+        try:
+            got = _traced(w.entry, args, kwargs)
+        except BaseException as e:  # noqa: BLE001 - the candidate's host code on meta tensors
+            got = {"unsupported": f"{type(e).__name__}: {str(e)[:200]}"}
+        data = json.dumps(got).encode()[:CAP]
+        with os.fdopen(wfd, "wb") as fp:
+            fp.write(data)
+        os._exit(0)
+    os.close(wfd)
+    data = _read(r, pid, float(req.get("timeout_s", 20.0)))
+    try:
+        got = json.loads(data) if data else {"unsupported": "the traced copy sent nothing"}
+    except ValueError:
+        got = {"unsupported": "the traced copy's reply is not JSON"}
+    return {"program": got if isinstance(got, dict) else {"unsupported": "not a program"}}, []
+
+
+def _read(r: int, pid: int, timeout: float) -> bytes:
+    """The copy's whole reply, or b"" past `timeout` (the copy is killed)."""
+    chunks, end, size = [], time.monotonic() + timeout, 0
+    with os.fdopen(r, "rb", buffering=0) as fp:
+        while size < CAP:
+            left = end - time.monotonic()
+            if left <= 0 or not select.select([fp], [], [], left)[0]:
+                chunks = []
+                break
+            chunk = fp.read(1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    os.waitpid(pid, 0)
+    return b"".join(chunks)
+
+
+def _traced(entry: Any, args: tuple, kwargs: dict) -> dict:
+    """In the copy: the call on meta tensors, each launch recorded and nothing compiled; an
+    autotuned kernel's every config, since the worker's autotuning compiles them all."""
+    from triton.runtime.autotuner import Autotuner
+
+    memo: dict[int, Any] = {}
+    margs, mkwargs = _meta(args, memo), _meta(kwargs, memo)
+
+    def every_config(self: Any, *a: Any, **kw: Any) -> None:
+        for config in self.configs:
+            self.fn.run(*a, **kw, **config.all_kwargs())
+
+    Autotuner.run = every_config
+    RECORDER.tracing = True
+    with RECORDER.recording(tensors((margs, mkwargs))):
+        entry(*margs, **mkwargs)
+    return RECORDER.finish([])
+
+
+def _meta(obj: Any, memo: dict[int, Any]) -> Any:
+    """`obj` with each tensor a meta tensor of its dtype, shape, stride and storage offset;
+    tensors sharing a storage share one meta storage of its size."""
+    if isinstance(obj, torch.Tensor):
+        st = obj.untyped_storage()
+        base = memo.get(st._cdata)
+        if base is None:
+            base = memo[st._cdata] = torch.empty(st.nbytes(), dtype=torch.uint8,
+                                                 device="meta").untyped_storage()
+        return torch.empty(0, dtype=obj.dtype, device="meta").set_(
+            base, obj.storage_offset(), obj.shape, obj.stride())
+    if isinstance(obj, dict):
+        return {k: _meta(v, memo) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_meta(v, memo) for v in obj]
+    if isinstance(obj, tuple):
+        vals = [_meta(v, memo) for v in obj]
+        return type(obj)(*vals) if hasattr(obj, "_fields") else tuple(vals)
+    return obj
+

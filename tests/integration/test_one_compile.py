@@ -1,0 +1,91 @@
+"""One compile (parent/one_compile.py): before a case's first call the worker's traced copy names
+its launches (worker/trace_ops.py) and the replay process compiles them. On the CPU nothing is
+compiled, so `evaluation.one_compile=on` here checks the rest with real workers: the trace finds
+each case's launches, it runs in a forked copy whose state dies with it (a candidate's first-call
+setup is not consumed by it), a copy that hangs costs one bounded wait, and the verdict is the
+one given without it."""
+from __future__ import annotations
+
+import pytest
+
+from kbx_ray.evaluate.parent import one_compile
+from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
+from kbx_ray.suites.builtin import get_task
+from tests.conftest import make_candidate
+
+RELU = '''
+import torch
+import triton
+import triton.language as tl
+
+STATE = {}
+
+
+@triton.jit
+def _table(t_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(t_ptr + offs, tl.full([BLOCK], 1.0, tl.float32))
+
+
+@triton.jit
+def _relu(x_ptr, t_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    one = tl.load(t_ptr + offs % 16)
+    tl.store(y_ptr + offs, tl.maximum(x, 0.0) * one.to(x.dtype), mask=offs < n)
+
+
+def relu(x: torch.Tensor) -> torch.Tensor:
+    SPIN
+    if "table" not in STATE:  # built by a kernel on the first call, then reused
+        t = torch.empty(16, device=x.device, dtype=torch.float32)
+        _table[(1,)](t, BLOCK=16)
+        STATE["table"] = t
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    _relu[(triton.cdiv(x.numel(), 1024),)](x, STATE["table"], y, x.numel(), BLOCK=1024)
+    return y
+'''
+
+
+def _evaluate(mode: str, code: str):
+    task = get_task("activation/relu")
+    ev = Evaluator(EvalConfig(device="cpu", case_timeout_s=60, load_timeout_s=60, unseen_cases=0,
+                              one_compile=mode))
+    try:
+        res = ev.evaluate(task, make_candidate(task.task_id, task.name, code))
+        return res, set(ev.replay.warmed), [c["name"] for c in ev.cases_for(task)]
+    finally:
+        ev.close()
+
+
+def test_each_case_is_traced_in_a_copy_and_the_verdict_stands():
+    """The table the first call builds with a kernel is built by the worker, not consumed by the
+    traced copy (where no kernel runs): a trace in the worker itself would leave it unwritten."""
+    res, warmed, cases = _evaluate("on", RELU.replace("SPIN", "pass"))
+    assert res.exec_ok, f"{res.error_kind}: {res.error_msg}"
+    assert res.stage_s["w_trace"] > 0 and "trace_missed" not in res.stage_s, res.stage_s
+    assert warmed == set(cases)  # every case's kernels went to the replay before its first call
+    off, warmed_off, _ = _evaluate("off", RELU.replace("SPIN", "pass"))
+    assert off.exec_ok and "w_trace" not in off.stage_s
+    assert [c.ok for c in off.cases] == [c.ok for c in res.cases]
+
+
+def test_a_copy_that_hangs_costs_one_bounded_wait(monkeypatch):
+    """Host code that spins only where it sees meta tensors (it knows it is traced): the copy is
+    killed at the bound, no later case is traced, and the candidate is judged as without it."""
+    monkeypatch.setattr(one_compile, "TRACE_S", 2.0)
+    spin = "while x.device.type == 'meta':\n        pass"
+    res, _, _ = _evaluate("on", RELU.replace("SPIN", spin))
+    assert res.exec_ok, f"{res.error_kind}: {res.error_msg}"
+    assert res.stage_s["trace_off"] == 1 and 2.0 <= res.stage_s["w_trace"] < 6.0, res.stage_s
+
+
+def test_auto_traces_only_on_a_gpu():
+    ev = Evaluator(EvalConfig(device="cpu", one_compile="auto"))
+    try:
+        assert not one_compile.wanted(ev)
+        ev.cfg.one_compile = "on"
+        assert one_compile.wanted(ev)
+    finally:
+        ev.close()
