@@ -33,6 +33,7 @@ def check_cases(ev: Evaluator, ref_mod: Any, task: Task, cases: list[dict],
     fails the evaluation, a replay's failure before any later call's."""
     carried: Carried | None = None
     own = one_compile.own_compiles(ev)
+    one_compile.prewarm(ev, task, cases, res)  # each kernel compiled once, off the GPU hold
     with ev.lock.shared():
         try:
             for i, case in enumerate(cases):
@@ -60,10 +61,6 @@ def _check_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, seeds: list
     """Each seed's call judged live, then its replay, which runs beside the next call: a replay
     is judged before the next call's outputs. Returns the last replay, still in flight."""
     outs_by_seed, strays = [], {}
-    if one_compile.due(ev, case, res):  # compiled once, off the GPU hold
-        one_compile.prewarm(ev, task, case, seeds[0], res,
-                            lambda: _settle(ev, carried, ref_mod, task, res))
-        carried = None
     for i, seed in enumerate(seeds):  # one seed per request: a reply holds one seed's
         if not (first and i == 0) and ev.lock.writer_waiting():  # ours off the GPU, then its turn
             carried = _settle(ev, carried, ref_mod, task, res)

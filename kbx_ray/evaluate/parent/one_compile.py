@@ -1,22 +1,23 @@
-"""One compile for the worker and the replay process. Before a case's first call, the worker's
-traced copy names what the call will launch (worker/trace_ops.py), the replay process compiles it
-with the GPU hold let go, and what it wrote to its Triton cache seeds the worker's (the kernel
-module keeps Triton's cache keys, static/kernels.py). The candidate's call then compiles nothing
-while it holds the GPU, and no kernel is compiled twice. Nothing here is judged: a trace that
-fails or misses a kernel leaves the worker to compile it, as before.
+"""One compile for the worker and the replay process. Before the correctness stage, the worker's
+traced copy names what each case's call will launch (worker/trace_ops.py), the replay process
+compiles it holding no GPU lock, and what it wrote to its Triton cache seeds the worker's (the
+kernel module keeps Triton's cache keys, static/kernels.py). The candidate's calls then compile
+nothing while they hold the GPU, and no kernel is compiled twice. Nothing here is judged: a trace
+that fails or misses a kernel leaves the worker to compile it, as before.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from typing import Any, Callable
+from typing import Any
 
 from kbx_ray.evaluate import program
 from kbx_ray.evaluate.parent.sandbox import WorkerDied
 from kbx_ray.evaluate.parent.triton_cache import seed_cache, worker_cache
 from kbx_ray.types import EvalResult, Task
 
-TRACE_S = 10.0  # the traced copy's time, at most; past it no case of the evaluation is traced
+TRACE_S = 20.0  # the traced copy's time for every case together, at most
 
 # `ev` is the `evaluator.Evaluator` running the evaluation (not imported: it imports this module)
 Evaluator = Any
@@ -28,42 +29,35 @@ def wanted(ev: Evaluator) -> bool:
     return ev.replay.on and (mode == "on" or (mode == "auto" and ev.device == "cuda"))
 
 
-def due(ev: Evaluator, case: dict, res: EvalResult) -> bool:
-    return wanted(ev) and case["name"] not in ev.replay.warmed and not res.stage_s.get("trace_off")
-
-
-def prewarm(ev: Evaluator, task: Task, case: dict, seed: int, res: EvalResult,
-            settle: Callable[[], None]) -> None:
-    """`case`'s kernels compiled by the replay process and seeded into the worker's cache.
-    `settle`: the replay still in flight judged (beside the trace), before the replay process
-    is asked to compile; it is called once, and what it raises is raised here."""
+def prewarm(ev: Evaluator, task: Task, cases: list[dict], res: EvalResult) -> None:
+    """Every case's kernels compiled by the replay process and seeded into the worker's cache,
+    before the correctness stage: the trace under a shared GPU hold (the worker draws each case's
+    inputs), the compiles under none."""
+    if not wanted(ev):
+        return
     t0 = time.perf_counter()
     left = ev.deadline - t0
     try:
-        flight = ev.sandbox.send({"op": "trace", "case": case, "seed": seed,
-                                  "timeout_s": min(TRACE_S, left)}, min(TRACE_S + 10, left))
-    except WorkerDied:  # the next call finds the worker gone and says why
-        return settle()
-    try:
-        settle()
-    finally:
-        try:
-            reply, _ = ev.sandbox.receive(flight)  # read even when settle raised
-        except WorkerDied:
-            reply = {}
-    _add(res, "w_trace", time.perf_counter() - t0)
-    if time.perf_counter() - t0 >= TRACE_S:
-        _add(res, "trace_off", 1)
-    raw = reply.get("program") if reply.get("ok") else None
-    try:
-        prog = program.parse(raw) if isinstance(raw, dict) and "unsupported" not in raw else None
-    except program.ProgramError:
-        prog = None
-    if prog is None or not prog.launches():
-        _add(res, "trace_missed", 1)
+        with ev.lock.shared():
+            reply, _ = ev.sandbox.request({"op": "trace", "cases": cases, "seed": 1,
+                                           "timeout_s": min(TRACE_S, left)},
+                                          min(TRACE_S + 30, left))
+    except WorkerDied:  # the first call finds the worker gone and says why
         return
-    ev.replay.warm(prog, task, case, seed, lambda: ev.deadline - time.perf_counter(),
-                   ev.lock.released)
+    _add(res, "w_trace", time.perf_counter() - t0)
+    raws = reply.get("programs") if reply.get("ok") else None
+    raws = raws if isinstance(raws, list) and len(raws) == len(cases) else [None] * len(cases)
+    for case, raw in zip(cases, raws):
+        try:
+            prog = program.parse(raw) if isinstance(raw, dict) and "unsupported" not in raw \
+                else None
+        except program.ProgramError:
+            prog = None
+        if prog is None or not prog.launches():
+            _add(res, "trace_missed", 1)  # compiled as before: the worker, then the replay
+            continue
+        ev.replay.warm(prog, task, case, 1, lambda: ev.deadline - time.perf_counter(),
+                       contextlib.nullcontext)
     _add(res, "seeded", seed_from_replay(ev))
 
 

@@ -1,4 +1,4 @@
-"""The worker's `trace` request: a case's launches, recorded by a forked copy of this process that
+"""The worker's `trace` request: each case's launches, recorded by a forked copy of this process that
 runs the candidate on meta tensors (no storage, no GPU work) with no kernel compiled or launched.
 The parent has the replay process compile them and seeds this worker's Triton cache from it, so
 the candidate's own call compiles nothing (one compile serves both). A hint only: nothing here is
@@ -18,6 +18,8 @@ import torch
 from kbx_ray.evaluate.common.trees import tensors
 from kbx_ray.evaluate.worker.recorder import RECORDER
 
+DEVICE = os.environ.get("KBX_DEVICE", "cpu")
+
 CAP = 8 << 20  # the copy's reply, at most
 
 # `w` is the `handlers.Worker` serving the request (not imported: it imports this module)
@@ -25,29 +27,34 @@ Worker = Any
 
 
 def trace(w: Worker, req: dict) -> tuple[dict, list[Any]]:
-    """{"program": the case's launches as a program (or {"unsupported": why})}."""
+    """{"programs": each case's launches as a program, or {"unsupported": why}}. The inputs are
+    drawn here (`seed`), mirrored as meta tensors and dropped: one case's memory at a time."""
     if w.entry is None:
         raise RuntimeError("trace before load")
-    args, kwargs = w._inputs(req["case"], int(req["seed"]))  # the call's own: cached for it
+    mirrors: list[Any] = []
+    for case in req["cases"]:
+        try:
+            mirrors.append(_meta(w.task.make_inputs(case, int(req["seed"]), DEVICE), {}))
+        except Exception as e:  # noqa: BLE001 - the call's own draw says what is wrong
+            mirrors.append(f"{type(e).__name__}: {str(e)[:200]}")
     r, wfd = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the copy (coverage does not follow a fork)
         os.close(r)
-        try:
-            got = _traced(w.entry, args, kwargs)
-        except BaseException as e:  # noqa: BLE001 - the candidate's host code on meta tensors
-            got = {"unsupported": f"{type(e).__name__}: {str(e)[:200]}"}
-        data = json.dumps(got).encode()[:CAP]
+        data = json.dumps([_traced(w.entry, m) for m in mirrors]).encode()[:CAP]
         with os.fdopen(wfd, "wb") as fp:
             fp.write(data)
         os._exit(0)
     os.close(wfd)
     data = _read(r, pid, float(req.get("timeout_s", 20.0)))
     try:
-        got = json.loads(data) if data else {"unsupported": "the traced copy sent nothing"}
+        got = json.loads(data) if data else None
     except ValueError:
-        got = {"unsupported": "the traced copy's reply is not JSON"}
-    return {"program": got if isinstance(got, dict) else {"unsupported": "not a program"}}, []
+        got = None
+    if not isinstance(got, list) or len(got) != len(mirrors):
+        got = [{"unsupported": "the traced copy sent no programs"}] * len(mirrors)
+    return {"programs": [p if isinstance(p, dict) else {"unsupported": "not a program"}
+                         for p in got]}, []
 
 
 def _read(r: int, pid: int, timeout: float) -> bytes:
@@ -72,13 +79,12 @@ def _read(r: int, pid: int, timeout: float) -> bytes:
     return b"".join(chunks)
 
 
-def _traced(entry: Any, args: tuple, kwargs: dict) -> dict:
-    """In the copy: the call on meta tensors, each launch recorded and nothing compiled; an
-    autotuned kernel's every config, since the worker's autotuning compiles them all."""
+def _traced(entry: Any, mirror: Any) -> dict:
+    """In the copy: the call on one case's meta inputs, each launch recorded and nothing
+    compiled; an autotuned kernel's every config, since the worker's autotuning compiles them."""
+    if isinstance(mirror, str):
+        return {"unsupported": mirror}
     from triton.runtime.autotuner import Autotuner
-
-    memo: dict[int, Any] = {}
-    margs, mkwargs = _meta(args, memo), _meta(kwargs, memo)
 
     def every_config(self: Any, *a: Any, **kw: Any) -> None:
         for config in self.configs:
@@ -86,9 +92,13 @@ def _traced(entry: Any, args: tuple, kwargs: dict) -> dict:
 
     Autotuner.run = every_config
     RECORDER.tracing = True
-    with RECORDER.recording(tensors((margs, mkwargs))):
-        entry(*margs, **mkwargs)
-    return RECORDER.finish([])
+    args, kwargs = mirror
+    try:
+        with RECORDER.recording(tensors((args, kwargs))):
+            entry(*args, **kwargs)
+        return RECORDER.finish([])
+    except BaseException as e:  # noqa: BLE001 - the candidate's host code on meta tensors
+        return {"unsupported": f"{type(e).__name__}: {str(e)[:200]}"}
 
 
 def _meta(obj: Any, memo: dict[int, Any]) -> Any:
