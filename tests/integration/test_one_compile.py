@@ -69,6 +69,13 @@ def test_each_case_is_traced_in_a_copy_and_the_verdict_stands():
     assert [c.ok for c in off.cases] == [c.ok for c in res.cases]
 
 
+def test_a_candidate_failing_its_first_case_pays_for_no_other_cases_compiles():
+    wrong = RELU.replace("SPIN", "pass").replace("* one.to(x.dtype)", "* 2.0")
+    res, warmed, cases = _evaluate("on", wrong)
+    assert (res.exec_ok, res.error_kind) == (False, "mismatch"), res.error_msg
+    assert warmed == {cases[0]} and "trace_missed" not in res.stage_s, (warmed, res.stage_s)
+
+
 def test_a_copy_that_hangs_costs_one_bounded_wait(monkeypatch):
     """Host code that spins only where it sees meta tensors (it knows it is traced): the copy is
     killed at the bound, every case is compiled as before, and the candidate is judged as

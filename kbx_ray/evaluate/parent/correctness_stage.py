@@ -33,10 +33,13 @@ def check_cases(ev: Evaluator, ref_mod: Any, task: Task, cases: list[dict],
     fails the evaluation, a replay's failure before any later call's."""
     carried: Carried | None = None
     own = one_compile.own_compiles(ev)
-    one_compile.prewarm(ev, task, cases, res)  # each kernel compiled once, off the GPU hold
+    later = one_compile.prewarm(ev, task, cases, res)  # each kernel compiled once, unheld
     with ev.lock.shared():
         try:
             for i, case in enumerate(cases):
+                if i == 1 and later:  # the first case passed: the others' kernels, in one go
+                    carried = _settle(ev, carried, ref_mod, task, res)
+                    one_compile.warm(ev, task, later, res, ev.lock.released)
                 n = ev.cfg.seeds if case["small"] or task.random or case.get("unseen") else \
                     max(1, ev.cfg.large_seeds)
                 seeds = [ev._seed(j) for j in range(n)]

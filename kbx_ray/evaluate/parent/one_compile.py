@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from typing import Any
+from typing import Any, Callable
 
 from kbx_ray.evaluate import program
 from kbx_ray.evaluate.parent.sandbox import WorkerDied
@@ -29,12 +29,16 @@ def wanted(ev: Evaluator) -> bool:
     return ev.replay.on and (mode == "on" or (mode == "auto" and ev.device == "cuda"))
 
 
-def prewarm(ev: Evaluator, task: Task, cases: list[dict], res: EvalResult) -> None:
-    """Every case's kernels compiled by the replay process and seeded into the worker's cache,
-    before the correctness stage: the trace under a shared GPU hold (the worker draws each case's
-    inputs), the compiles under none."""
+Traced = dict[str, tuple[dict, program.Program]]  # case name -> (case, its traced program)
+
+
+def prewarm(ev: Evaluator, task: Task, cases: list[dict], res: EvalResult) -> Traced:
+    """Before the correctness stage: every case traced (under a shared GPU hold: the worker draws
+    each case's inputs), the first case's kernels compiled by the replay process (under none) and
+    seeded into the worker's cache. Returns the other cases' programs, for `warm` once the first
+    case passed: a candidate failing there pays for no other case's compiles."""
     if not wanted(ev):
-        return
+        return {}
     t0 = time.perf_counter()
     left = ev.deadline - t0
     try:
@@ -43,10 +47,11 @@ def prewarm(ev: Evaluator, task: Task, cases: list[dict], res: EvalResult) -> No
                                            "timeout_s": min(TRACE_S, left)},
                                           min(TRACE_S + 30, left))
     except WorkerDied:  # the first call finds the worker gone and says why
-        return
+        return {}
     _add(res, "w_trace", time.perf_counter() - t0)
     raws = reply.get("programs") if reply.get("ok") else None
     raws = raws if isinstance(raws, list) and len(raws) == len(cases) else [None] * len(cases)
+    traced: Traced = {}
     for case, raw in zip(cases, raws):
         try:
             prog = program.parse(raw) if isinstance(raw, dict) and "unsupported" not in raw \
@@ -55,9 +60,24 @@ def prewarm(ev: Evaluator, task: Task, cases: list[dict], res: EvalResult) -> No
             prog = None
         if prog is None or not prog.launches():
             _add(res, "trace_missed", 1)  # compiled as before: the worker, then the replay
-            continue
-        ev.replay.warm(prog, task, case, 1, lambda: ev.deadline - time.perf_counter(),
-                       contextlib.nullcontext)
+        else:
+            traced[case["name"]] = (case, prog)
+    first = cases[0]["name"] if cases else ""
+    if first in traced:
+        warm(ev, task, {first: traced.pop(first)}, res, contextlib.nullcontext)
+    return traced
+
+
+def warm(ev: Evaluator, task: Task, traced: Traced, res: EvalResult,
+         released: Callable[[], Any]) -> None:
+    """`traced`'s kernels compiled by the replay process in one stretch with the caller's GPU
+    hold let go (`released`), then seeded into the worker's cache."""
+    if not traced:
+        return
+    with released():
+        for case, prog in traced.values():
+            ev.replay.warm(prog, task, case, 1, lambda: ev.deadline - time.perf_counter(),
+                           contextlib.nullcontext)
     _add(res, "seeded", seed_from_replay(ev))
 
 
