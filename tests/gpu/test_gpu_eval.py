@@ -61,6 +61,23 @@ def test_the_replay_compiles_each_case_off_the_gpu_hold(gpu_evaluator):
     assert res.stage_s["replay_compiles"] == 0, res.stage_s
 
 
+def test_one_compile_leaves_the_worker_nothing_to_compile():
+    """The replay process compiled every case's kernels from the worker's trace and its cache
+    entries seeded the worker's (parent/one_compile.py): the worker's calls found each kernel
+    under the key they computed, and compiled none themselves. A fresh evaluator, so no earlier
+    candidate's compiles are in either cache."""
+    pool = detect_local()
+    ev = Evaluator(EvalConfig(device="cuda", peak_gbps=pool.peak_gbps,
+                              peak_tflops=peak_table(pool)))
+    try:
+        res = ev.evaluate(RELU, make_candidate(RELU.task_id, "relu", GOOD))
+    finally:
+        ev.close()
+    assert res.exec_ok, res.error_msg
+    assert res.stage_s["seeded"] > 0 and "trace_missed" not in res.stage_s, res.stage_s
+    assert res.stage_s["w_compiled"] == 0, res.stage_s
+
+
 def test_uninitialised_output_reads_poison(gpu_evaluator):
     res = gpu_evaluator.evaluate(RELU, make_candidate(RELU.task_id, "relu", UNINIT))
     assert (res.exec_ok, res.error_kind) == (False, "mismatch"), res.error_msg
