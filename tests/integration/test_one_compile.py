@@ -88,6 +88,35 @@ def test_a_copy_that_hangs_costs_one_bounded_wait(monkeypatch):
     assert res.stage_s["trace_missed"] == len(cases), res.stage_s
 
 
+def test_a_trace_that_kills_its_worker_is_retried_untraced(monkeypatch):
+    """The copy kills the worker (static layer off: `os` is refused there): the evaluation is
+    retried once on a fresh worker without the trace, and the verdict is the candidate's."""
+    from kbx_ray.evaluate.parent import evaluator as evaluator_mod
+    from kbx_ray.evaluate.static import checks
+
+    def permissive(tree, entry):
+        rep = checks.static_check(tree, entry)
+        rep.violations = []
+        return rep
+
+    monkeypatch.setattr(evaluator_mod, "static_check", permissive)
+    kill = "if x.device.type == 'meta':\n        import os, signal\n" \
+           "        os.kill(os.getppid(), signal.SIGKILL)"
+    task = get_task("activation/relu")
+    ev = Evaluator(EvalConfig(device="cpu", monitor="off", case_timeout_s=60, load_timeout_s=60,
+                              unseen_cases=0, one_compile="on"))
+    try:
+        res = ev.evaluate(task, make_candidate(task.task_id, task.name,
+                                               RELU.replace("SPIN", kill)))
+        assert res.exec_ok, f"{res.error_kind}: {res.error_msg}"
+        assert "retried_infra_error" in res.flags and "w_trace" not in res.stage_s
+        again = ev.evaluate(task, make_candidate(task.task_id, task.name,
+                                                 RELU.replace("SPIN", "pass")))
+        assert again.exec_ok and again.stage_s["w_trace"] > 0  # the next candidate is traced
+    finally:
+        ev.close()
+
+
 def test_auto_traces_only_on_a_gpu():
     ev = Evaluator(EvalConfig(device="cpu", one_compile="auto"))
     try:

@@ -13,9 +13,10 @@ import time
 from typing import Any, Callable
 
 from kbx_ray.evaluate import program
+from kbx_ray.evaluate.parent.case_checks import Fail
 from kbx_ray.evaluate.parent.sandbox import WorkerDied
 from kbx_ray.evaluate.parent.triton_cache import seed_cache, worker_cache
-from kbx_ray.types import EvalResult, Task
+from kbx_ray.types import ErrorKind, EvalResult, Stage, Task
 
 TRACE_S = 20.0  # the traced copy's time for every case together, at most
 
@@ -26,6 +27,8 @@ Evaluator = Any
 def wanted(ev: Evaluator) -> bool:
     """`evaluation.one_compile`: auto on a GPU (the interpreter compiles nothing), on, off."""
     mode = ev.cfg.one_compile
+    if getattr(ev, "untraced", None) == ev.count:  # this evaluation's retry after a failed trace
+        return False
     return ev.replay.on and (mode == "on" or (mode == "auto" and ev.device == "cuda"))
 
 
@@ -46,8 +49,10 @@ def prewarm(ev: Evaluator, task: Task, cases: list[dict], res: EvalResult) -> Tr
             reply, _ = ev.sandbox.request({"op": "trace", "cases": cases, "seed": 1,
                                            "timeout_s": min(TRACE_S, left)},
                                           min(TRACE_S + 30, left))
-    except WorkerDied:  # the first call finds the worker gone and says why
-        return {}
+    except WorkerDied as d:  # never the candidate's verdict: one more try, untraced
+        ev.untraced = ev.count
+        raise Fail(Stage.CORRECTNESS, ErrorKind.INFRA_ERROR, f"the worker failed tracing its "
+                   f"launches ({d.msg}); retried without the trace") from None
     _add(res, "w_trace", time.perf_counter() - t0)
     raws = reply.get("programs") if reply.get("ok") else None
     raws = raws if isinstance(raws, list) and len(raws) == len(cases) else [None] * len(cases)
