@@ -117,6 +117,48 @@ def test_a_trace_that_kills_its_worker_is_retried_untraced(monkeypatch):
         ev.close()
 
 
+def test_the_traced_copy_cannot_plant_in_the_replays_cache(monkeypatch):
+    """Attack: the copy runs before the replay process compiles, so it tries to plant an entry in
+    that process's Triton cache (a kernel the replay would then load as its own). Under Landlock
+    the copy writes only the worker's temp dir; with it off the plant lands, so this can fail."""
+    import glob
+    import os
+    import tempfile
+
+    from kbx_ray.evaluate.parent import evaluator as evaluator_mod
+    from kbx_ray.evaluate.settings import SandboxConfig
+    from kbx_ray.evaluate.static import checks
+
+    def permissive(tree, entry):
+        rep = checks.static_check(tree, entry)
+        rep.violations = []
+        return rep
+
+    monkeypatch.setattr(evaluator_mod, "static_check", permissive)
+    root = tempfile.gettempdir()
+    plant = ("if x.device.type == 'meta':\n        import glob, os\n"
+             f"        for d in glob.glob({root!r} + '/kbx_sbx_*/triton_cache'):\n"
+             "            try:\n                os.makedirs(d + '/planted_by_trace', exist_ok=True)\n"
+             "            except OSError:\n                pass")
+    task = get_task("activation/relu")
+    planted = {}
+    for landlock in ("auto", "off"):
+        ev = Evaluator(EvalConfig(device="cpu", monitor="off", case_timeout_s=60,
+                                  load_timeout_s=60, unseen_cases=0, one_compile="on",
+                                  sandbox=SandboxConfig(landlock=landlock)))
+        try:
+            res = ev.evaluate(task, make_candidate(task.task_id, task.name,
+                                                   RELU.replace("SPIN", plant)))
+            assert res.exec_ok, f"{res.error_kind}: {res.error_msg}"
+            replay_cache = os.path.join(ev.replay.sandbox.home, "triton_cache")
+            planted[landlock] = os.path.isdir(os.path.join(replay_cache, "planted_by_trace"))
+        finally:
+            ev.close()
+    for d in glob.glob(os.path.join(root, "kbx_sbx_*", "triton_cache", "planted_by_trace")):
+        os.rmdir(d)
+    assert planted == {"auto": False, "off": True}, planted
+
+
 def test_auto_traces_only_on_a_gpu():
     ev = Evaluator(EvalConfig(device="cpu", one_compile="auto"))
     try:
