@@ -52,6 +52,8 @@ def main() -> int:
     ap.add_argument("--gpu-mem-budget", type=float, default=0.0,
                     help="GB of device memory the jobs' evaluations reserve from together (0: the "
                          "device's total minus evaluation.gpu_mem_reserve_gb)")
+    ap.add_argument("--profile", default="", metavar="DIR",
+                    help="write each evaluation's cProfile stats (the evaluator's process) to DIR")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     pool = detect_local()
@@ -66,7 +68,7 @@ def main() -> int:
     rows: dict[str, dict] = {}
     t0 = time.perf_counter()
     busy = GpuBusy()
-    info = _pass(tasks, cfg, args.jobs, rows, out, pool, t0, busy)
+    info = _pass(tasks, cfg, args.jobs, rows, out, pool, t0, busy, args.profile)
     oom = [t for t in tasks if rows.get(t.task_id, {}).get("error_kind") == ErrorKind.INFRA_ERROR
            and "out of memory" in rows[t.task_id]["error_msg"].lower()]
     if oom and args.jobs > 1:  # the jobs' memory together ran out, not the task's: retry alone
@@ -79,13 +81,13 @@ def main() -> int:
 
 
 def _pass(tasks: list[Task], cfg: EvalConfig, jobs: int, rows: dict, out: Path, pool: Any,
-          t0: float, busy: "GpuBusy") -> dict:
+          t0: float, busy: "GpuBusy", profile: str = "") -> dict:
     pairs = []
     for task in tasks:
         code = Path(task.solution_path).read_text()
         pairs.append((task, Candidate(candidate_id(task.task_id, code), task.task_id, code,
                                       task.name)))
-    with LocalEvaluators(cfg, jobs, cache_mb=1024) as evs:
+    with LocalEvaluators(cfg, jobs, cache_mb=1024, profile_dir=profile) as evs:
         for i, res in evs.map(pairs):
             row = _row(tasks[i], res)
             rows[row["task_id"]] = row

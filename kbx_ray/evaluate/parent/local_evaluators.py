@@ -15,7 +15,7 @@ from kbx_ray.evaluate.settings import EvalConfig
 from kbx_ray.types import Candidate, EvalResult, Task
 
 
-def _serve(cfg: EvalConfig, todo: Any, done: Any, cache_mb: int) -> None:
+def _serve(cfg: EvalConfig, todo: Any, done: Any, cache_mb: int, profile_dir: str) -> None:
     from kbx_ray.evaluate.parent.evaluator import Evaluator
 
     ev = Evaluator(cfg)
@@ -30,17 +30,35 @@ def _serve(cfg: EvalConfig, todo: Any, done: Any, cache_mb: int) -> None:
             i, task, cand, cold = item
             if cold:  # as if this evaluator had never seen the task
                 ev.refs.times.clear(), ev.refs.clear_seeded(), ev.inputs.clear()
-            done.put(("result", i, ev.evaluate(task, cand)))
+            done.put(("result", i, _evaluate(ev, task, cand, profile_dir)))
     finally:
         ev.close()
 
 
+def _evaluate(ev: Any, task: Task, cand: Candidate, profile_dir: str) -> EvalResult:
+    """One evaluation; with `profile_dir`, under cProfile, its stats written there per task."""
+    if not profile_dir:
+        return ev.evaluate(task, cand)
+    import cProfile
+    import os
+
+    prof = cProfile.Profile()
+    try:
+        return prof.runcall(ev.evaluate, task, cand)
+    finally:
+        name = f"{task.task_id.replace('/', '__')}.{os.getpid()}.prof"
+        prof.dump_stats(os.path.join(profile_dir, name))
+
+
 class LocalEvaluators:
+    """`profile_dir`: each evaluation's cProfile stats (this side of the worker) written there."""
+
     def __init__(self, cfg: EvalConfig, jobs: int = 1, cache_mb: int = 0,
-                 ready_s: float = 600.0) -> None:
+                 ready_s: float = 600.0, profile_dir: str = "") -> None:
         ctx = mp.get_context("spawn")
         self.todo, self.done = ctx.Queue(), ctx.Queue()
-        self.procs = [ctx.Process(target=_serve, args=(cfg, self.todo, self.done, cache_mb),
+        self.procs = [ctx.Process(target=_serve,
+                                  args=(cfg, self.todo, self.done, cache_mb, profile_dir),
                                   daemon=True) for _ in range(max(1, jobs))]
         for p in self.procs:
             p.start()
