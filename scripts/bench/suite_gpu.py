@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kbx_ray.evaluate.parent.local_evaluators import LocalEvaluators
-from kbx_ray.evaluate.settings import EvalConfig
+from kbx_ray.evaluate.settings import EvalConfig, Landlock
 from kbx_ray.prompting.extract import candidate_id
 from kbx_ray.config.hardware import detect_local, peak_table
 from kbx_ray.cases import footprint
@@ -53,7 +53,8 @@ def main() -> int:
                     help="GB of device memory the jobs' evaluations reserve from together (0: the "
                          "device's total minus evaluation.gpu_mem_reserve_gb)")
     ap.add_argument("--profile", default="", metavar="DIR",
-                    help="write each evaluation's cProfile stats (the evaluator's process) to DIR")
+                    help="write each evaluation's cProfile stats (the evaluator's process) to DIR, "
+                         "and each sandbox worker's (judging and replay; Landlock off) to DIR/workers")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     pool = detect_local()
@@ -62,6 +63,10 @@ def main() -> int:
     cfg.timing.budget_s = args.budget_s
     cfg.gpu_mem_budget_gb = args.gpu_mem_budget  # every job admits through one ledger per GPU
     cfg.ref_cache_mb = 1024  # one candidate per task: a big cache only crowds the other jobs
+    if args.profile:  # the workers write their stats outside their temp dirs: Landlock off
+        Path(args.profile, "workers").mkdir(parents=True, exist_ok=True)
+        cfg.sandbox.extra_env["KBX_WORKER_PROFILE"] = str(Path(args.profile, "workers").resolve())
+        cfg.sandbox.landlock = Landlock.off
     tasks = load_suite(include=args.include)
     if args.order == "memory":
         tasks = interleaved(tasks)

@@ -56,8 +56,20 @@ def release(worker: Worker) -> tuple[dict, list]:
     return {}, []
 
 
+def _profiler() -> tuple[object, str]:
+    """`KBX_WORKER_PROFILE` (a directory; the sandbox's `extra_env`, with Landlock off): each
+    request's cProfile stats, summed, written there after each reply. Profiling only."""
+    where = os.environ.get("KBX_WORKER_PROFILE", "")
+    if not where:
+        return None, ""
+    import cProfile
+
+    return cProfile.Profile(), os.path.join(where, f"worker.{os.getpid()}.prof")
+
+
 def main() -> None:
     out_fp = os.fdopen(int(sys.argv[1]), "wb")
+    prof, prof_path = _profiler()
     in_fp = sys.stdin.buffer
     worker = Worker(_HARNESS)
     if CONFINED.get("landlock_pending"):  # a GPU worker under landlock=on (confine.apply)
@@ -71,6 +83,8 @@ def main() -> None:
             return
         op = req.get("op")
         try:
+            if prof:
+                prof.enable()
             header, blobs = release(worker) if op == "release" else getattr(worker, op)(req)
             header["ok"] = True
         except CandidateError as e:
@@ -81,6 +95,9 @@ def main() -> None:
             header = {"ok": False, "error_kind": "infra_error",
                       "error_msg": "".join(traceback.format_exception(type(e), e, e.__traceback__))}
             blobs = []
+        if prof:
+            prof.disable()
+            prof.dump_stats(prof_path)
         if op == "hello":  # what confine.py got: the parent logs it and refuses too little
             header["confinement"] = CONFINED
         protocol.send(out_fp, header, blobs)
