@@ -208,3 +208,96 @@ def test_strays_where_the_reference_does_not_change_with_the_seed_are_no_evidenc
     o[-2:] += 3.5 * atol
     v = compare([o], [r2], SimpleNamespace(), case)
     assert "1 value outside the tolerance at the same position" in recurring_strays(seen, v, [o])
+
+
+def _wide_cases() -> list[tuple[torch.Tensor, torch.Tensor, bool]]:
+    """(output, reference, unseen): passes, near misses and every kind of failure, in several
+    dtypes, on one chunk and across chunks."""
+    g = torch.Generator().manual_seed(11)
+    r = torch.randn(3001, generator=g)
+    tol = 1e-5 + 1e-5 * r.abs()
+    at_edge, over_edge = r + tol, r.clone()
+    over_edge[2999] += 2 * tol[2999]
+    one_stray, far_stray = r.clone(), r.clone()
+    one_stray[1500] += 1.5 * tol[1500]
+    far_stray[1500] += 5.0
+    neg_zero = torch.zeros(64)
+    inf_r = r.clone()
+    inf_r[::700] = float("inf")
+    o_inf = r.clone()
+    o_inf[3] = float("inf")
+    nan_both = r.clone()
+    nan_both[[0, 9]] = float("nan")
+    c = torch.complex(r[:1000], r[1000:2000])
+    c_off = c.clone()
+    c_off.imag[999] += 1.0
+    ints = torch.randint(-5, 5, (4000,), generator=g)
+    ints_last = ints.clone()
+    ints_last[-1] += 1
+    bools = ints > 0
+    out = [(r + 1e-7, r, False), (at_edge, r, False), (over_edge, r, False),
+           (one_stray, r, False), (one_stray, r, True), (far_stray, r, True),
+           (-neg_zero, neg_zero, False), (inf_r.clone(), inf_r, False), (o_inf, r, False),
+           (r, inf_r, False), (nan_both.clone(), nan_both, False), (r, nan_both, False),
+           (nan_both, r, False), (c.clone(), c, False), (c_off, c, False),
+           (ints.clone(), ints, False), (ints_last, ints, False), (~bools, bools, False),
+           (bools.clone(), bools, False), (r[:0], r[:0], False)]
+    for dt in (torch.float16, torch.bfloat16):
+        h = r.to(dt)
+        bumped = h.clone()
+        bumped[100] = bumped[100] * 1.1 + 0.1
+        out += [(h.clone(), h, False), (bumped, h, False)]
+    return out
+
+
+@pytest.mark.parametrize("chunk", [7, 1 << 20])
+@pytest.mark.parametrize("i", range(24))
+def test_one_pass_verdicts_equal_the_loops(monkeypatch, chunk, i):
+    """Every verdict field is the same with the one-pass common case as with the chunked loop
+    alone (one_pass.py decides only passes; the loop words every failure)."""
+    o, r, unseen = _wide_cases()[i]
+    monkeypatch.setattr(correctness, "CHUNK", chunk)
+    fast = _close(o, r, DEFAULT_TOLERANCE, unseen)
+    monkeypatch.setattr(correctness.one_pass, "close_errors", lambda *a: None)
+    monkeypatch.setattr(correctness.one_pass, "all_equal", lambda *a: False)
+    loop = _close(o, r, DEFAULT_TOLERANCE, unseen)
+    assert (fast.ok, fast.kind, fast.message, fast.strays) == \
+        (loop.ok, loop.kind, loop.message, loop.strays)
+    assert (fast.max_abs_err, fast.max_rel_err) == (loop.max_abs_err, loop.max_rel_err)
+
+
+def test_wide_cases_hold_passes_and_failures():
+    """The set above is not all passes: the one-pass path is checked against failures too."""
+    oks = [_close(o, r, DEFAULT_TOLERANCE, u).ok for o, r, u in _wide_cases()]
+    assert 8 <= sum(oks) <= 16, oks
+
+
+class _Reads(TorchDispatchMode):
+    """Ops that read a device value back to the host (each waits for the device)."""
+    READS = ("_local_scalar_dense", "equal", "nonzero")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.n += any(k in str(func) for k in self.READS)
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_passing_comparison_reads_the_device_once(monkeypatch):
+    """64 chunks that pass: one read back at most (the loop alone made one or more per chunk)."""
+    monkeypatch.setattr(correctness, "CHUNK", 1 << 10)
+    r = torch.randn(64 << 10)
+    for o, ref in ((r + 1e-8, r), (r.to(torch.int32), r.to(torch.int32))):
+        watch = _Reads()
+        with watch:
+            assert _close(o, ref, DEFAULT_TOLERANCE).ok
+        assert watch.n <= 1  # the one read (`tolist` is not dispatched, `int()` is)
+        monkeypatch.setattr(correctness.one_pass, "close_errors", lambda *a: None)
+        monkeypatch.setattr(correctness.one_pass, "all_equal", lambda *a: False)
+        with watch:
+            assert _close(o, ref, DEFAULT_TOLERANCE).ok
+        assert watch.n >= 64
+        monkeypatch.undo()
+        monkeypatch.setattr(correctness, "CHUNK", 1 << 10)
