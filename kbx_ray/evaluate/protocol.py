@@ -72,17 +72,46 @@ def recv(fp: IO[bytes], max_bytes: int = 2 << 30) -> tuple[dict[str, Any], list[
     return header, [_read_exact(fp, s) for s in sizes]
 
 
+PINNED = (1 << 20, 256 << 20)  # GPU outputs of these sizes go through page-locked host memory
+
+
 def tensor_to_wire(t: Any) -> tuple[dict[str, Any], Any]:
     """A tensor's metadata and its bytes (contiguous, on the CPU): a flat uint8 numpy view of one
     host copy, which `send` writes without copying again."""
     import torch
 
-    c = t.detach().to("cpu").contiguous()
+    c = _pinned_copy(t) if t.is_cuda else None
+    c = t.detach().to("cpu").contiguous() if c is None else c
     raw = c.reshape(-1).view(torch.uint8).numpy() if c.numel() else b""
     # the bytes are always row-major; the layout the candidate returned travels beside them, so
     # the parent can hold it to the contract (a permuted view of a plain copy is not a result)
     return {"dtype": str(c.dtype).replace("torch.", ""), "shape": list(c.shape),
             "stride": list(t.stride()), "offset": int(t.storage_offset())}, raw
+
+
+def _pinned_copy(t: Any) -> Any:
+    """A GPU tensor's values in page-locked host memory (a D2H copy at full speed, its buffer
+    reused from torch's host cache), or None where the plain `.to("cpu")` path applies: sizes
+    outside `PINNED`, and conjugate or negative views, whose lazy bit that path refuses."""
+    import torch
+
+    n = t.numel() * t.element_size()
+    if not PINNED[0] <= n <= PINNED[1] or t.is_conj() or t.is_neg():
+        return None
+    c = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+    c.copy_(t.detach())
+    return c
+
+
+def empty_host_cache() -> None:
+    """Give the page-locked buffers `tensor_to_wire` cached back to the host (after each
+    evaluation)."""
+    import torch
+
+    fn = (getattr(getattr(torch, "accelerator", None), "empty_host_cache", None)
+          or getattr(torch._C, "_host_emptyCache", None))
+    if fn is not None:
+        fn()
 
 
 def tensor_from_wire(meta: Any, raw: bytes | bytearray) -> Any:

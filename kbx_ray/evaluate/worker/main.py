@@ -53,6 +53,7 @@ def release(worker: Worker) -> tuple[dict, list]:
     worker.timed, worker.last = {}, None
     if DEVICE == "cuda":
         torch.cuda.empty_cache()
+        protocol.empty_host_cache()
     return {}, []
 
 

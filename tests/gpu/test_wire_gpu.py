@@ -1,0 +1,57 @@
+"""GPU outputs reach the wire through page-locked memory: the same metadata and bytes as the plain
+`.to("cpu")` path, and the same refusals (conjugate and negative views)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kbx_ray.evaluate import protocol
+
+pytestmark = pytest.mark.gpu
+
+
+def _plain(t: torch.Tensor) -> tuple[dict, bytes]:
+    c = t.detach().to("cpu").contiguous()
+    raw = c.reshape(-1).view(torch.uint8).numpy() if c.numel() else b""
+    return ({"dtype": str(c.dtype).replace("torch.", ""), "shape": list(c.shape),
+             "stride": list(t.stride()), "offset": int(t.storage_offset())}, bytes(raw))
+
+
+def _outputs() -> list[torch.Tensor]:
+    g = torch.Generator(device="cuda").manual_seed(5)
+    x = torch.randn(1024, 1024, device="cuda", generator=g)
+    return [x, x.t(), x.to(torch.bfloat16)[:, 3:], x[:1].expand(512, 1024), x.half()[::2],
+            torch.complex(x, -x), (x > 0), torch.arange(1 << 19, device="cuda"),
+            x[:4], torch.randn(1 << 26, device="cuda", generator=g)]
+
+
+@pytest.mark.parametrize("i", range(10))
+def test_pinned_bytes_equal_the_plain_path(i):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    t = _outputs()[i]
+    n = t.numel() * t.element_size()
+    pinned = protocol._pinned_copy(t)
+    assert (pinned is not None) == (protocol.PINNED[0] <= n <= protocol.PINNED[1])
+    if pinned is not None:
+        assert pinned.is_pinned() and pinned.is_contiguous()
+    meta, raw = protocol.tensor_to_wire(t)
+    assert (meta, bytes(raw)) == _plain(t)
+
+
+def test_lazy_views_are_refused_as_before():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    z = torch.complex(torch.randn(1024, 1024, device="cuda"), torch.randn(1024, 1024,
+                                                                          device="cuda"))
+    for lazy in (z.conj(), z.conj().imag):  # a conjugate view, a negative one
+        assert protocol._pinned_copy(lazy) is None
+        errors = []
+        for read in (protocol.tensor_to_wire, _plain):
+            try:
+                read(lazy)
+                errors.append(None)
+            except Exception as e:  # noqa: BLE001 - the type is what is compared
+                errors.append(type(e))
+        assert errors[0] is not None and errors[0] is errors[1], errors
+    protocol.empty_host_cache()
