@@ -98,7 +98,10 @@ def _pinned_copy(t: Any) -> Any:
     n = t.numel() * t.element_size()
     if not PINNED[0] <= n <= PINNED[1] or t.is_conj() or t.is_neg():
         return None
-    c = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+    try:
+        c = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+    except Exception:  # noqa: BLE001 - no page-locked memory to be had: the plain path
+        return None
     c.copy_(t.detach())
     return c
 
@@ -110,8 +113,11 @@ def empty_host_cache() -> None:
 
     fn = (getattr(getattr(torch, "accelerator", None), "empty_host_cache", None)
           or getattr(torch._C, "_host_emptyCache", None))
-    if fn is not None:
-        fn()
+    try:
+        if fn is not None:
+            fn()
+    except Exception:  # noqa: BLE001 - best effort: the buffers only stay cached
+        pass
 
 
 def tensor_from_wire(meta: Any, raw: bytes | bytearray) -> Any:
