@@ -81,7 +81,8 @@ def tensor_to_wire(t: Any) -> tuple[dict[str, Any], Any]:
     import torch
 
     c = _pinned_copy(t) if t.is_cuda else None
-    c = t.detach().to("cpu").contiguous() if c is None else c
+    if c is None:
+        c = t.detach().to("cpu").contiguous()
     raw = c.reshape(-1).view(torch.uint8).numpy() if c.numel() else b""
     # the bytes are always row-major; the layout the candidate returned travels beside them, so
     # the parent can hold it to the contract (a permuted view of a plain copy is not a result)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+
 def close_errors(of: torch.Tensor, rf: torch.Tensor, rtol: float, atol: float,
                  chunk: int) -> tuple[float, float] | None:
     """(max abs error, max rel error) of flat float `of` against `rf`, `chunk` values at a time,
