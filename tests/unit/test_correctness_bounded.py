@@ -301,3 +301,20 @@ def test_a_passing_comparison_reads_the_device_once(monkeypatch):
         assert watch.n >= 64
         monkeypatch.undo()
         monkeypatch.setattr(correctness, "CHUNK", 1 << 10)
+
+
+@pytest.mark.parametrize("bad", ["off", "nan", "inf", "neg_inf"])
+def test_one_wrong_value_at_any_chunk_edge_fails(monkeypatch, bad):
+    """Attack on the one-pass walk: a single wrong value where an off-by-one in the chunking would
+    skip it (each chunk's first and last value, the short tail's last) fails, with the loop's
+    words."""
+    monkeypatch.setattr(correctness, "CHUNK", 8)
+    r = torch.randn(8 * 5 + 3)
+    for pos in sorted({0, 7, 8, 15, 16, 39, 40, 41, 42}):
+        o = r.clone()
+        o[pos] = {"off": o[pos] + 1.0, "nan": float("nan"), "inf": float("inf"),
+                  "neg_inf": -float("inf")}[bad]
+        v = _close(o, r, DEFAULT_TOLERANCE)
+        assert not v.ok and v.kind == "mismatch", (pos, v)
+        assert f"index [{pos}]" in v.message and v.message.startswith(
+            "NaNs in different places" if bad == "nan" else "1 of 43 values outside"), v.message
