@@ -149,7 +149,7 @@ def _early_sandbox(cfg: Config) -> tuple[str, Any, threading.Thread]:
     device = str(cfg.evaluation.device)
     if device == "auto":
         device = "cuda" if os.path.exists("/dev/nvidiactl") else "cpu"
-    sandbox = Sandbox(dataclasses.replace(cfg.evaluation.sandbox, device=device))
+    sandbox = Sandbox(dataclasses.replace(cfg.evaluation.sandbox, device=device), stateful=True)
     return device, sandbox, _started(sandbox)
 
 

@@ -6,6 +6,8 @@ setup is not consumed by it), a copy that hangs costs one bounded wait, and the 
 one given without it."""
 from __future__ import annotations
 
+import pytest
+
 from kbx_ray.evaluate.parent import one_compile
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 from kbx_ray.suites.builtin import get_task
@@ -88,9 +90,12 @@ def test_a_copy_that_hangs_costs_one_bounded_wait(monkeypatch):
     assert res.stage_s["trace_missed"] == len(cases), res.stage_s
 
 
-def test_a_trace_that_kills_its_worker_is_retried_untraced(monkeypatch):
+@pytest.mark.parametrize("after", ["", "; import time; time.sleep(1)"], ids=["ends", "outlives"])
+def test_a_trace_that_kills_its_worker_is_retried_untraced(monkeypatch, after):
     """The copy kills the worker (static layer off: `os` is refused there): the evaluation is
-    retried once on a fresh worker without the trace, and the verdict is the candidate's."""
+    retried once on a fresh worker without the trace, and the verdict is the candidate's. A copy
+    that outlives the worker (its own write then fails) never answers the worker's requests:
+    it used to, and the next request then went to a fresh worker without the candidate."""
     from kbx_ray.evaluate.parent import evaluator as evaluator_mod
     from kbx_ray.evaluate.static import checks
 
@@ -101,7 +106,7 @@ def test_a_trace_that_kills_its_worker_is_retried_untraced(monkeypatch):
 
     monkeypatch.setattr(evaluator_mod, "static_check", permissive)
     kill = "if x.device.type == 'meta':\n        import os, signal\n" \
-           "        os.kill(os.getppid(), signal.SIGKILL)"
+           "        os.kill(os.getppid(), signal.SIGKILL)" + after
     task = get_task("activation/relu")
     ev = Evaluator(EvalConfig(device="cpu", monitor="off", case_timeout_s=60, load_timeout_s=60,
                               unseen_cases=0, one_compile="on"))

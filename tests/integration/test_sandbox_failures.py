@@ -68,3 +68,41 @@ def test_worker_steps_are_profiled_per_result(cpu_evaluator):
     assert st["w_call"] > 0 and st["w_inputs"] > 0 and st["w_encode"] > 0
     assert st["w_call"] + st["w_inputs"] + st["w_encode"] <= st["worker_run"]
     assert "lock_wait" not in st  # no GPU: no lock to wait for
+
+
+def test_a_dead_judging_worker_is_never_replaced_mid_evaluation():
+    """The judging worker's ops need the process its `load` went to: one that died between
+    requests is a crash naming its cause, never a fresh worker without the candidate (which
+    failed an honest kernel as `infra_error`); a stopped one too. Between evaluations `hello` and
+    `load` start a fresh one, and the replay process (stateless) restarts as before."""
+    import os
+    import signal
+
+    from kbx_ray.evaluate.parent.sandbox import Sandbox, WorkerDied
+    from kbx_ray.evaluate.settings import SandboxConfig
+
+    judge, replay = Sandbox(SandboxConfig(), stateful=True), Sandbox(SandboxConfig())
+    try:
+        path = judge.write_code("kbx_cand_good", GOOD)
+        loaded, _ = judge.request({"op": "load", "code_path": path, "task_path": RELU.path,
+                                   "entry": RELU.name, "module": "good",
+                                   "task_key": RELU.task_hash}, 120)
+        assert loaded["ok"], loaded
+        replay.start()
+        for box in (judge, replay):
+            os.kill(box.proc.pid, signal.SIGKILL)
+            box.proc.wait()
+        with pytest.raises(WorkerDied) as died:
+            judge.request({"op": "run"}, 30)
+        assert died.value.kind == "crash" and "killed by SIGKILL" in died.value.msg
+        assert "before the run request" in died.value.msg and judge.spawns == 1
+        with pytest.raises(WorkerDied, match="stopped before the trace request"):
+            judge.request({"op": "trace"}, 30)  # _died killed it: still no fresh worker
+        assert judge.spawns == 1 and judge.proc is None
+        reply, _ = judge.request({"op": "hello"}, 60)  # a fresh worker for the next candidate
+        assert reply["ok"] and judge.spawns == 2
+        reply, _ = replay.request({"op": "hello"}, 60)
+        assert reply["ok"] and replay.spawns == 2
+    finally:
+        judge.kill()
+        replay.kill()

@@ -43,7 +43,7 @@ class Evaluator:
         self.cfg = cfg or EvalConfig()
         self.device = resolve_device(self.cfg.device)
         self.cfg.sandbox.device = self.device
-        self.sandbox = Sandbox(self.cfg.sandbox)
+        self.sandbox = Sandbox(self.cfg.sandbox, stateful=True)  # `load` first, then its ops
         self.inputs = InputCache()
         self.refs = References(self.cfg, self.device, self.inputs)  # outputs per seed, timings
         self.replay = Replay(self.cfg, self.device)  # the replay process (replay_check.py)

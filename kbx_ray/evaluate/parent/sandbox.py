@@ -3,6 +3,7 @@ More: kbx_ray/evaluate/parent/README.md, `sandbox.py`.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import select
@@ -55,8 +56,10 @@ class ConfinementError(RuntimeError):
 class Sandbox:
     """One warm worker. `request` sends an op and returns its reply, or raises WorkerDied."""
 
-    def __init__(self, cfg: SandboxConfig) -> None:
+    def __init__(self, cfg: SandboxConfig, stateful: bool = False) -> None:
         self.cfg = cfg
+        self.stateful = stateful  # the judging worker: its ops need the process `load` went to
+        self.loaded: subprocess.Popen | None = None
         self.proc: subprocess.Popen | None = None
         self.home = ""
         self.info: dict[str, Any] = {}
@@ -91,7 +94,7 @@ class Sandbox:
         os.close(w_fd)
         self.reply = os.fdopen(r_fd, "rb", buffering=0)
         self.spawns += 1
-        self.info, _ = self._roundtrip({"op": "hello"}, timeout=120.0)
+        self.info, _ = self._receive(self._send({"op": "hello"}, 120.0))
         self._check_confinement(spec, self.info.get("confinement") or {})
 
     def _check_confinement(self, spec: confine.Spec, report: dict[str, Any]) -> None:
@@ -130,7 +133,14 @@ class Sandbox:
         now (the caller works meanwhile; one request in flight at a time)."""
         if self.inflight is not None:  # an abandoned request's reply would answer this one
             self.kill()
+        op = header.get("op")
+        if self.stateful and op not in ("hello", "load", "release") and not (
+                self.alive and self.proc is self.loaded):  # never a fresh one without the candidate
+            if self.proc is None or self.proc is not self.loaded:
+                raise WorkerDied(ErrorKind.CRASH, f"the worker was stopped before the {op} request")
+            raise self._died(f"it exited before the {op} request")
         self.start()
+        self.loaded = self.proc if op == "load" else self.loaded
         if header.get("task_path"):
             header = dict(header, task_path=self._private_copy(header["task_path"]))
         self.inflight = self._send(header, timeout)
@@ -160,9 +170,6 @@ class Sandbox:
             with open(dest, "wb") as f:
                 f.write(data)
         return dest
-
-    def _roundtrip(self, header: dict, timeout: float) -> tuple[dict, list[bytearray]]:
-        return self._receive(self._send(header, timeout))
 
     def _send(self, header: dict, timeout: float) -> Flight:
         """Send one request; a watchdog kills the worker's group at the deadline, so a reply that
@@ -232,7 +239,7 @@ class Sandbox:
         if not self.alive:
             return ErrorKind.CUDA_ERROR
         try:
-            probe, _ = self._roundtrip({"op": "probe"}, min(max(timeout, 5.0), 60.0))
+            probe, _ = self._receive(self._send({"op": "probe"}, min(max(timeout, 5), 60)))
         except WorkerDied:
             return ErrorKind.CUDA_ERROR
         if not probe.get("ok") or probe.get("value") != 12.0:
@@ -278,11 +285,8 @@ class Sandbox:
         if self.proc is not None:
             kill_group(self.proc)
             self.reply.close()
-            if self.proc.stdin:
-                try:
-                    self.proc.stdin.close()
-                except OSError:
-                    pass
+            with contextlib.suppress(OSError, AttributeError):
+                self.proc.stdin.close()
             self.proc = None
         if self.home:
             shutil.rmtree(self.home, ignore_errors=True)

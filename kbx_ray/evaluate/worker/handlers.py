@@ -67,6 +67,7 @@ class Worker:
         self.landlocked = False  # set once main() has confined the process (landlock.py)
         self.task_ids: dict[str, dict[str, int]] = {}  # identities of each task module's names
         self.task_key = ""
+        self.protocol_fds: tuple[int, ...] = ()  # its request and reply pipes (main.py)
         self.prof: dict[str, float] = {}  # seconds per step since the last reply (profiling)
         self.monitor = True  # tests only (`evaluation.monitor=off`): the design test
         self.replays: dict[str, Any] = {}  # kernel module path -> module (replay process only)

@@ -73,6 +73,7 @@ def main() -> None:
     prof, prof_path = _profiler()
     in_fp = sys.stdin.buffer
     worker = Worker(_HARNESS)
+    worker.protocol_fds = (in_fp.fileno(), out_fp.fileno())
     if CONFINED.get("landlock_pending"):  # a GPU worker under landlock=on (confine.apply)
         torch.cuda.init()  # open the device nodes and load the driver while all is visible
         confine.landlock_now(CONFINED, True, DEVICE)

@@ -11,7 +11,7 @@ import os
 import select
 import signal
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
@@ -40,11 +40,7 @@ def trace(w: Worker, req: dict) -> tuple[dict, list[Any]]:
     r, wfd = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the copy (coverage does not follow a fork)
-        os.close(r)
-        data = json.dumps([_traced(w.entry, m) for m in mirrors]).encode()[:CAP]
-        with os.fdopen(wfd, "wb") as fp:
-            fp.write(data)
-        os._exit(0)
+        _copy(w, r, wfd, mirrors)
     os.close(wfd)
     data = _read(r, pid, float(req.get("timeout_s", 20.0)))
     try:
@@ -55,6 +51,20 @@ def trace(w: Worker, req: dict) -> tuple[dict, list[Any]]:
         got = [{"unsupported": "the traced copy sent no programs"}] * len(mirrors)
     return {"programs": [p if isinstance(p, dict) else {"unsupported": "not a program"}
                          for p in got]}, []
+
+
+def _copy(w: Worker, r: int, wfd: int, mirrors: list[Any]) -> NoReturn:  # pragma: no cover
+    """The copy's life: it holds neither of the worker's protocol pipes (a copy that outlives the
+    worker must not read its requests or answer them, and the parent sees the worker's death at
+    once) and ends here whatever its write or the candidate raises."""
+    try:
+        for fd in (r, *w.protocol_fds):
+            os.close(fd)
+        data = json.dumps([_traced(w.entry, m) for m in mirrors]).encode()[:CAP]
+        with os.fdopen(wfd, "wb") as fp:
+            fp.write(data)
+    finally:
+        os._exit(0)
 
 
 def _read(r: int, pid: int, timeout: float) -> bytes:
