@@ -191,8 +191,8 @@ def test_nearly_every_solution_traces_its_first_case():
             ev.sandbox.request({"op": "load", "code_path": path, "task_path": task.path,
                                 "entry": task.name, "module": f"s{i}", "task_key": task.task_hash,
                                 "monitor": True, "deny": True, "cache_bytes": 0}, 60)
-            reply, _ = ev.sandbox.request({"op": "trace", "cases": ev.cases_for(task)[:1],
-                                           "seed": 1, "timeout_s": 10}, 30)
+            ev.sandbox.request({"op": "mirror", "cases": ev.cases_for(task)[:1], "seed": 1}, 30)
+            reply, _ = ev.sandbox.request({"op": "trace", "timeout_s": 10}, 30)
             prog = (reply.get("programs") or [{}])[0]
             if any(s["op"] == "launch" for s in prog.get("steps", [])):
                 traced += 1
@@ -203,3 +203,39 @@ def test_nearly_every_solution_traces_its_first_case():
     assert traced + len(missed) == 176
     assert traced >= 170, missed
     assert all("meta" in why for why in missed.values()), missed
+
+
+def test_only_the_draw_holds_the_gpu():
+    """The worker draws each case's inputs under a shared GPU hold (`mirror`), then lets it go:
+    the copy runs on meta tensors and cannot reach the GPU, so no other evaluator's timing waits
+    behind the candidate's host code on them (`trace`)."""
+    import contextlib
+
+    task = get_task("activation/relu")
+    ev = Evaluator(EvalConfig(device="cpu", case_timeout_s=60, load_timeout_s=60, unseen_cases=0,
+                              one_compile="on"))
+    held, sent = [False], []
+    shared, request = ev.lock.shared, ev.sandbox.request
+
+    @contextlib.contextmanager
+    def watched_shared():
+        with shared():
+            held[0] = True
+            try:
+                yield
+            finally:
+                held[0] = False
+
+    def watched_request(header, timeout):
+        sent.append((header.get("op"), held[0]))
+        return request(header, timeout)
+
+    ev.lock.shared, ev.sandbox.request = watched_shared, watched_request
+    try:
+        res = ev.evaluate(task, make_candidate(task.task_id, task.name,
+                                               RELU.replace("SPIN", "pass")))
+    finally:
+        ev.close()
+    assert res.exec_ok and "trace_missed" not in res.stage_s, (res.error_msg, res.stage_s)
+    assert ("mirror", True) in sent and ("trace", False) in sent, sent
+    assert ("run", True) in sent  # the calls themselves still hold it

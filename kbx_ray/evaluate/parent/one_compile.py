@@ -36,19 +36,21 @@ Traced = dict[str, tuple[dict, program.Program]]  # case name -> (case, its trac
 
 
 def prewarm(ev: Evaluator, task: Task, cases: list[dict], res: EvalResult) -> Traced:
-    """Before the correctness stage: every case traced (under a shared GPU hold: the worker draws
-    each case's inputs), the first case's kernels compiled by the replay process (under none) and
-    seeded into the worker's cache. Returns the other cases' programs, for `warm` once the first
+    """Before the correctness stage: every case traced (a shared GPU hold only while the worker
+    draws each case's inputs, `mirror`), the first case's kernels compiled by the replay process
+    (under none) and seeded into the worker's cache. Returns the other cases' programs, for `warm` once the first
     case passed: a candidate failing there pays for no other case's compiles."""
     if not wanted(ev):
         return {}
     t0 = time.perf_counter()
     left = ev.deadline - t0
     try:
-        with ev.lock.shared():
-            reply, _ = ev.sandbox.request({"op": "trace", "cases": cases, "seed": 1,
-                                           "timeout_s": min(TRACE_S, left)},
+        with ev.lock.shared():  # the draw only: the copy runs on meta tensors, off the GPU
+            drawn, _ = ev.sandbox.request({"op": "mirror", "cases": cases, "seed": 1},
                                           min(TRACE_S + 30, left))
+        left = ev.deadline - time.perf_counter()
+        reply, _ = ev.sandbox.request({"op": "trace", "timeout_s": min(TRACE_S, left)},
+                                      min(TRACE_S + 30, left)) if drawn.get("ok") else (drawn, [])
     except WorkerDied as d:  # never the candidate's verdict: one more try, untraced
         ev.untraced = ev.count
         raise Fail(Stage.CORRECTNESS, ErrorKind.INFRA_ERROR, f"the worker failed tracing its "

@@ -68,6 +68,7 @@ class Worker:
         self.task_ids: dict[str, dict[str, int]] = {}  # identities of each task module's names
         self.task_key = ""
         self.protocol_fds: tuple[int, ...] = ()  # its request and reply pipes (main.py)
+        self.mirrors: list[Any] | None = None  # `mirror`'s meta inputs, for the next `trace`
         self.prof: dict[str, float] = {}  # seconds per step since the last reply (profiling)
         self.monitor = True  # tests only (`evaluation.monitor=off`): the design test
         self.replays: dict[str, Any] = {}  # kernel module path -> module (replay process only)
@@ -116,7 +117,7 @@ class Worker:
         self.monitor = bool(req.get("monitor", True))
         # evaluation.torch_compute=fail: refuse ops (never with the monitor off: the design test)
         ledger.MONITOR.deny = req.get("deny", True) and self.monitor
-        self.last = None
+        self.last = self.mirrors = None
         # A new candidate never sees inputs an earlier one could have written to (cached pristine
         # tensors live in this process); drawing them again on the device costs milliseconds.
         self.inputs.clear()
@@ -153,6 +154,9 @@ class Worker:
 
     def warm(self, req: dict) -> tuple[dict, list[Any]]:
         return replay_ops.warm(self, req)
+
+    def mirror(self, req: dict) -> tuple[dict, list[Any]]:
+        return trace_ops.mirror(self, req)
 
     def trace(self, req: dict) -> tuple[dict, list[Any]]:
         return trace_ops.trace(self, req)

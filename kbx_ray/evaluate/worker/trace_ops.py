@@ -26,17 +26,27 @@ CAP = 8 << 20  # the copy's reply, at most
 Worker = Any
 
 
-def trace(w: Worker, req: dict) -> tuple[dict, list[Any]]:
-    """{"programs": each case's launches as a program, or {"unsupported": why}}. The inputs are
-    drawn here (`seed`), mirrored as meta tensors and dropped: one case's memory at a time."""
+def mirror(w: Worker, req: dict) -> tuple[dict, list[Any]]:
+    """The `mirror` request, before `trace`: each case's inputs drawn here (`seed`), mirrored as
+    meta tensors and dropped, one case's memory at a time. The parent holds the GPU shared for
+    this draw only: the copy `trace` forks runs on the mirrors and cannot reach the GPU (CUDA does
+    not survive a fork), so no other evaluator's timing waits behind it."""
     if w.entry is None:
-        raise RuntimeError("trace before load")
-    mirrors: list[Any] = []
+        raise RuntimeError("mirror before load")
+    w.mirrors = []
     for case in req["cases"]:
         try:
-            mirrors.append(_meta(w.task.make_inputs(case, int(req["seed"]), DEVICE), {}))
+            w.mirrors.append(_meta(w.task.make_inputs(case, int(req["seed"]), DEVICE), {}))
         except Exception as e:  # noqa: BLE001 - the call's own draw says what is wrong
-            mirrors.append(f"{type(e).__name__}: {str(e)[:200]}")
+            w.mirrors.append(f"{type(e).__name__}: {str(e)[:200]}")
+    return {"mirrored": len(w.mirrors)}, []
+
+
+def trace(w: Worker, req: dict) -> tuple[dict, list[Any]]:
+    """{"programs": each mirrored case's launches as a program, or {"unsupported": why}}."""
+    mirrors, w.mirrors = w.mirrors, None
+    if mirrors is None:
+        raise RuntimeError("trace before mirror")
     r, wfd = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the copy (coverage does not follow a fork)
