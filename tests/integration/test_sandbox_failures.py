@@ -106,3 +106,28 @@ def test_a_dead_judging_worker_is_never_replaced_mid_evaluation():
     finally:
         judge.kill()
         replay.kill()
+
+
+def test_a_candidate_that_prints_a_lot_keeps_its_worker():
+    """Its log passes half of `sandbox.file_mb` over the evaluation, never in one request: the log
+    is trimmed between requests (the worker appends to it), not the worker killed, which judged
+    the rest of the evaluation on a fresh worker without the candidate."""
+    from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
+    from kbx_ray.evaluate.settings import SandboxConfig
+
+    code = GOOD + '''
+
+_quiet = relu
+
+
+def relu(x):
+    print("." * 400_000)
+    return _quiet(x)
+'''
+    ev = Evaluator(EvalConfig(device="cpu", unseen_cases=0, sandbox=SandboxConfig(file_mb=2)))
+    try:
+        res = ev.evaluate(RELU, make_candidate(RELU.task_id, "relu", code))
+        assert res.exec_ok, f"{res.error_kind}: {res.error_msg}"
+        assert ev.sandbox.spawns == 1 and sum(c.seeds for c in res.cases) >= 6
+    finally:
+        ev.close()

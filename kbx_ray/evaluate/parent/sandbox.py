@@ -81,7 +81,7 @@ class Sandbox:
         self.home = tempfile.mkdtemp(prefix="kbx_sbx_")
         r_fd, w_fd = os.pipe()
         protocol.widen_pipe(r_fd)  # replies carry outputs of up to GBs
-        logf = open(os.path.join(self.home, "worker.log"), "wb")
+        logf = open(os.path.join(self.home, "worker.log"), "ab")  # appended: `receive` trims it
         try:
             seed_cache(self.triton_files, worker_cache(self.home))
         except (OSError, ValueError) as e:  # a full disk: the worker compiles as usual
@@ -149,8 +149,8 @@ class Sandbox:
     def receive(self, flight: Flight) -> tuple[dict, list[bytearray]]:
         self.inflight = None
         reply = self._receive(flight)
-        if self._log_bytes() > (self.cfg.file_mb << 20) // 2:
-            self.kill()  # a flooded log would fail the next candidate's first print (EFBIG)
+        if self._log_bytes() > (self.cfg.file_mb << 20) // 2:  # before a print fails (EFBIG)
+            os.truncate(os.path.join(self.home, "worker.log"), 0)  # never a kill mid-evaluation
         return reply
 
     def _log_bytes(self) -> int:
