@@ -73,7 +73,7 @@ def test_worker_steps_are_profiled_per_result(cpu_evaluator):
 def test_a_dead_judging_worker_is_never_replaced_mid_evaluation():
     """The judging worker's ops need the process its `load` went to: one that died between
     requests is a crash naming its cause, never a fresh worker without the candidate (which
-    failed an honest kernel as `infra_error`); a stopped one too. Between evaluations `hello` and
+    failed an honest kernel as `infra_error`); one this process stopped is `infra_error` (retried). Between evaluations `hello` and
     `load` start a fresh one, and the replay process (stateless) restarts as before."""
     import os
     import signal
@@ -96,8 +96,9 @@ def test_a_dead_judging_worker_is_never_replaced_mid_evaluation():
             judge.request({"op": "run"}, 30)
         assert died.value.kind == "crash" and "killed by SIGKILL" in died.value.msg
         assert "before the run request" in died.value.msg and judge.spawns == 1
-        with pytest.raises(WorkerDied, match="stopped before the trace request"):
+        with pytest.raises(WorkerDied, match="stopped the worker before the trace request") as stop:
             judge.request({"op": "trace"}, 30)  # _died killed it: still no fresh worker
+        assert stop.value.kind == "infra_error"  # the parent's doing, never the candidate's
         assert judge.spawns == 1 and judge.proc is None
         reply, _ = judge.request({"op": "hello"}, 60)  # a fresh worker for the next candidate
         assert reply["ok"] and judge.spawns == 2

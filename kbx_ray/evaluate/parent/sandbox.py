@@ -58,11 +58,10 @@ class Sandbox:
 
     def __init__(self, cfg: SandboxConfig, stateful: bool = False) -> None:
         self.cfg = cfg
-        self.stateful = stateful  # the judging worker: its ops need the process `load` went to
-        self.loaded: subprocess.Popen | None = None
+        self.stateful = stateful  # the judging worker: its ops need `loaded`
         self.proc: subprocess.Popen | None = None
-        self.home = ""
-        self.info: dict[str, Any] = {}
+        self.loaded: subprocess.Popen | None = None  # the process the last `load` went to
+        self.home, self.info = "", {}
         self.confinement: dict[str, Any] = {}  # what the worker got (confine.apply's report)
         self.spawns = 0
         self.inflight: Flight | None = None  # a request sent and not yet answered
@@ -137,7 +136,8 @@ class Sandbox:
         if self.stateful and op not in ("hello", "load", "release") and not (
                 self.alive and self.proc is self.loaded):  # never a fresh one without the candidate
             if self.proc is None or self.proc is not self.loaded:
-                raise WorkerDied(ErrorKind.CRASH, f"the worker was stopped before the {op} request")
+                raise WorkerDied(ErrorKind.INFRA_ERROR, f"this process stopped the worker before "
+                                 f"the {op} request: not the candidate's doing; re-run it")
             raise self._died(f"it exited before the {op} request")
         self.start()
         self.loaded = self.proc if op == "load" else self.loaded
