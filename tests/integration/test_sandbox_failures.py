@@ -132,3 +132,95 @@ def relu(x):
         assert ev.sandbox.spawns == 1 and sum(c.seeds for c in res.cases) >= 6
     finally:
         ev.close()
+
+
+@pytest.mark.parametrize("landlock", ["auto", "off"])
+@pytest.mark.parametrize("printed", [400_000, 0], ids=["trim", "tail"])
+def test_a_log_replaced_by_a_link_never_reaches_a_parent_file(monkeypatch, tmp_path, landlock,
+                                                               printed):
+    """Attack: the candidate replaces its worker.log with a link to a file of the parent's, then
+    prints past the trim threshold (the trim would empty the file) or not (the crash's log tail
+    would quote it), and crashes. The parent sizes, trims and reads the log only through the
+    descriptor it opened: the file keeps its bytes and none reach the verdict's text."""
+    from kbx_ray.evaluate.parent import evaluator as evaluator_mod
+    from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
+    from kbx_ray.evaluate.settings import SandboxConfig
+    from kbx_ray.evaluate.static import checks
+
+    def permissive(tree, entry):
+        rep = checks.static_check(tree, entry)
+        rep.violations = []
+        return rep
+
+    monkeypatch.setattr(evaluator_mod, "static_check", permissive)
+    target = tmp_path / "parent_file.txt"
+    # 1.4 MB, past a 2 MB cap's half (the trim), or 1.4 KB (the tail)
+    target.write_text("PARENT-SECRET\n" * (100_000 if printed else 100))
+    before = target.read_bytes()
+    code = f'''import os
+try:
+    os.remove("worker.log")
+    os.symlink({str(target)!r}, "worker.log")
+except OSError:
+    pass
+''' + GOOD + '''
+
+_quiet = relu
+
+
+def relu(x):
+    print("." * PRINTED)
+    os._exit(3)
+'''.replace("PRINTED", str(printed))
+    ev = Evaluator(EvalConfig(device="cpu", unseen_cases=0, monitor="off",
+                              sandbox=SandboxConfig(file_mb=2, landlock=landlock)))
+    try:
+        res = ev.evaluate(RELU, make_candidate(RELU.task_id, "relu", code))
+    finally:
+        ev.close()
+    assert (res.exec_ok, res.error_kind) == (False, "crash"), res.error_msg
+    assert "PARENT-SECRET" not in res.error_msg
+    assert target.read_bytes() == before
+
+
+@pytest.mark.parametrize("plant", ["file", "link"])
+def test_what_a_candidate_leaves_at_the_task_copys_name_is_never_used(monkeypatch, tmp_path,
+                                                                      plant):
+    """Attack: a candidate leaves, at the name the parent will copy another task's file to in its
+    warm worker's temp dir (a hash of that public file), a module of its own (the next load would
+    import it and draw that task's inputs with it) or a link to a path of the parent's (the copy
+    would be written there). The parent writes the copy afresh for every load and renames it over
+    the name: the next, honest candidate passes on the same worker, and nothing is written
+    outside it."""
+    import hashlib
+    from kbx_ray.evaluate.parent import evaluator as evaluator_mod
+    from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
+    from kbx_ray.evaluate.static import checks
+
+    def permissive(tree, entry):
+        rep = checks.static_check(tree, entry)
+        rep.violations = []
+        return rep
+
+    monkeypatch.setattr(evaluator_mod, "static_check", permissive)
+    outside = tmp_path / "written_by_the_parent.py"
+    gelu = get_task("activation/gelu")
+    name = f"kbx_task_{hashlib.sha256(Path(gelu.path).read_bytes()).hexdigest()[:16]}.py"
+    planter = f'''import os
+if {plant!r} == "link":
+    os.symlink({str(outside)!r}, {name!r})
+else:
+    with open({name!r}, "w") as f:
+        f.write("def make_inputs(case, seed, device):\\n    raise RuntimeError('planted')\\n")
+''' + GOOD
+    ev = Evaluator(EvalConfig(device="cpu", unseen_cases=0, monitor="off"))
+    try:
+        first = ev.evaluate(RELU, make_candidate(RELU.task_id, "relu", planter))
+        assert first.exec_ok, f"{first.error_kind}: {first.error_msg}"
+        honest = ev.evaluate(gelu, make_candidate(gelu.task_id, gelu.name,
+                                                  Path(gelu.solution_path).read_text()))
+        assert honest.exec_ok, f"{honest.error_kind}: {honest.error_msg}"
+        assert ev.sandbox.spawns == 1  # the same warm worker
+    finally:
+        ev.close()
+    assert not outside.exists()

@@ -19,6 +19,7 @@ from typing import Any
 
 from kbx_ray.evaluate import protocol
 from kbx_ray.evaluate.common import confine
+from kbx_ray.evaluate.parent.home_files import write_fresh
 from kbx_ray.evaluate.parent.redaction import redact, scrub_paths  # noqa: F401
 from kbx_ray.evaluate.parent.spawn import (confine_spec, kill_group, reply_cap_bytes,
                                           scrubbed_env, spawn)
@@ -62,6 +63,7 @@ class Sandbox:
         self.proc: subprocess.Popen | None = None
         self.loaded: subprocess.Popen | None = None  # the process the last `load` went to
         self.home, self.info = "", {}
+        self.log: Any = None  # the worker's log, held open (`_spawn`)
         self.confinement: dict[str, Any] = {}  # what the worker got (confine.apply's report)
         self.spawns = 0
         self.inflight: Flight | None = None  # a request sent and not yet answered
@@ -80,7 +82,9 @@ class Sandbox:
         self.home = tempfile.mkdtemp(prefix="kbx_sbx_")
         r_fd, w_fd = os.pipe()
         protocol.widen_pipe(r_fd)  # replies carry outputs of up to GBs
-        logf = open(os.path.join(self.home, "worker.log"), "ab")  # appended: `receive` trims it
+        # read, sized and trimmed through this descriptor, never by its path, which the candidate
+        # can replace (a link would turn the trim or the tail onto a file of the parent's)
+        self.log = open(os.path.join(self.home, "worker.log"), "a+b")  # appended: `receive` trims
         try:
             seed_cache(self.triton_files, worker_cache(self.home))
         except (OSError, ValueError) as e:  # a full disk: the worker compiles as usual
@@ -88,8 +92,7 @@ class Sandbox:
         spec = confine_spec(self.cfg)
         self.proc = spawn([sys.executable, "-m", "kbx_ray.evaluate.worker.main", str(w_fd)], spec,
                           self.home, scrubbed_env(self.cfg, self.home), stdin=subprocess.PIPE,
-                          stdout=logf, stderr=logf, pass_fds=(w_fd,))
-        logf.close()
+                          stdout=self.log, stderr=self.log, pass_fds=(w_fd,))
         os.close(w_fd)
         self.reply = os.fdopen(r_fd, "rb", buffering=0)
         self.spawns += 1
@@ -150,14 +153,11 @@ class Sandbox:
         self.inflight = None
         reply = self._receive(flight)
         if self._log_bytes() > (self.cfg.file_mb << 20) // 2:  # before a print fails (EFBIG)
-            os.truncate(os.path.join(self.home, "worker.log"), 0)  # never a kill mid-evaluation
+            os.ftruncate(self.log.fileno(), 0)  # never a kill mid-evaluation
         return reply
 
     def _log_bytes(self) -> int:
-        try:
-            return os.path.getsize(os.path.join(self.home, "worker.log"))
-        except OSError:
-            return 0
+        return os.fstat(self.log.fileno()).st_size if self.log else 0
 
     def _private_copy(self, path: str) -> str:
         """The task file, copied into the worker's temp dir: the repository path stays unknown."""
@@ -166,9 +166,7 @@ class Sandbox:
         import hashlib
 
         dest = os.path.join(self.home, f"kbx_task_{hashlib.sha256(data).hexdigest()[:16]}.py")
-        if not os.path.exists(dest):
-            with open(dest, "wb") as f:
-                f.write(data)
+        write_fresh(dest, data)  # each time: an earlier candidate can have left its own there
         return dest
 
     def _send(self, header: dict, timeout: float) -> Flight:
@@ -263,19 +261,15 @@ class Sandbox:
         return WorkerDied(ErrorKind.CRASH, redact(f"worker died ({cause}; {why}). {tail}".strip()))
 
     def log_tail(self, n: int = 1500) -> str:
-        try:
-            with open(os.path.join(self.home, "worker.log"), "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - n))
-                return f.read().decode(errors="replace")
-        except OSError:
+        if self.log is None:
             return ""
+        size = os.fstat(self.log.fileno()).st_size
+        return os.pread(self.log.fileno(), n, max(0, size - n)).decode(errors="replace")
 
     def write_code(self, name: str, code: str) -> str:
         self.start()
         path = os.path.join(self.home, f"{name}.py")
-        with open(path, "w") as f:
-            f.write(code)
+        write_fresh(path, code.encode())
         return path
 
     def kill(self) -> None:
@@ -288,6 +282,9 @@ class Sandbox:
             with contextlib.suppress(OSError, AttributeError):
                 self.proc.stdin.close()
             self.proc = None
+        if self.log is not None:
+            self.log.close()
+            self.log = None
         if self.home:
             shutil.rmtree(self.home, ignore_errors=True)
             self.home = ""

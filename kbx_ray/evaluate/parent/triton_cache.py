@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from pathlib import Path
+
+from kbx_ray.evaluate.parent.home_files import write_fresh
 
 ENTRY = re.compile(r"^[A-Za-z0-9_\-]{8,128}/[A-Za-z0-9_.\-]{1,200}$")  # <key>/<file>, nothing else
 CACHE_NAME = "triton_cache"  # the worker's cache, inside its temp dir
@@ -49,11 +50,7 @@ def seed_cache(files: dict[str, bytes], cache_dir: str | Path) -> int:
         key_dir.mkdir(parents=True, exist_ok=True)
         if key_dir.is_symlink() or not key_dir.resolve().parent == cache_dir:
             continue
-        tmp = key_dir / f".{dest.name}.{os.getpid()}.{time.monotonic_ns()}.seed"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "wb") as fp:
-            fp.write(data)
-        os.replace(tmp, dest)
+        write_fresh(dest, data)
         written += 1
     return written
 
