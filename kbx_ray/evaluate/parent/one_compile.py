@@ -38,8 +38,9 @@ Traced = dict[str, tuple[dict, program.Program]]  # case name -> (case, its trac
 def prewarm(ev: Evaluator, task: Task, cases: list[dict], res: EvalResult) -> Traced:
     """Before the correctness stage: every case traced (a shared GPU hold only while the worker
     draws each case's inputs, `mirror`), the first case's kernels compiled by the replay process
-    (under none) and seeded into the worker's cache. Returns the other cases' programs, for `warm` once the first
-    case passed: a candidate failing there pays for no other case's compiles."""
+    (under none) and seeded into the worker's cache. Returns the other cases' programs, for
+    `warm` once the first case passed: a candidate failing there pays for no other case's
+    compiles."""
     if not wanted(ev):
         return {}
     t0 = time.perf_counter()
