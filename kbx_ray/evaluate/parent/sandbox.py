@@ -136,12 +136,12 @@ class Sandbox:
         if self.inflight is not None:  # an abandoned request's reply would answer this one
             self.kill()
         op = header.get("op")
-        if self.stateful and op not in ("hello", "load", "release") and not (
-                self.alive and self.proc is self.loaded):  # never a fresh one without the candidate
-            if self.proc is None or self.proc is not self.loaded:
+        if self.stateful and op not in ("hello", "load", "release"):  # never a fresh worker
+            if self.proc is None or self.proc is not self.loaded:   # without the candidate
                 raise WorkerDied(ErrorKind.INFRA_ERROR, f"this process stopped the worker before "
                                  f"the {op} request: not the candidate's doing; re-run it")
-            raise self._died(f"it exited before the {op} request")
+            if not self.alive:
+                raise self._died(f"it exited before the {op} request")
         self.start()
         self.loaded = self.proc if op == "load" else self.loaded
         if header.get("task_path"):
