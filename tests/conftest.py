@@ -34,6 +34,21 @@ def make_candidate(task_id: str, entry: str, code: str) -> Candidate:
     return Candidate(candidate_id(task_id, code), task_id, code, entry)
 
 
+@pytest.fixture()
+def static_off(monkeypatch):
+    """The evaluator with its static layer switched off (kernels are still found), so that what
+    follows tests the runtime layers, the replay or the parent alone."""
+    from kbx_ray.evaluate.parent import evaluator as evaluator_mod
+    from kbx_ray.evaluate.static import checks
+
+    def permissive(tree, entry):
+        rep = checks.static_check(tree, entry)
+        rep.violations = []
+        return rep
+
+    monkeypatch.setattr(evaluator_mod, "static_check", permissive)
+
+
 @pytest.fixture(scope="session")
 def fast_timeout_evaluator():
     ev = Evaluator(EvalConfig(device="cpu", case_timeout_s=5, load_timeout_s=120))

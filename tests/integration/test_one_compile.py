@@ -91,20 +91,11 @@ def test_a_copy_that_hangs_costs_one_bounded_wait(monkeypatch):
 
 
 @pytest.mark.parametrize("after", ["", "; import time; time.sleep(1)"], ids=["ends", "outlives"])
-def test_a_trace_that_kills_its_worker_is_retried_untraced(monkeypatch, after):
+def test_a_trace_that_kills_its_worker_is_retried_untraced(static_off, after):
     """The copy kills the worker (static layer off: `os` is refused there): the evaluation is
     retried once on a fresh worker without the trace, and the verdict is the candidate's. A copy
     that outlives the worker (its own write then fails) never answers the worker's requests:
     it used to, and the next request then went to a fresh worker without the candidate."""
-    from kbx_ray.evaluate.parent import evaluator as evaluator_mod
-    from kbx_ray.evaluate.static import checks
-
-    def permissive(tree, entry):
-        rep = checks.static_check(tree, entry)
-        rep.violations = []
-        return rep
-
-    monkeypatch.setattr(evaluator_mod, "static_check", permissive)
     kill = "if x.device.type == 'meta':\n        import os, signal\n" \
            "        os.kill(os.getppid(), signal.SIGKILL)" + after
     task = get_task("activation/relu")
@@ -122,7 +113,7 @@ def test_a_trace_that_kills_its_worker_is_retried_untraced(monkeypatch, after):
         ev.close()
 
 
-def test_the_traced_copy_cannot_plant_in_the_replays_cache(monkeypatch):
+def test_the_traced_copy_cannot_plant_in_the_replays_cache(static_off):
     """Attack: the copy runs before the replay process compiles, so it tries to plant an entry in
     that process's Triton cache (a kernel the replay would then load as its own). Under Landlock
     the copy writes only the worker's temp dir; with it off the plant lands, so this can fail."""
@@ -130,16 +121,8 @@ def test_the_traced_copy_cannot_plant_in_the_replays_cache(monkeypatch):
     import os
     import tempfile
 
-    from kbx_ray.evaluate.parent import evaluator as evaluator_mod
     from kbx_ray.evaluate.settings import SandboxConfig
-    from kbx_ray.evaluate.static import checks
 
-    def permissive(tree, entry):
-        rep = checks.static_check(tree, entry)
-        rep.violations = []
-        return rep
-
-    monkeypatch.setattr(evaluator_mod, "static_check", permissive)
     root = tempfile.gettempdir()
     plant = ("if x.device.type == 'meta':\n        import glob, os\n"
              f"        for d in glob.glob({root!r} + '/kbx_sbx_*/triton_cache'):\n"

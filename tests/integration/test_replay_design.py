@@ -17,9 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray.evaluate.parent import evaluator as evaluator_mod
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
-from kbx_ray.evaluate.static import checks
 from kbx_ray.suites.builtin import get_task
 from tests.conftest import FIXTURES, make_candidate
 
@@ -56,13 +54,8 @@ def test_the_design_set_is_broad():
 
 @pytest.mark.parametrize("name, code, task_id, kind", FIXTURES_OFF,
                          ids=[f[0] for f in FIXTURES_OFF])
-def test_the_replay_alone_catches_it(name, code, task_id, kind, unmonitored, monkeypatch):
-    def permissive(tree, entry):  # the static layer off: the replay alone
-        rep = checks.static_check(tree, entry)
-        rep.violations = []
-        return rep
-
-    monkeypatch.setattr(evaluator_mod, "static_check", permissive)
+def test_the_replay_alone_catches_it(name, code, task_id, kind, unmonitored, static_off):
+    # the static layer off: the replay alone
     task = get_task(task_id)
     res = unmonitored.evaluate(task, make_candidate(task_id, task.name, code))
     assert not res.exec_ok, f"{name} passed with the monitor off"

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from kbx_ray.evaluate.parent import evaluator as evaluator_mod
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 from kbx_ray.evaluate.parent.sandbox import Sandbox
 from kbx_ray.evaluate.settings import SandboxConfig
-from kbx_ray.evaluate.static import checks
 from kbx_ray.suites.builtin import get_task
 from tests.conftest import make_candidate
 
@@ -55,13 +53,7 @@ def relu(x: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.fixture()
-def unmonitored(monkeypatch):
-    def permissive(tree, entry):
-        rep = checks.static_check(tree, entry)
-        rep.violations = []
-        return rep
-
-    monkeypatch.setattr(evaluator_mod, "static_check", permissive)
+def unmonitored(static_off):
     ev = Evaluator(EvalConfig(device="cpu", monitor="off", case_timeout_s=60, load_timeout_s=60,
                               unseen_cases=0))
     yield ev

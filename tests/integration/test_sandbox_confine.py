@@ -1,7 +1,6 @@
 """The worker confines itself after exec (confine.py), says what it got, and has no network."""
 from __future__ import annotations
 
-import ast
 import ctypes
 import logging
 import os
@@ -14,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from kbx_ray.evaluate.static import checks
-from kbx_ray.evaluate.parent import evaluator as evaluator_mod
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
 from kbx_ray.evaluate.parent.gpu_memory import MemoryLedger
 from kbx_ray.evaluate.parent.gpulock import GpuLock
@@ -53,16 +50,6 @@ def relu(x):
         outside = type(e).__name__
     raise RuntimeError(f"probe: ifaces={{names}} dev={{devs}} parent={{reach}} outside={{outside}}")
 '''
-
-
-@pytest.fixture()
-def static_off(monkeypatch):
-    def permissive(tree: ast.Module, entry: str) -> checks.StaticReport:
-        rep = checks.static_check(tree, entry)
-        rep.violations = []
-        return rep
-
-    monkeypatch.setattr(evaluator_mod, "static_check", permissive)
 
 
 def test_the_report_reaches_the_parent_and_is_logged_once(caplog):

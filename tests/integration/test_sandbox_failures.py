@@ -136,23 +136,14 @@ def relu(x):
 
 @pytest.mark.parametrize("landlock", ["auto", "off"])
 @pytest.mark.parametrize("printed", [400_000, 0], ids=["trim", "tail"])
-def test_a_log_replaced_by_a_link_never_reaches_a_parent_file(monkeypatch, tmp_path, landlock,
+def test_a_log_replaced_by_a_link_never_reaches_a_parent_file(static_off, tmp_path, landlock,
                                                                printed):
     """Attack: the candidate replaces its worker.log with a link to a file of the parent's, then
     prints past the trim threshold (the trim would empty the file) or not (the crash's log tail
     would quote it), and crashes. The parent sizes, trims and reads the log only through the
     descriptor it opened: the file keeps its bytes and none reach the verdict's text."""
-    from kbx_ray.evaluate.parent import evaluator as evaluator_mod
     from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
     from kbx_ray.evaluate.settings import SandboxConfig
-    from kbx_ray.evaluate.static import checks
-
-    def permissive(tree, entry):
-        rep = checks.static_check(tree, entry)
-        rep.violations = []
-        return rep
-
-    monkeypatch.setattr(evaluator_mod, "static_check", permissive)
     target = tmp_path / "parent_file.txt"
     # 1.4 MB, past a 2 MB cap's half (the trim), or 1.4 KB (the tail)
     target.write_text("PARENT-SECRET\n" * (100_000 if printed else 100))
@@ -184,7 +175,7 @@ def relu(x):
 
 
 @pytest.mark.parametrize("plant", ["file", "link"])
-def test_what_a_candidate_leaves_at_the_task_copys_name_is_never_used(monkeypatch, tmp_path,
+def test_what_a_candidate_leaves_at_the_task_copys_name_is_never_used(static_off, tmp_path,
                                                                       plant):
     """Attack: a candidate leaves, at the name the parent will copy another task's file to in its
     warm worker's temp dir (a hash of that public file), a module of its own (the next load would
@@ -193,16 +184,7 @@ def test_what_a_candidate_leaves_at_the_task_copys_name_is_never_used(monkeypatc
     the name: the next, honest candidate passes on the same worker, and nothing is written
     outside it."""
     import hashlib
-    from kbx_ray.evaluate.parent import evaluator as evaluator_mod
     from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
-    from kbx_ray.evaluate.static import checks
-
-    def permissive(tree, entry):
-        rep = checks.static_check(tree, entry)
-        rep.violations = []
-        return rep
-
-    monkeypatch.setattr(evaluator_mod, "static_check", permissive)
     outside = tmp_path / "written_by_the_parent.py"
     gelu = get_task("activation/gelu")
     name = f"kbx_task_{hashlib.sha256(Path(gelu.path).read_bytes()).hexdigest()[:16]}.py"

@@ -4,14 +4,11 @@ it wrote elsewhere (Landlock refuses writes outside the temp dir on CPU workers)
 kernels are copied in by the parent, into the live worker and again into a respawned one."""
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
 
-from kbx_ray.evaluate.parent import evaluator as evaluator_mod
 from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
-from kbx_ray.evaluate.static import checks
 from kbx_ray.evaluate.common import landlock
 from kbx_ray.suites.builtin import get_task
 from tests.conftest import make_candidate
@@ -68,16 +65,6 @@ def relu(x):
                          os.path.join({shared!r}, "{key}")) if os.path.exists(p)]
     raise RuntimeError("look: " + (",".join(found) or "nothing"))
 '''
-
-
-@pytest.fixture()
-def static_off(monkeypatch):
-    def permissive(tree: ast.Module, entry: str) -> checks.StaticReport:
-        rep = checks.static_check(tree, entry)
-        rep.violations = []
-        return rep
-
-    monkeypatch.setattr(evaluator_mod, "static_check", permissive)
 
 
 @pytest.fixture(scope="module")
