@@ -206,3 +206,31 @@ else:
     finally:
         ev.close()
     assert not outside.exists()
+
+
+def test_a_worker_its_candidate_kills_between_requests_is_its_crash(static_off):
+    """Attack on the stateful worker: a thread the candidate starts at import ends the process
+    a moment after `load` answered (between requests or in the next one, as the parent's pace
+    falls). The verdict is the candidate's `crash` with its exit code, never an `infra_error`
+    retried on a fresh worker (a second run it could tell apart)."""
+    from kbx_ray.evaluate.parent.evaluator import EvalConfig, Evaluator
+
+    code = '''import os, threading, time
+threading.Thread(target=lambda: (time.sleep(0.5), os._exit(7)), daemon=True).start()
+''' + GOOD + '''
+
+_fast = relu
+
+
+def relu(x):
+    time.sleep(1.0)
+    return _fast(x)
+'''
+    ev = Evaluator(EvalConfig(device="cpu", unseen_cases=0, monitor="off"))
+    try:
+        res = ev.evaluate(RELU, make_candidate(RELU.task_id, "relu", code))
+    finally:
+        ev.close()
+    assert (res.exec_ok, res.error_kind) == (False, "crash"), res.error_msg
+    assert "exit code 7" in res.error_msg and "retried_infra_error" not in res.flags
+    assert ev.sandbox.spawns == 1
