@@ -264,3 +264,35 @@ def test_a_released_hold_lets_a_writer_run_during_its_body_then_holds_again(tmp_
     assert q.get(timeout=30)[1] >= ended
     w2.join(30)
     lock.close()
+
+
+def test_steps_that_end_with_a_writer_waiting_count_as_holding_it_up(tmp_path):
+    """`held_up` (profiling: which shared steps make a timing wait): a step that ends with no
+    writer waiting adds nothing; one that ends with a writer waiting adds its whole length under
+    the label its end gives, at a step boundary (`let_writer_in`, `released`) or the hold's end."""
+    ctx = mp.get_context("fork")
+    q, root = ctx.Queue(), str(tmp_path)
+    lock = GpuLock("gpu-test", root)
+    with lock.shared("whole"):
+        time.sleep(0.05)
+        lock.let_writer_in("alone")  # nobody waits: nothing counted
+        assert lock.held_up == {}
+        w = ctx.Process(target=_worker, args=(root, "exclusive", 0.0, q))
+        w.start()
+        _writer_waiting(root)
+        time.sleep(0.2)
+        lock.let_writer_in("seed")  # the writer waited for this step: counted, then let in
+        assert q.get(timeout=30)[0] == "exclusive"
+        w.join(30)
+        assert 0.2 <= lock.held_up["seed"] < 30
+        w2 = ctx.Process(target=_worker, args=(root, "exclusive", 0.0, q))
+        w2.start()
+        _writer_waiting(root)
+        time.sleep(0.1)
+    assert q.get(timeout=30)[0] == "exclusive"  # it ran once the hold ended
+    w2.join(30)
+    totals = lock.totals()
+    lock.close()
+    assert set(lock.held_up) == {"seed", "whole"} and "alone" not in lock.held_up
+    assert 0.1 <= lock.held_up["whole"] < lock.held_up["seed"]  # counted from the step's start
+    assert totals["hu_seed"] == lock.held_up["seed"] and totals["lock_drain"] == lock.drain_s

@@ -201,8 +201,8 @@ def test_only_the_draw_holds_the_gpu():
     shared, request = ev.lock.shared, ev.sandbox.request
 
     @contextlib.contextmanager
-    def watched_shared():
-        with shared():
+    def watched_shared(label="hold"):
+        with shared(label):
             held[0] = True
             try:
                 yield

@@ -51,11 +51,11 @@ class WriterAlwaysWaiting(NoLock):
     def writer_waiting(self) -> bool:
         return True
 
-    def let_writer_in(self) -> None:
+    def let_writer_in(self, label: str = "") -> None:
         self.steps.append(sys._getframe(1).f_code.co_name)
 
     @contextmanager
-    def released(self) -> Iterator[None]:
+    def released(self, label: str = "") -> Iterator[None]:
         self.steps.append("released")
         yield
 

@@ -34,12 +34,12 @@ def check_cases(ev: Evaluator, ref_mod: Any, task: Task, cases: list[dict],
     carried: Carried | None = None
     own = one_compile.own_compiles(ev)
     later = one_compile.prewarm(ev, task, cases, res)  # each kernel compiled once, unheld
-    with ev.lock.shared():
+    with ev.lock.shared("c_last"):
         try:
             for i, case in enumerate(cases):
                 if i == 1 and later:  # the first case passed: the others' kernels, in one go
                     carried = _settle(ev, carried, ref_mod, task, res)
-                    one_compile.warm(ev, task, later, res, ev.lock.released)
+                    one_compile.warm(ev, task, later, res, lambda: ev.lock.released("c_warm"))
                 n = ev.cfg.seeds if case["small"] or task.random or case.get("unseen") else \
                     max(1, ev.cfg.large_seeds)
                 seeds = [ev._seed(j) for j in range(n)]
@@ -67,7 +67,7 @@ def _check_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, seeds: list
     for i, seed in enumerate(seeds):  # one seed per request: a reply holds one seed's
         if not (first and i == 0) and ev.lock.writer_waiting():  # ours off the GPU, then its turn
             carried = _settle(ev, carried, ref_mod, task, res)
-            ev.lock.let_writer_in()
+            ev.lock.let_writer_in("c_seed")
         t0 = time.perf_counter()
         try:
             reply, blobs = ev._ask({"op": "run", "case": case, "seeds": [seed],

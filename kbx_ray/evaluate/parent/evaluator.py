@@ -112,7 +112,8 @@ class Evaluator:
         res.gpu_name, res.driver = info.get("gpu_name", ""), info.get("driver", "")
         res.torch_version, res.triton_version = info.get("torch", ""), info.get("triton", "")
         res.eval_wall_s = time.perf_counter() - t0
-        res.stage_s.update({k: round(v - before[k], 4) for k, v in self._sharing().items()})
+        res.stage_s.update({k: round(v - before.get(k, 0.0), 4)
+                            for k, v in self._sharing().items()})
         self.count += 1
         if self.count % self.cfg.recycle_after == 0 or "tampered_runtime" in res.flags:
             self.sandbox.kill()
@@ -129,8 +130,7 @@ class Evaluator:
         got["replay_warm"] = self.replay.warm_s
         if self.device == "cuda":
             got["replay_compiles"] = float(self.replay.compiles)
-            got.update(lock_wait=self.lock.wait_s, lock_wait_excl=self.lock.wait_excl_s,
-                       lock_drain=self.lock.drain_s, exclusive=self.lock.exclusive_s)
+            got.update(self.lock.totals())
         return got
 
     def _memory_need(self, task: Task) -> int:

@@ -31,6 +31,9 @@ class GpuLock:
         #                     (no new shared work starts meanwhile: the GPU may idle)
         self.exclusive_s = 0.0  # time held exclusively (a running total)
         self.yields = 0  # shared holds paused for a waiting writer (`let_writer_in`)
+        self.held_up: dict[str, float] = {}  # shared steps that ended with a writer waiting:
+        #                     their whole length, by the label of their end (`_step_end`)
+        self._step_t0 = 0.0
 
     def _open(self) -> tuple[int, int, int]:
         if self._fds is None:
@@ -38,7 +41,7 @@ class GpuLock:
         return self._fds
 
     @contextmanager
-    def shared(self) -> Iterator[None]:
+    def shared(self, label: str = "hold") -> Iterator[None]:
         if self.depth:
             self.depth += 1
             try:
@@ -52,6 +55,7 @@ class GpuLock:
             yield
         finally:
             self.depth = 0
+            self._step_end(label)
             fcntl.flock(self._open()[1], fcntl.LOCK_UN)
 
     def _take_shared(self) -> None:
@@ -64,7 +68,8 @@ class GpuLock:
         fcntl.flock(gate, fcntl.LOCK_EX)
         fcntl.flock(main, fcntl.LOCK_SH)
         fcntl.flock(gate, fcntl.LOCK_UN)
-        self.wait_s += time.perf_counter() - t0
+        self._step_t0 = time.perf_counter()
+        self.wait_s += self._step_t0 - t0
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -104,24 +109,41 @@ class GpuLock:
         fcntl.flock(writers, fcntl.LOCK_UN)
         return False
 
-    def let_writer_in(self) -> None:
+    def _step_end(self, label: str) -> bool:
+        """At the end of a step of the outermost shared hold: whether a writer waits; if one
+        does, the step's length is added to `held_up[label]` (it held the writer up for at most
+        that long: profiling, which steps drain slowly)."""
+        waiting = self.writer_waiting()
+        if waiting:
+            dt = time.perf_counter() - self._step_t0
+            self.held_up[label] = self.held_up.get(label, 0.0) + dt
+        return waiting
+
+    def totals(self) -> dict[str, float]:
+        """The running totals an evaluation's record takes its share of; `held_up` as `hu_*`."""
+        return {"lock_wait": self.wait_s, "lock_wait_excl": self.wait_excl_s,
+                "lock_drain": self.drain_s, "exclusive": self.exclusive_s,
+                **{f"hu_{k}": v for k, v in self.held_up.items()}}
+
+    def let_writer_in(self, label: str = "step") -> None:
         """Inside the outermost shared hold, with nothing of ours running on the GPU: where a
         writer waits, step out and queue behind it (a long shared hold, such as a case's seeds
         with their compiles, would otherwise idle the GPU while the writer waits for it)."""
-        if self.depth != 1 or not self.writer_waiting():
+        if self.depth != 1 or not self._step_end(label):
             return
         fcntl.flock(self._open()[1], fcntl.LOCK_UN)
         self._take_shared()
         self.yields += 1
 
     @contextmanager
-    def released(self) -> Iterator[None]:
+    def released(self, label: str = "released") -> Iterator[None]:
         """Inside the outermost shared hold, with nothing of ours running on the GPU: the hold
         let go for the body (host work, such as a compile nothing waits on), then taken again
         behind any writer. Inside an inner hold the body runs holding it."""
         if self.depth != 1:
             yield
             return
+        self._step_end(label)
         fcntl.flock(self._open()[1], fcntl.LOCK_UN)
         self.depth = 0
         try:
@@ -144,19 +166,21 @@ class NoLock:
     yields = 0
 
     @contextmanager
-    def shared(self) -> Iterator[None]:
+    def shared(self, label: str = "hold") -> Iterator[None]:
         yield
 
-    exclusive = shared
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        yield
 
     def writer_waiting(self) -> bool:
         return False
 
-    def let_writer_in(self) -> None:
+    def let_writer_in(self, label: str = "step") -> None:
         pass
 
     @contextmanager
-    def released(self) -> Iterator[None]:
+    def released(self, label: str = "released") -> Iterator[None]:
         yield
 
     def close(self) -> None:

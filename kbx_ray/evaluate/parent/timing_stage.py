@@ -75,7 +75,7 @@ def _check_timed_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, cr: C
     """The timed calls' counts, a fresh recheck (GPU shared) that also brings their outputs back,
     those outputs, the recheck's, then the timing checks."""
     fresh, t0 = ev._seed(len(ev.seeds)), time.perf_counter()
-    with ev.lock.shared():  # steps aside for a waiting writer between its steps (none in flight)
+    with ev.lock.shared("t_verdict"):  # steps aside for a waiting writer between its steps (none in flight)
         case_checks.timed_counts(case, checked)
         t1 = time.perf_counter()
         reply, blobs = ev._ask({"op": "recheck", "case": case, "fresh_seed": fresh},
@@ -83,14 +83,14 @@ def _check_timed_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, cr: C
         _add(res, "t_recheck", time.perf_counter() - t1)
         rr = case_checks.read(RecheckReply, reply, "recheck", Stage.TIMING)
         n = sum(len(s.outputs) for s in rr.samples)  # the timed outputs' blobs come first
-        ev.lock.let_writer_in()
+        ev.lock.let_writer_in("t_recheck")
         t1 = time.perf_counter()
         timed_outs = case_checks.check_timed_calls(
             case, dataclasses.replace(checked, samples=rr.samples), blobs[:n], ev.device, ref_mod,
             lambda s: ev.refs.outputs_for(ref_mod, task, case, s),
             ev.refs.exact_for(ref_mod, task, case))
         _add(res, "t_samples", time.perf_counter() - t1)
-        ev.lock.let_writer_in()
+        ev.lock.let_writer_in("t_samples")
         check = rr.check
         outs = case_checks.decode(check.outputs, blobs[n:], ev.device)
         v = (case_checks.integrity(check, ev.cfg.torch_compute, res, ev.monitor)
