@@ -26,8 +26,9 @@ def _noop(x_ptr, BLOCK: tl.constexpr):
     pass
 
 def relu(x: torch.Tensor) -> torch.Tensor:
-    _noop[(1,)](x, BLOCK=16)
-    return torch.empty_like(x)  # whatever the allocator had: poisoned with NaN by the worker
+    out = torch.empty_like(x)  # whatever the allocator had: poisoned with NaN by the worker
+    _noop[(1,)](out, BLOCK=16)  # handed to a kernel that writes nothing
+    return out
 '''
 
 

@@ -167,3 +167,35 @@ def test_on_a_data_movement_task_a_whole_input_may_widen():
                   outputs=[ref(1, [4], dtype="float16")])
     with pytest.raises(program.ProgramError, match="data-movement"):
         run(narrow, x, movement=True)
+
+
+class _Compiled:
+    def __init__(self, loaded: bool) -> None:
+        self.module = object() if loaded else None
+        self.src, self.metadata = f"src{loaded}", f"md{loaded}"
+
+
+def test_warm_builds_a_kernels_launcher_before_its_first_launch(monkeypatch):
+    """`replayer.launcher`: a compiled kernel not loaded yet gets its launcher built (host work,
+    cached beside its binary, which the worker is seeded from); a loaded one already has it; a
+    build that fails is left to the first launch, which reports it."""
+    from triton.runtime.driver import driver
+
+    built: list[tuple] = []
+
+    class Active:
+        def launcher_cls(self, src, metadata):
+            built.append((src, metadata))
+            if src == "boom":
+                raise RuntimeError("no host compiler")
+
+    monkeypatch.setattr(driver, "_active", Active())
+    replayer.launcher(_Compiled(loaded=False))
+    replayer.launcher(_Compiled(loaded=True))
+    assert built == [("srcFalse", "mdFalse")]
+    failing = _Compiled(loaded=False)
+    failing.src = "boom"
+    replayer.launcher(failing)  # no exception
+    assert built[-1][0] == "boom"
+    replayer.launcher(None)  # what a warmup that compiled nothing gives: nothing to build
+    assert len(built) == 2
