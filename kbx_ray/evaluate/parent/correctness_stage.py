@@ -65,9 +65,9 @@ def _check_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, seeds: list
     is judged before the next call's outputs. Returns the last replay, still in flight."""
     outs_by_seed, strays = [], {}
     for i, seed in enumerate(seeds):  # one seed per request: a reply holds one seed's
-        if not (first and i == 0) and ev.lock.writer_waiting():  # ours off the GPU, then its turn
+        if not (first and i == 0) and ev.lock.step_end("c_seed"):  # ours off the GPU, its turn
             carried = _settle(ev, carried, ref_mod, task, res)
-            ev.lock.let_writer_in("c_seed")
+            ev.lock.let_writer_in("c_settle")
         t0 = time.perf_counter()
         try:
             reply, blobs = ev._ask({"op": "run", "case": case, "seeds": [seed],

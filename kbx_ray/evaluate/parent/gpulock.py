@@ -32,7 +32,7 @@ class GpuLock:
         self.exclusive_s = 0.0  # time held exclusively (a running total)
         self.yields = 0  # shared holds paused for a waiting writer (`let_writer_in`)
         self.held_up: dict[str, float] = {}  # shared steps that ended with a writer waiting:
-        #                     their whole length, by the label of their end (`_step_end`)
+        #                     their whole length, by the label of their end (`step_end`)
         self._step_t0 = 0.0
 
     def _open(self) -> tuple[int, int, int]:
@@ -55,7 +55,7 @@ class GpuLock:
             yield
         finally:
             self.depth = 0
-            self._step_end(label)
+            self.step_end(label)
             fcntl.flock(self._open()[1], fcntl.LOCK_UN)
 
     def _take_shared(self) -> None:
@@ -109,14 +109,14 @@ class GpuLock:
         fcntl.flock(writers, fcntl.LOCK_UN)
         return False
 
-    def _step_end(self, label: str) -> bool:
-        """At the end of a step of the outermost shared hold: whether a writer waits; if one
-        does, the step's length is added to `held_up[label]` (it held the writer up for at most
-        that long: profiling, which steps drain slowly)."""
-        waiting = self.writer_waiting()
+    def step_end(self, label: str) -> bool:
+        """At the end of a step of the outermost shared hold (the next starts now): whether a
+        writer waits; if one does, the step's length is added to `held_up[label]` (it held the
+        writer up for at most that long: profiling, which steps drain slowly)."""
+        waiting, now = self.writer_waiting(), time.perf_counter()
         if waiting:
-            dt = time.perf_counter() - self._step_t0
-            self.held_up[label] = self.held_up.get(label, 0.0) + dt
+            self.held_up[label] = self.held_up.get(label, 0.0) + now - self._step_t0
+        self._step_t0 = now
         return waiting
 
     def totals(self) -> dict[str, float]:
@@ -129,7 +129,7 @@ class GpuLock:
         """Inside the outermost shared hold, with nothing of ours running on the GPU: where a
         writer waits, step out and queue behind it (a long shared hold, such as a case's seeds
         with their compiles, would otherwise idle the GPU while the writer waits for it)."""
-        if self.depth != 1 or not self._step_end(label):
+        if self.depth != 1 or not self.step_end(label):
             return
         fcntl.flock(self._open()[1], fcntl.LOCK_UN)
         self._take_shared()
@@ -143,7 +143,7 @@ class GpuLock:
         if self.depth != 1:
             yield
             return
-        self._step_end(label)
+        self.step_end(label)
         fcntl.flock(self._open()[1], fcntl.LOCK_UN)
         self.depth = 0
         try:
@@ -175,6 +175,9 @@ class NoLock:
 
     def writer_waiting(self) -> bool:
         return False
+
+    def step_end(self, label: str) -> bool:
+        return self.writer_waiting()
 
     def let_writer_in(self, label: str = "step") -> None:
         pass
