@@ -46,8 +46,11 @@ def compare(base: dict, new: dict) -> dict:
         sb, sn = b[t].get("speedup"), n[t].get("speedup")
         if sb and sn:
             ratios.append(sn / sb)
+    held_up = sorted({k for r in (b, n) for t in common for k in r[t]["stage_s"]
+                      if k.startswith("hu_")})  # GpuLock.held_up, by step
     stages = {s: (round(sum(b[t]["stage_s"].get(s, 0.0) for t in common), 1),
-                  round(sum(n[t]["stage_s"].get(s, 0.0) for t in common), 1)) for s in STAGES}
+                  round(sum(n[t]["stage_s"].get(s, 0.0) for t in common), 1))
+              for s in STAGES + tuple(held_up)}
     geo = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
     return {"tasks": len(common), "differ": differ, "mended": mended, "stages": stages,
             "speedup_ratio_geomean": geo,

@@ -48,3 +48,17 @@ def test_verdicts_stages_and_mended_failures(tmp_path):
     same = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "b.json"),
                            str(tmp_path / "b.json")], capture_output=True, text=True)
     assert same.returncode == 0 and "Verdicts that differ: 0" in same.stdout
+
+
+def test_steps_that_held_a_timing_up_are_tabulated_when_either_run_has_them():
+    """`hu_*` (GpuLock.held_up) are rows for whichever labels either run recorded; a run without
+    a label counts 0 for it."""
+    base = {"tasks": [_row("a", True), _row("b", True)]}
+    new = {"tasks": [_row("a", True), _row("b", True)]}
+    new["tasks"][0]["stage_s"]["hu_c_seed"] = 1.5
+    new["tasks"][1]["stage_s"]["hu_c_seed"] = 0.5
+    base["tasks"][1]["stage_s"]["hu_t_recheck"] = 2.0
+    c = _load().compare(base, new)
+    assert c["stages"]["hu_c_seed"] == (0.0, 2.0) and c["stages"]["hu_t_recheck"] == (2.0, 0.0)
+    assert not any(k.startswith("hu_") for k in _load().compare(base, base)["stages"]
+                   if k != "hu_t_recheck")
