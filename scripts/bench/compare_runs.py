@@ -19,7 +19,7 @@ STAGES = ("correctness", "timing", "load", "mem_wait", "mem_wait_free", "lock_wa
           "lock_wait_excl", "lock_drain", "exclusive", "worker_run", "replay", "judge", "t_loop",
           "t_ref", "t_replay", "t_checks", "t_recheck", "t_samples", "replay_warm",
           "replay_compiles", "tw_inputs", "tw_bench", "tw_fresh", "tw_digest", "tw_encode",
-          "w_call", "w_trace", "trace_missed", "seeded", "w_compiled")
+          "w_call", "w_trace", "trace_missed", "seeded", "seed_s", "w_compiled")
 # each run's own figures (suite_gpu.py), over all its tasks: not only the common ones
 RUN = ("n_tasks", "n_oom_shared_gpu", "gpu_idle_share", "gpu_mem_used_max_gib",
        "gpu_mem_full_share", "cpu_busy_mean_pct")

@@ -220,5 +220,6 @@ def test_only_the_draw_holds_the_gpu():
     finally:
         ev.close()
     assert res.exec_ok and "trace_missed" not in res.stage_s, (res.error_msg, res.stage_s)
+    assert res.stage_s["seed_s"] >= 0 and "seeded" in res.stage_s  # the copy timed, each warm
     assert ("mirror", True) in sent and ("trace", False) in sent, sent
     assert ("run", True) in sent  # the calls themselves still hold it

@@ -86,7 +86,9 @@ def warm(ev: Evaluator, task: Task, traced: Traced, res: EvalResult,
         for case, prog in traced.values():
             ev.replay.warm(prog, task, case, 1, lambda: ev.deadline - time.perf_counter(),
                            contextlib.nullcontext)
+    t0 = time.perf_counter()
     _add(res, "seeded", seed_from_replay(ev))
+    _add(res, "seed_s", time.perf_counter() - t0)  # the copy between the two caches
 
 
 def seed_from_replay(ev: Evaluator) -> int:
