@@ -46,7 +46,8 @@ def prewarm(ev: Evaluator, task: Task, cases: list[dict], res: EvalResult) -> Tr
     t0 = time.perf_counter()
     left = ev.deadline - t0
     try:
-        with ev.lock.shared("mirror"):  # the draw only: the copy runs on meta tensors, off the GPU
+        # the draw only: the copy runs on meta tensors, off the GPU
+        with ev.lock.shared("mirror"):
             drawn, _ = ev.sandbox.request({"op": "mirror", "cases": cases, "seed": 1},
                                           min(TRACE_S + 30, left))
         left = ev.deadline - time.perf_counter()

@@ -75,7 +75,8 @@ def _check_timed_case(ev: Evaluator, ref_mod: Any, task: Task, case: dict, cr: C
     """The timed calls' counts, a fresh recheck (GPU shared) that also brings their outputs back,
     those outputs, the recheck's, then the timing checks."""
     fresh, t0 = ev._seed(len(ev.seeds)), time.perf_counter()
-    with ev.lock.shared("t_verdict"):  # steps aside for a waiting writer between its steps (none in flight)
+    # steps aside for a waiting writer between its steps (none in flight)
+    with ev.lock.shared("t_verdict"):
         case_checks.timed_counts(case, checked)
         t1 = time.perf_counter()
         reply, blobs = ev._ask({"op": "recheck", "case": case, "fresh_seed": fresh},
